@@ -1,0 +1,12 @@
+# sluice_set_warnings(target): strict warnings for sluice's own code; errors in the developer build.
+# Dependencies come in as SYSTEM (imported targets), so their headers do not trip these.
+function(sluice_set_warnings target)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE
+      -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wold-style-cast
+      -Wcast-align -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+    if(SLUICE_DEVELOPER)
+      target_compile_options(${target} PRIVATE -Werror)
+    endif()
+  endif()
+endfunction()

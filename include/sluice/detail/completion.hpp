@@ -1,0 +1,44 @@
+// Helpers shared by the asynchronous parts: completing a handler on its own executor, and
+// running an asynchronous operation to completion for the blocking overloads.
+#pragma once
+
+#include <sluice/error.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include <tuple>
+#include <utility>
+
+namespace sluice::detail {
+
+/// Invokes `handler(args...)` through its associated executor, never inline from the
+/// initiating function (Asio's rule: an operation does not complete inside its initiation).
+template <class Handler, class... Args>
+void post_completion(Handler&& handler, Args&&... args) {
+  auto executor = boost::asio::get_associated_executor(handler);
+  boost::asio::post(executor, [h = std::forward<Handler>(handler),
+                               values = std::make_tuple(std::forward<Args>(args)...)]() mutable {
+    std::apply(std::move(h), std::move(values));
+  });
+}
+
+/// Runs `initiate(handler)` on a private io_context until the handler ran, and returns what
+/// the handler received after the error code. The body of every blocking overload: it works
+/// whether or not anybody runs the executors of the parts, and never blocks a thread of theirs.
+template <class Result, class Initiate>
+Result run_blocking(Initiate&& initiate, error_code& ec) {
+  boost::asio::io_context context;
+  Result result{};
+  std::forward<Initiate>(initiate)(
+      boost::asio::bind_executor(context, [&](error_code e, Result r) {
+        ec = e;
+        result = std::move(r);
+      }));
+  context.run();
+  return result;
+}
+
+}  // namespace sluice::detail

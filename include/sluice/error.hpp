@@ -1,0 +1,87 @@
+// Error values for everything sluice reports itself. Other origins (S3, libfabric,
+// CUDA) have categories of their own in their tiers; all are boost::system::error_code,
+// which converts to std::error_code.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <string>
+#include <type_traits>
+
+namespace sluice {
+
+/// The error type of every sluice API (Asio's, so completion handlers need no conversion).
+using error_code = boost::system::error_code;
+/// Thrown by the throwing overloads of blocking calls.
+using system_error = boost::system::system_error;
+
+/// Conditions that originate in sluice itself.
+enum class errc : int {
+  region_too_small = 1,  ///< the local region cannot hold (or does not hold) the bytes asked for
+  bad_range,             ///< the byte range lies outside the object or remote descriptor
+  no_such_bucket,        ///< the bucket does not exist
+  no_such_object,        ///< the object does not exist
+  bucket_exists,         ///< create_bucket on a bucket that exists
+  bucket_not_empty,      ///< remove_bucket on a bucket that still holds objects
+  invalid_name,          ///< a bucket name or key the store refuses
+  unsupported_memory,    ///< the registrar or transport cannot use memory of this kind
+  no_device,             ///< a GPU path was asked for on a host with no usable GPU
+  declined,              ///< the peer declined this path; the caller may fall back
+  invalid_config,        ///< a configuration value failed validation
+  invalid_argument,      ///< an argument violates the documented preconditions
+  capacity_exceeded,     ///< a configured memory or size bound would be exceeded
+  protocol_violation,    ///< the other end broke the agreed protocol
+};
+
+namespace detail {
+
+class sluice_category_impl final : public boost::system::error_category {
+ public:
+  [[nodiscard]] const char* name() const noexcept override { return "sluice"; }
+  [[nodiscard]] std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::region_too_small: return "memory region too small for the transfer";
+      case errc::bad_range: return "byte range outside the object";
+      case errc::no_such_bucket: return "no such bucket";
+      case errc::no_such_object: return "no such object";
+      case errc::bucket_exists: return "bucket already exists";
+      case errc::bucket_not_empty: return "bucket not empty";
+      case errc::invalid_name: return "invalid bucket name or object key";
+      case errc::unsupported_memory: return "memory kind not supported here";
+      case errc::no_device: return "no usable GPU device";
+      case errc::declined: return "peer declined this path";
+      case errc::invalid_config: return "invalid configuration";
+      case errc::invalid_argument: return "invalid argument";
+      case errc::capacity_exceeded: return "configured capacity exceeded";
+      case errc::protocol_violation: return "protocol violation by peer";
+    }
+    return "unknown sluice error";
+  }
+};
+
+}  // namespace detail
+
+/// The category of sluice::errc values; its name() is "sluice".
+inline const boost::system::error_category& sluice_category() noexcept {
+  static const detail::sluice_category_impl category;
+  return category;
+}
+
+/// Makes `errc` values usable wherever an error_code is expected.
+inline error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), sluice_category()};
+}
+
+namespace detail {
+
+/// Throws `system_error` when `ec` holds an error: the body of every throwing overload.
+inline void throw_on_error(const error_code& ec, const char* what) {
+  if (ec) throw system_error(ec, what);
+}
+
+}  // namespace detail
+}  // namespace sluice
+
+template <>
+struct boost::system::is_error_code_enum<sluice::errc> : std::true_type {};

@@ -1,0 +1,109 @@
+// What a path is asked to do and what it reports back.
+#pragma once
+
+#include <sluice/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+/// Names one object: a key inside a bucket.
+struct object_ref {
+  std::string bucket;
+  std::string key;
+  friend bool operator==(const object_ref&, const object_ref&) = default;
+};
+
+/// Bytes [offset, offset + length) of an object; no length means "to the end".
+struct byte_range {
+  std::uint64_t offset = 0;
+  std::optional<std::uint64_t> length;
+  friend bool operator==(const byte_range&, const byte_range&) = default;
+};
+
+/// A resolved range: exact offset and length inside an object of known size.
+struct extent {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  friend bool operator==(const extent&, const extent&) = default;
+};
+
+/// Resolves `range` against an object of `size` bytes. Strict: a range that starts past
+/// the end, or an explicit length that runs past it, is errc::bad_range (the caller asked
+/// for bytes that do not exist; nothing is silently shortened).
+[[nodiscard]] inline extent resolve(const byte_range& range, std::uint64_t size, error_code& ec) {
+  if (range.offset > size) {
+    ec = errc::bad_range;
+    return {};
+  }
+  const std::uint64_t available = size - range.offset;
+  if (range.length && *range.length > available) {
+    ec = errc::bad_range;
+    return {};
+  }
+  ec = {};
+  return {range.offset, range.length.value_or(available)};
+}
+
+/// Which way the bytes go, seen from the caller's memory.
+enum class direction : std::uint8_t {
+  get,  ///< object → caller's region
+  put,  ///< caller's region → object
+};
+
+/// One request to a negotiator. For put, `range` is {0, size of the source}.
+struct transfer_request {
+  object_ref object;
+  byte_range range;
+  direction dir = direction::get;
+};
+
+/// What a completed transfer reports: bytes moved and the parts that moved them.
+struct transfer_result {
+  std::uint64_t bytes = 0;          ///< payload bytes delivered
+  std::string_view negotiator;      ///< name of the negotiator that agreed the transfer
+  std::string_view transport;       ///< name of the transport that carried the bytes
+};
+
+/// Attributes a writer publishes with an object.
+struct object_attributes {
+  std::string etag;          ///< opaque entity tag (S3: MD5 hex); empty lets the store choose
+  std::string content_type;  ///< MIME type; empty means application/octet-stream
+  std::map<std::string, std::string> metadata;  ///< user metadata (S3 x-amz-meta-*), lower-case names
+};
+
+/// What a store knows about a published object.
+struct object_info {
+  std::string key;
+  std::uint64_t size = 0;
+  std::chrono::system_clock::time_point last_modified{};
+  object_attributes attributes;
+};
+
+/// What a store knows about a bucket.
+struct bucket_info {
+  std::string name;
+  std::chrono::system_clock::time_point created{};
+};
+
+/// One page of a listing, in key order.
+struct list_request {
+  std::string bucket;
+  std::string prefix;        ///< only keys that start with this
+  std::string start_after;   ///< only keys strictly greater than this
+  std::uint32_t max_keys = 1000;
+};
+
+/// The answer to a list_request.
+struct list_result {
+  std::vector<object_info> objects;
+  bool truncated = false;  ///< more keys follow; ask again with start_after = last key
+};
+
+}  // namespace sluice
