@@ -1,1 +1,43 @@
+# Every public header compiles on its own: one generated translation unit per header,
+# including only that header, built into one object library per tier.
+# (Included from tests/CMakeLists.txt; the library targets exist by then.)
 
+function(sluice_header_check tier glob_dir target)
+  file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR}/include CONFIGURE_DEPENDS
+       ${PROJECT_SOURCE_DIR}/include/${glob_dir}/*.hpp)
+  set(sources)
+  foreach(header IN LISTS headers)
+    if(NOT tier STREQUAL "core")
+      # tier folders are checked by their own tier
+    elseif(header MATCHES "^sluice/(s3|fabric|cuda|file)/")
+      continue()
+    endif()
+    string(MAKE_C_IDENTIFIER ${header} id)
+    set(src ${CMAKE_CURRENT_BINARY_DIR}/header_check/${id}.cpp)
+    file(CONFIGURE OUTPUT ${src} CONTENT "#include <${header}>\n")
+    list(APPEND sources ${src})
+  endforeach()
+  if(sources)
+    add_library(sluice_header_check_${tier} OBJECT ${sources})
+    target_link_libraries(sluice_header_check_${tier} PRIVATE ${target})
+    sluice_set_warnings(sluice_header_check_${tier})
+  endif()
+endfunction()
+
+sluice_header_check(core sluice sluice::core)
+foreach(tier s3 fabric cuda)
+  if(TARGET sluice::${tier})
+    sluice_header_check(${tier} sluice/${tier} sluice::${tier})
+  endif()
+endforeach()
+
+# Visible in the suite as a test: rebuilding the checks is a no-op when they are up to date,
+# and fails with the compiler's message when a header stopped being self-contained.
+set(_sluice_header_targets)
+foreach(tier core s3 fabric cuda)
+  if(TARGET sluice_header_check_${tier})
+    list(APPEND _sluice_header_targets --target sluice_header_check_${tier})
+  endif()
+endforeach()
+add_test(NAME headers.self_contained COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} ${_sluice_header_targets})
+set_tests_properties(headers.self_contained PROPERTIES LABELS headers)

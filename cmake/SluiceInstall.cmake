@@ -1,1 +1,35 @@
+# Install rules and the relocatable `sluice` CMake package (find_package(sluice)).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
 
+get_property(_sluice_tiers GLOBAL PROPERTY SLUICE_TIERS)
+set(_sluice_targets sluice)
+foreach(tier IN LISTS _sluice_tiers)
+  list(APPEND _sluice_targets sluice_${tier})
+endforeach()
+
+install(TARGETS ${_sluice_targets} EXPORT sluiceTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# Headers of the tiers that were built; nothing outside include/sluice/.
+install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.hpp"
+        PATTERN "s3" EXCLUDE PATTERN "fabric" EXCLUDE PATTERN "cuda" EXCLUDE)
+foreach(tier s3 fabric cuda)
+  if(TARGET sluice_${tier})
+    install(DIRECTORY include/sluice/${tier} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sluice
+            FILES_MATCHING PATTERN "*.hpp")
+  endif()
+endforeach()
+
+set(SLUICE_PACKAGE_TIERS ${_sluice_tiers})
+install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/sluiceConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/sluiceConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)

@@ -35,10 +35,12 @@ class any_transfer_handler {
  public:
   using executor_type = boost::asio::any_io_executor;
 
+  /// Wraps `handler`; a handler without an associated executor gets `fallback` (the erased
+  /// path's executor), as it would have from the path itself.
   template <class Handler>
     requires(!std::is_same_v<std::decay_t<Handler>, any_transfer_handler>)
-  explicit any_transfer_handler(Handler&& handler)
-      : executor_(boost::asio::get_associated_executor(handler)),
+  any_transfer_handler(Handler&& handler, const executor_type& fallback)
+      : executor_(boost::asio::get_associated_executor(handler, fallback)),
         impl_(std::make_unique<holder<std::decay_t<Handler>>>(std::forward<Handler>(handler))) {}
 
   [[nodiscard]] executor_type get_executor() const noexcept { return executor_; }
@@ -64,6 +66,7 @@ class any_path : public detail::blocking_transfers<any_path> {
     virtual void get(const object_ref& object, const region& destination, const byte_range& range,
                      handler_type handler) = 0;
     virtual void put(const object_ref& object, const region& source, handler_type handler) = 0;
+    [[nodiscard]] virtual boost::asio::any_io_executor executor() const = 0;
     [[nodiscard]] virtual std::string_view negotiator_name() const noexcept = 0;
     [[nodiscard]] virtual std::string_view transport_name() const noexcept = 0;
   };
@@ -78,6 +81,7 @@ class any_path : public detail::blocking_transfers<any_path> {
     void put(const object_ref& object, const region& source, handler_type handler) override {
       path.async_put(object, source, std::move(handler));
     }
+    [[nodiscard]] boost::asio::any_io_executor executor() const override { return path.get_executor(); }
     [[nodiscard]] std::string_view negotiator_name() const noexcept override {
       return Path::negotiator_type::name;
     }
@@ -103,7 +107,7 @@ class any_path : public detail::blocking_transfers<any_path> {
                  CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
         [this](auto handler, const object_ref& o, const region& d, const byte_range& r) {
-          impl_->get(o, d, r, handler_type(std::move(handler)));
+          impl_->get(o, d, r, handler_type(std::move(handler), impl_->executor()));
         },
         token, object, destination, range);
   }
@@ -113,7 +117,7 @@ class any_path : public detail::blocking_transfers<any_path> {
   auto async_put(const object_ref& object, const region& source, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
         [this](auto handler, const object_ref& o, const region& s) {
-          impl_->put(o, s, handler_type(std::move(handler)));
+          impl_->put(o, s, handler_type(std::move(handler), impl_->executor()));
         },
         token, object, source);
   }

@@ -95,6 +95,11 @@ concept negotiator =
       n.async_complete(std::move(session), ec, bytes, detail::complete_handler_archetype{});
     };
 
+/// A negotiator whose remote descriptors are what transport `T` moves to and from: the pair
+/// can be composed into one path.
+template <class N, class T>
+concept negotiates_for = negotiator<N> && std::same_as<typename N::remote_type, typename T::remote_type>;
+
 /// A writer stages one object; commit publishes it atomically (readers see the old object or
 /// the whole new one, never part), destruction without commit discards it.
 template <class W>

@@ -15,6 +15,18 @@
 
 namespace sluice {
 
+namespace detail {
+// What a session keeps to pin a mapped object: the mapping for mappable stores, nothing otherwise.
+template <class Store, bool = mappable_store<Store>>
+struct mapping_holder {
+  struct type {};
+};
+template <class Store>
+struct mapping_holder<Store, true> {
+  using type = std::optional<typename Store::mapping_type>;
+};
+}  // namespace detail
+
 /// Negotiates transfers with an in-process object store; its remote descriptors are host
 /// regions, so it pairs with loopback_transport. A get from a mappable_store lends the
 /// object's bytes in place (zero copy); other stores are read into a staging buffer first.
@@ -39,10 +51,7 @@ class local_negotiator {
     transfer_span span_{};
     std::optional<typename Store::writer_type> writer_;
     std::vector<std::byte> staging_;
-    struct no_mapping {};
-    using mapping_holder =
-        std::conditional_t<mappable_store<Store>, std::optional<typename Store::mapping_type>, no_mapping>;
-    [[no_unique_address]] mapping_holder mapping_{};
+    [[no_unique_address]] typename detail::mapping_holder<Store>::type mapping_{};
   };
   using session_type = session;
 

@@ -242,8 +242,9 @@ class memory_store {
       return out;
     }
     const auto& objects = b->second.objects;
-    auto it = request.start_after.empty() ? objects.lower_bound(request.prefix)
-                                          : objects.upper_bound(std::max(request.start_after, request.prefix));
+    // First key: after start_after when that lies inside or past the prefix, else the prefix itself.
+    auto it = request.start_after < request.prefix ? objects.lower_bound(request.prefix)
+                                                   : objects.upper_bound(request.start_after);
     for (; it != objects.end() && it->first.starts_with(request.prefix); ++it) {
       if (out.objects.size() == request.max_keys) {
         out.truncated = true;

@@ -23,7 +23,7 @@ namespace sluice {
 /// concurrently when its parts allow it (all shipped parts do).
 template <negotiator N, registrar R, transport<typename R::registration_type> T,
           class Executor = boost::asio::any_io_executor>
-  requires std::same_as<typename N::remote_type, typename T::remote_type>
+  requires negotiates_for<N, T>
 class path : public detail::blocking_transfers<path<N, R, T, Executor>> {
  public:
   using executor_type = Executor;

@@ -46,6 +46,12 @@ struct region {
   friend bool operator==(const region&, const region&) = default;
 };
 
+namespace detail {
+template <class S>
+concept writable_trivial_span =
+    std::is_trivially_copyable_v<typename S::element_type> && !std::is_const_v<typename S::element_type>;
+}  // namespace detail
+
 /// A pageable host region over a contiguous range of trivially copyable objects.
 template <class T>
   requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
@@ -55,7 +61,9 @@ template <class T>
 
 /// host_region for any contiguous container (std::vector, std::array, std::string...).
 template <class Container>
-  requires requires(Container& c) { std::span(c); }
+  requires requires(Container& c) {
+    { std::span(c) } -> detail::writable_trivial_span;
+  }
 [[nodiscard]] region host_region(Container& c) noexcept {
   return host_region(std::span(c));
 }
