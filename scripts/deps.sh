@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sluice builds and tests with, when any is missing.
+# Usage: scripts/deps.sh            (sourced or run by scripts/test.sh and scripts/demo.sh)
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config git       # build
+  libboost-dev libboost-system-dev           # Asio, Beast, System (core, s3)
+  libsimdjson-dev                            # JSON config and metadata
+  libssl-dev                                 # SigV4 crypto (s3)
+  libfabric-dev libfabric-bin                # RDMA data plane (fabric)
+  doctest-dev                                # tests
+  clang clang-format                         # fuzz preset, format check
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "sluice: installing missing packages: ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "sluice: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The CUDA toolkit image keeps CUDA in /usr/local/cuda; CMake finds it there (SLUICE_WITH_CUDA=AUTO).
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "sluice: CUDA toolkit $(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') found"
+else
+  echo "sluice: no CUDA toolkit found; building without sluice::cuda"
+fi
