@@ -2,7 +2,7 @@
 # clang-format check and clang-tidy over sluice's own sources, using the dev build's
 # compile_commands.json. Run by the test suite (format) and by hand (tidy: slow).
 #   scripts/lint.sh format      # exit 1 when a file is not formatted
-#   scripts/lint.sh tidy        # clang-tidy on src/ (needs build/dev)
+#   scripts/lint.sh tidy [DIR]  # clang-tidy on src/ and examples/ (DIR: a configured build, default build/dev)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-format}
@@ -11,7 +11,7 @@ case "$mode" in
   format) clang-format --dry-run -Werror "${files[@]}" ;;
   fix) clang-format -i "${files[@]}" ;;
   tidy)
-    mapfile -t sources < <(git ls-files 'src/*.cpp')
-    clang-tidy -p build/dev --quiet "${sources[@]}" ;;
+    mapfile -t sources < <(git ls-files 'src/*.cpp' 'examples/*.cpp')
+    clang-tidy -p "${2:-build/dev}" --quiet "${sources[@]}" ;;
   *) echo "usage: $0 format|fix|tidy" >&2; exit 2 ;;
 esac

@@ -43,7 +43,7 @@ std::vector<float> make_vectors(std::size_t count) {
 
 TEST_CASE_FIXTURE(in_process, "upload an index segment, read it back whole and in ranges") {
   REQUIRE(!ec);
-  auto segment = make_vectors(128 * 1024);  // 512 KiB of float32
+  auto segment = make_vectors(std::size_t{128} * 1024);  // 512 KiB of float32
 
   // Blocking put: throws sluice::system_error on failure; returns what moved and how.
   const sluice::transfer_result put = path.put({"segments", "seg-0001"}, sluice::host_region(segment));
@@ -75,7 +75,7 @@ TEST_CASE_FIXTURE(in_process, "errors come back as error codes a test can assert
 }
 
 TEST_CASE_FIXTURE(in_process, "asynchronous use: many reads in flight on one io_context") {
-  auto segment = make_vectors(64 * 1024);
+  auto segment = make_vectors(std::size_t{64} * 1024);
   path.put({"segments", "seg-async"}, sluice::host_region(segment));
 
   boost::asio::io_context io;

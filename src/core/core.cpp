@@ -123,7 +123,10 @@ field_reader count_field(std::uint32_t& target) {
 std::optional<config_error> read_section(element section, std::string_view path, const field_table& fields) {
   object members;
   if (section.get(members) != simdjson::SUCCESS) return config_error{std::string(path), "expected an object"};
-  for (auto [key, value] : members) {
+  for (auto member : members) {
+    // Named copies, not structured bindings: lambdas capture them (clang 14 cannot capture bindings).
+    const std::string_view key = member.key;
+    const element value = member.value;
     const std::string field = std::string(path) + "." + std::string(key);
     auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
     if (it == fields.end()) return config_error{field, "unknown field"};
@@ -159,7 +162,9 @@ config parse_config(std::string_view json, error_code& ec, config_error& error) 
        {{"max_bytes", size_field(result.memory_store.max_bytes)},
         {"max_object_bytes", size_field(result.memory_store.max_object_bytes)}}},
   };
-  for (auto [key, value] : top) {
+  for (auto member : top) {
+    const std::string_view key = member.key;
+    const element value = member.value;
     auto it = std::find_if(sections.begin(), sections.end(), [&](const auto& s) { return s.first == key; });
     if (it == sections.end()) return fail({std::string(key), "unknown section"});
     if (auto e = read_section(value, key, it->second)) return fail(std::move(*e));

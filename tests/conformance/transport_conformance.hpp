@@ -20,6 +20,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -135,9 +136,11 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
     const std::size_t size = 256 * 1024 + 3;
     const auto data = random_bytes(size, 42);
     auto remote = f.make_remote(data);
-    for (auto [remote_offset, length, local_offset] :
-         {std::array<std::size_t, 3>{1, 4095, 0}, {4096, 4096, 17}, {size - 1, 1, 3}, {12345, size - 12345, 0},
-          {size, 0, 0}}) {
+    for (const auto& c : {std::array<std::size_t, 3>{1, 4095, 0}, {4096, 4096, 17}, {size - 1, 1, 3},
+                          {12345, size - 12345, 0}, {size, 0, 0}}) {
+      const std::size_t remote_offset = c[0];
+      const std::size_t length = c[1];
+      const std::size_t local_offset = c[2];
       CAPTURE(remote_offset);
       CAPTURE(length);
       auto local = f.make_local(local_offset + length + guard_bytes);
