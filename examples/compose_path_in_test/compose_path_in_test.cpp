@@ -22,7 +22,8 @@ namespace {
 
 // The parts, named once for the whole test file.
 using store_type = sluice::memory_store;
-using test_path = sluice::path<sluice::local_negotiator<store_type>, sluice::host_registrar, sluice::loopback_transport>;
+using test_path =
+    sluice::path<sluice::local_negotiator<store_type>, sluice::host_registrar, sluice::loopback_transport>;
 
 // A fixture that owns the store and a path to it, with one bucket ready.
 struct in_process {
@@ -58,7 +59,8 @@ TEST_CASE_FIXTURE(in_process, "upload an index segment, read it back whole and i
 
   // Just the vectors 1000..1999: a byte range.
   std::vector<float> slice(1000);
-  path.get({"segments", "seg-0001"}, sluice::host_region(slice), sluice::byte_range{1000 * sizeof(float), 1000 * sizeof(float)});
+  path.get({"segments", "seg-0001"}, sluice::host_region(slice),
+           sluice::byte_range{1000 * sizeof(float), 1000 * sizeof(float)});
   CHECK(slice.front() == segment[1000]);
   CHECK(slice.back() == segment[1999]);
 }
@@ -100,8 +102,8 @@ TEST_CASE_FIXTURE(in_process, "asynchronous use: many reads in flight on one io_
 
 TEST_CASE_FIXTURE(in_process, "choose the path at run time through any_path") {
   std::vector<sluice::any_path> choices;
-  choices.emplace_back(test_path{sluice::local_negotiator<store_type>{store}, sluice::host_registrar{},
-                                 sluice::loopback_transport{}});
+  choices.emplace_back(
+      test_path{sluice::local_negotiator<store_type>{store}, sluice::host_registrar{}, sluice::loopback_transport{}});
   sluice::any_path& chosen = choices.front();
   std::vector<std::byte> data(4096, std::byte{9});
   CHECK(chosen.put({"segments", "erased"}, sluice::host_region(data)).bytes == 4096);

@@ -38,8 +38,8 @@ class any_transfer_handler {
   /// Wraps `handler`; a handler without an associated executor gets `fallback` (the erased
   /// path's executor), as it would have from the path itself.
   template <class Handler>
-    requires(!std::is_same_v<std::decay_t<Handler>, any_transfer_handler>)
-  any_transfer_handler(Handler&& handler, const executor_type& fallback)
+  requires(!std::is_same_v<std::decay_t<Handler>, any_transfer_handler>)
+      any_transfer_handler(Handler&& handler, const executor_type& fallback)
       : executor_(boost::asio::get_associated_executor(handler, fallback)),
         impl_(std::make_unique<holder<std::decay_t<Handler>>>(std::forward<Handler>(handler))) {}
 
@@ -82,12 +82,8 @@ class any_path : public detail::blocking_transfers<any_path> {
       path.async_put(object, source, std::move(handler));
     }
     [[nodiscard]] boost::asio::any_io_executor executor() const override { return path.get_executor(); }
-    [[nodiscard]] std::string_view negotiator_name() const noexcept override {
-      return Path::negotiator_type::name;
-    }
-    [[nodiscard]] std::string_view transport_name() const noexcept override {
-      return Path::transport_type::name;
-    }
+    [[nodiscard]] std::string_view negotiator_name() const noexcept override { return Path::negotiator_type::name; }
+    [[nodiscard]] std::string_view transport_name() const noexcept override { return Path::transport_type::name; }
     Path path;
   };
 

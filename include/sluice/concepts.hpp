@@ -49,10 +49,9 @@ concept named_part = requires {
 /// A registration: proof that a region is reachable by some transport. Move-only; its
 /// destructor undoes the registration. An empty registration (after an error) has an empty region.
 template <class G>
-concept registration = std::move_constructible<G> && (!std::copy_constructible<G>) &&
-                       requires(const G& g) {
-                         { g.region() } -> std::convertible_to<region>;
-                       };
+concept registration = std::move_constructible<G> &&(!std::copy_constructible<G>)&&requires(const G& g) {
+  { g.region() } -> std::convertible_to<region>;
+};
 
 /// A registrar turns a region into a registration. On error it sets `ec` and returns an
 /// empty registration.
@@ -68,12 +67,11 @@ concept registrar = requires(R& r, const region& mem, error_code& ec) {
 /// `void(error_code, std::size_t bytes)`; a span outside the local region fails with
 /// errc::region_too_small, outside the remote with errc::bad_range, and writes nothing.
 template <class T, class G>
-concept transport =
-    registration<G> && named_part<T> &&
+concept transport = registration<G> && named_part<T> &&
     requires(T& t, const G& local, const typename T::remote_type& remote, transfer_span span) {
-      t.async_read(local, remote, span, detail::transport_handler_archetype{});   // remote → local
-      t.async_write(local, remote, span, detail::transport_handler_archetype{});  // local → remote
-    };
+  t.async_read(local, remote, span, detail::transport_handler_archetype{});   // remote → local
+  t.async_write(local, remote, span, detail::transport_handler_archetype{});  // local → remote
+};
 
 /// A negotiation in progress: what to move (remote descriptor and span) until completed.
 template <class S, class Remote>
@@ -86,14 +84,14 @@ concept negotiation_session = std::move_constructible<S> && requires(const S& s)
 /// `void(error_code, session_type)`), and ends the agreement once the transport ran
 /// (async_complete: publishes or releases; completes with `void(error_code, transfer_result)`).
 template <class N>
-concept negotiator =
-    named_part<N> && requires { typename N::remote_type; } &&
-    negotiation_session<typename N::session_type, typename N::remote_type> &&
+concept negotiator = named_part<N> && requires {
+  typename N::remote_type;
+} && negotiation_session<typename N::session_type, typename N::remote_type> &&
     requires(N& n, const transfer_request& req, typename N::session_type&& session, error_code ec,
              std::uint64_t bytes) {
-      n.async_negotiate(req, detail::negotiate_handler_archetype<typename N::session_type>{});
-      n.async_complete(std::move(session), ec, bytes, detail::complete_handler_archetype{});
-    };
+  n.async_negotiate(req, detail::negotiate_handler_archetype<typename N::session_type>{});
+  n.async_complete(std::move(session), ec, bytes, detail::complete_handler_archetype{});
+};
 
 /// A negotiator whose remote descriptors are what transport `T` moves to and from: the pair
 /// can be composed into one path.
@@ -103,30 +101,28 @@ concept negotiates_for = negotiator<N> && std::same_as<typename N::remote_type, 
 /// A writer stages one object; commit publishes it atomically (readers see the old object or
 /// the whole new one, never part), destruction without commit discards it.
 template <class W>
-concept object_writer =
-    std::move_constructible<W> &&
+concept object_writer = std::move_constructible<W> &&
     requires(W& w, std::span<const std::byte> data, const object_attributes& attrs, error_code& ec) {
-      w.write(data, ec);
-      { w.commit(attrs, ec) } -> std::same_as<object_info>;
-    };
+  w.write(data, ec);
+  { w.commit(attrs, ec) } -> std::same_as<object_info>;
+};
 
 /// Server-side storage: buckets and objects, ranged reads into a caller's buffer, atomic
 /// publish through a writer. Calls are blocking (local storage); servers run them off the
 /// network thread.
 template <class S>
-concept object_store =
-    object_writer<typename S::writer_type> &&
-    requires(S& s, const object_ref& obj, std::string_view bucket, std::uint64_t offset,
-             std::span<std::byte> out, const list_request& list, error_code& ec) {
-      s.create_bucket(bucket, ec);
-      s.remove_bucket(bucket, ec);
-      { s.list_buckets(ec) } -> std::same_as<std::vector<bucket_info>>;
-      { s.head(obj, ec) } -> std::same_as<object_info>;
-      { s.read(obj, offset, out, ec) } -> std::same_as<std::size_t>;
-      { s.begin_put(obj, ec) } -> std::same_as<typename S::writer_type>;
-      s.remove(obj, ec);
-      { s.list(list, ec) } -> std::same_as<list_result>;
-    };
+concept object_store = object_writer<typename S::writer_type> &&
+    requires(S& s, const object_ref& obj, std::string_view bucket, std::uint64_t offset, std::span<std::byte> out,
+             const list_request& list, error_code& ec) {
+  s.create_bucket(bucket, ec);
+  s.remove_bucket(bucket, ec);
+  { s.list_buckets(ec) } -> std::same_as<std::vector<bucket_info>>;
+  { s.head(obj, ec) } -> std::same_as<object_info>;
+  { s.read(obj, offset, out, ec) } -> std::same_as<std::size_t>;
+  { s.begin_put(obj, ec) } -> std::same_as<typename S::writer_type>;
+  s.remove(obj, ec);
+  { s.list(list, ec) } -> std::same_as<list_result>;
+};
 
 /// A store that can lend a published object's bytes in place (no copy out): `map` returns a
 /// mapping that keeps that version of the object alive and readable while it exists.

@@ -27,9 +27,9 @@ struct config_error {
 
 /// How a client path splits and pipelines large transfers.
 struct transfer_config {
-  std::uint64_t part_size = 8 * mib;          ///< bytes per part (each part is one request)
-  std::uint32_t parts_in_flight = 4;          ///< parts moving at once
-  std::uint64_t staging_bytes = 64 * mib;     ///< bound on pinned/registered staging memory
+  std::uint64_t part_size = 8 * mib;       ///< bytes per part (each part is one request)
+  std::uint32_t parts_in_flight = 4;       ///< parts moving at once
+  std::uint64_t staging_bytes = 64 * mib;  ///< bound on pinned/registered staging memory
 
   /// Valid when part_size is 4 KiB..5 GiB, parts_in_flight 1..256 and the staging bound
   /// holds at least one part.
@@ -38,8 +38,8 @@ struct transfer_config {
 
 /// Bounds of the in-memory object store.
 struct memory_store_config {
-  std::uint64_t max_bytes = 1 * gib;          ///< all objects plus uploads in progress
-  std::uint64_t max_object_bytes = 1 * gib;   ///< one object
+  std::uint64_t max_bytes = 1 * gib;         ///< all objects plus uploads in progress
+  std::uint64_t max_object_bytes = 1 * gib;  ///< one object
 
   /// Valid when both are non-zero and one object fits in the whole.
   [[nodiscard]] std::optional<config_error> validate() const;

@@ -69,9 +69,7 @@ inline const boost::system::error_category& sluice_category() noexcept {
 }
 
 /// Makes `errc` values usable wherever an error_code is expected.
-inline error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), sluice_category()};
-}
+inline error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), sluice_category()}; }
 
 namespace detail {
 

@@ -74,8 +74,7 @@ class local_negotiator {
   /// A put publishes the staged bytes only when the transport succeeded and moved all of them;
   /// otherwise nothing is published. Completion: `void(error_code, transfer_result)`.
   template <class CompletionToken>
-  auto async_complete(session_type&& s, error_code transport_error, std::uint64_t bytes,
-                      CompletionToken&& token) {
+  auto async_complete(session_type&& s, error_code transport_error, std::uint64_t bytes, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
         [this](auto handler, session_type owned, error_code terr, std::uint64_t n) {
           error_code ec = terr;

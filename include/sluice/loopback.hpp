@@ -70,8 +70,7 @@ class loopback_transport {
 
  private:
   template <class CompletionToken>
-  static auto initiate(direction dir, region local, region remote, transfer_span span,
-                       CompletionToken&& token) {
+  static auto initiate(direction dir, region local, region remote, transfer_span span, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
         [](auto handler, direction d, region here, region there, transfer_span s) {
           error_code ec;

@@ -187,19 +187,16 @@ class memory_store {
   }
 
   /// Copies up to out.size() bytes from `offset`; returns how many (0 at or past the end).
-  std::size_t read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out,
-                   error_code& ec) const {
+  std::size_t read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out, error_code& ec) const {
     auto found = find(object, ec);
     if (!found) return 0;
     if (offset >= found->bytes.size()) return 0;
     const std::size_t n = std::min<std::size_t>(out.size(), found->bytes.size() - offset);
-    std::memcpy(out.data(), found->bytes.data() + offset, n);
+    if (n != 0) std::memcpy(out.data(), found->bytes.data() + offset, n);
     return n;
   }
 
-  mapping map(const object_ref& object, error_code& ec) const {
-    return mapping{find(object, ec)};
-  }
+  mapping map(const object_ref& object, error_code& ec) const { return mapping{find(object, ec)}; }
 
   /// Starts a put; errc::no_such_bucket or errc::invalid_name are reported here.
   writer begin_put(const object_ref& object, error_code& ec) {

@@ -23,7 +23,7 @@ namespace sluice {
 /// concurrently when its parts allow it (all shipped parts do).
 template <negotiator N, registrar R, transport<typename R::registration_type> T,
           class Executor = boost::asio::any_io_executor>
-  requires negotiates_for<N, T>
+requires negotiates_for<N, T>
 class path : public detail::blocking_transfers<path<N, R, T, Executor>> {
  public:
   using executor_type = Executor;
@@ -63,8 +63,7 @@ class path : public detail::blocking_transfers<path<N, R, T, Executor>> {
   /// until completion.
   template <class CompletionToken>
   auto async_put(const object_ref& object, const region& source, CompletionToken&& token) {
-    return start({object, byte_range{0, source.size}, direction::put}, source,
-                 std::forward<CompletionToken>(token));
+    return start({object, byte_range{0, source.size}, direction::put}, source, std::forward<CompletionToken>(token));
   }
 
  private:

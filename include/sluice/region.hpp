@@ -53,19 +53,17 @@ concept writable_trivial_span =
 }  // namespace detail
 
 /// A pageable host region over a contiguous range of trivially copyable objects.
-template <class T>
-  requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
-[[nodiscard]] region host_region(std::span<T> s) noexcept {
+template <class T, std::size_t Extent>
+requires std::is_trivially_copyable_v<T> &&(!std::is_const_v<T>) [[nodiscard]] region
+    host_region(std::span<T, Extent> s) noexcept {
   return {s.data(), s.size_bytes(), memory_kind::host_pageable, -1};
 }
 
 /// host_region for any contiguous container (std::vector, std::array, std::string...).
 template <class Container>
-  requires requires(Container& c) {
-    { std::span(c) } -> detail::writable_trivial_span;
-  }
-[[nodiscard]] region host_region(Container& c) noexcept {
-  return host_region(std::span(c));
+requires requires(Container& c) {
+  { std::span(c) } -> detail::writable_trivial_span;
 }
+[[nodiscard]] region host_region(Container& c) noexcept { return host_region(std::span(c)); }
 
 }  // namespace sluice

@@ -66,15 +66,15 @@ struct transfer_request {
 
 /// What a completed transfer reports: bytes moved and the parts that moved them.
 struct transfer_result {
-  std::uint64_t bytes = 0;          ///< payload bytes delivered
-  std::string_view negotiator;      ///< name of the negotiator that agreed the transfer
-  std::string_view transport;       ///< name of the transport that carried the bytes
+  std::uint64_t bytes = 0;      ///< payload bytes delivered
+  std::string_view negotiator;  ///< name of the negotiator that agreed the transfer
+  std::string_view transport;   ///< name of the transport that carried the bytes
 };
 
 /// Attributes a writer publishes with an object.
 struct object_attributes {
-  std::string etag;          ///< opaque entity tag (S3: MD5 hex); empty lets the store choose
-  std::string content_type;  ///< MIME type; empty means application/octet-stream
+  std::string etag;                             ///< opaque entity tag (S3: MD5 hex); empty lets the store choose
+  std::string content_type;                     ///< MIME type; empty means application/octet-stream
   std::map<std::string, std::string> metadata;  ///< user metadata (S3 x-amz-meta-*), lower-case names
 };
 
@@ -95,8 +95,8 @@ struct bucket_info {
 /// One page of a listing, in key order.
 struct list_request {
   std::string bucket;
-  std::string prefix;        ///< only keys that start with this
-  std::string start_after;   ///< only keys strictly greater than this
+  std::string prefix;       ///< only keys that start with this
+  std::string start_after;  ///< only keys strictly greater than this
   std::uint32_t max_keys = 1000;
 };
 

@@ -15,9 +15,9 @@
 
 #include <sluice/concepts.hpp>
 
+#include <doctest/doctest.h>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
-#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <array>
@@ -136,8 +136,11 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
     const std::size_t size = 256 * 1024 + 3;
     const auto data = random_bytes(size, 42);
     auto remote = f.make_remote(data);
-    for (const auto& c : {std::array<std::size_t, 3>{1, 4095, 0}, {4096, 4096, 17}, {size - 1, 1, 3},
-                          {12345, size - 12345, 0}, {size, 0, 0}}) {
+    for (const auto& c : {std::array<std::size_t, 3>{1, 4095, 0},
+                          {4096, 4096, 17},
+                          {size - 1, 1, 3},
+                          {12345, size - 12345, 0},
+                          {size, 0, 0}}) {
       const std::size_t remote_offset = c[0];
       const std::size_t length = c[1];
       const std::size_t local_offset = c[2];

@@ -22,12 +22,16 @@ struct pinned_loopback_fixture {
   class local {
    public:
     explicit local(std::size_t n) : buffer_(cuda::pinned_buffer::allocate(n == 0 ? 1 : n)), size_(n) {}
-    [[nodiscard]] sluice::region region() const { return {buffer_.native_handle(), size_, memory_kind::host_pinned, -1}; }
+    [[nodiscard]] sluice::region region() const {
+      return {buffer_.native_handle(), size_, memory_kind::host_pinned, -1};
+    }
     [[nodiscard]] std::vector<std::byte> contents() const {
       const auto* p = static_cast<const std::byte*>(buffer_.native_handle());
       return {p, p + size_};
     }
-    void fill(std::span<const std::byte> data) { std::copy(data.begin(), data.end(), static_cast<std::byte*>(buffer_.native_handle())); }
+    void fill(std::span<const std::byte> data) {
+      std::copy(data.begin(), data.end(), static_cast<std::byte*>(buffer_.native_handle()));
+    }
 
    private:
     cuda::pinned_buffer buffer_;

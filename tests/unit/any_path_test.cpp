@@ -54,8 +54,8 @@ TEST_CASE("a plain callback through any_path runs on the erased path's executor"
   error_code ec;
   store.create_bucket("bucket", ec);
   boost::asio::io_context context;
-  any_path erased{path{context.get_executor(), local_negotiator<memory_store>{store}, host_registrar{},
-                       loopback_transport{}}};
+  any_path erased{
+      path{context.get_executor(), local_negotiator<memory_store>{store}, host_registrar{}, loopback_transport{}}};
   std::vector<std::byte> data(64, std::byte{4});
   bool ran_on_context = false;
   erased.async_put({"bucket", "k"}, host_region(data), [&](error_code e, transfer_result) {

@@ -1,4 +1,5 @@
 #include <sluice/config.hpp>
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -186,14 +187,13 @@ TEST_CASE("parse_config sizes as integers and as strings") {
     std::uint64_t bytes;
   };
   const size_case cases[] = {
-      {"8388608", 8 * mib},   {"\"8 MiB\"", 8 * mib}, {"\"512KiB\"", 512 * kib},
-      {"\"1GiB\"", 1 * gib},  {"\"4096\"", 4096},     {"4096", 4096},
-      {"\"16M\"", 16 * mib},  {"\"16 MB\"", 16 * mib}, {"\"5 GiB\"", 5 * gib},
-      {"\"65536 B\"", 65536},
+      {"8388608", 8 * mib},   {"\"8 MiB\"", 8 * mib}, {"\"512KiB\"", 512 * kib}, {"\"1GiB\"", 1 * gib},
+      {"\"4096\"", 4096},     {"4096", 4096},         {"\"16M\"", 16 * mib},     {"\"16 MB\"", 16 * mib},
+      {"\"5 GiB\"", 5 * gib}, {"\"65536 B\"", 65536},
   };
   for (const auto& c : cases) {
-    const std::string json = std::string(R"({"transfer": {"part_size": )") + c.json_value +
-                             R"(, "staging_bytes": "8 GiB"}})";
+    const std::string json =
+        std::string(R"({"transfer": {"part_size": )") + c.json_value + R"(, "staging_bytes": "8 GiB"}})";
     CAPTURE(json);
     const parsed p = parse(json);
     CHECK_FALSE(p.ec);
@@ -337,10 +337,29 @@ TEST_CASE("parse_size accepts integers with binary units") {
 }
 
 TEST_CASE("parse_size rejects garbage, overflow and negative numbers") {
-  for (std::string_view bad : {"", " ", "MiB", " 8 MiB", "-1", "+1", "8 MiBs", "8 MiB ", "8 Mi", "8 iB",
-                               "8 XiB", "8 mib", "8 b", "8\tMiB", "8.5 MiB", "0x10", "8 M iB", "8MiB8",
-                               "99999999999 TiB", "16777216 TiB", "18446744073709551616",
-                               "99999999999999999999999", "18014398509481984 KiB"}) {
+  for (std::string_view bad : {"",
+                               " ",
+                               "MiB",
+                               " 8 MiB",
+                               "-1",
+                               "+1",
+                               "8 MiBs",
+                               "8 MiB ",
+                               "8 Mi",
+                               "8 iB",
+                               "8 XiB",
+                               "8 mib",
+                               "8 b",
+                               "8\tMiB",
+                               "8.5 MiB",
+                               "0x10",
+                               "8 M iB",
+                               "8MiB8",
+                               "99999999999 TiB",
+                               "16777216 TiB",
+                               "18446744073709551616",
+                               "99999999999999999999999",
+                               "18014398509481984 KiB"}) {
     CAPTURE(std::string(bad));
     CHECK(sluice::parse_size(bad) == std::nullopt);
   }

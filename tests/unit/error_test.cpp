@@ -1,4 +1,5 @@
 #include <sluice/error.hpp>
+
 #include <doctest/doctest.h>
 
 #include <boost/system/error_code.hpp>
@@ -12,9 +13,9 @@ namespace {
 using sluice::errc;
 
 constexpr errc all_errc[] = {
-    errc::region_too_small, errc::bad_range,        errc::no_such_bucket,     errc::no_such_object,
-    errc::bucket_exists,    errc::bucket_not_empty, errc::invalid_name,       errc::unsupported_memory,
-    errc::no_device,        errc::declined,         errc::invalid_config,     errc::invalid_argument,
+    errc::region_too_small,  errc::bad_range,          errc::no_such_bucket, errc::no_such_object,
+    errc::bucket_exists,     errc::bucket_not_empty,   errc::invalid_name,   errc::unsupported_memory,
+    errc::no_device,         errc::declined,           errc::invalid_config, errc::invalid_argument,
     errc::capacity_exceeded, errc::protocol_violation,
 };
 

@@ -1,4 +1,5 @@
 #include <sluice/fabric/error.hpp>
+
 #include <doctest/doctest.h>
 
 #include <rdma/fabric.h>
@@ -24,7 +25,8 @@ TEST_CASE("make_fabric_error takes the negated libfabric return value") {
 }
 
 TEST_CASE("libfabric-specific codes use fi_strerror's messages") {
-  for (const int code : {int{FI_ENOENT}, int{FI_EINVAL}, int{FI_ETRUNC}, int{FI_EAVAIL}, int{FI_ENOKEY}, int{FI_ECANCELED}}) {
+  for (const int code :
+       {int{FI_ENOENT}, int{FI_EINVAL}, int{FI_ETRUNC}, int{FI_EAVAIL}, int{FI_ENOKEY}, int{FI_ECANCELED}}) {
     CAPTURE(code);
     const sluice::error_code ec = sluice::fabric::make_fabric_error(-code);
     CHECK(ec.value() == code);

@@ -1,4 +1,5 @@
 #include <sluice/host_registrar.hpp>
+
 #include <doctest/doctest.h>
 
 #include <array>

@@ -1,4 +1,5 @@
 #include <sluice/names.hpp>
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -32,22 +33,22 @@ TEST_CASE("bucket names follow the S3 rules") {
       {"0abc9", true},
       {"a-b", true},
       {"a.b", true},
-      {"MyBucket", false},   // upper case
-      {"mybucketA", false},  // upper case at the end
-      {"my_bucket", false},  // underscore
-      {"my bucket", false},  // space
+      {"MyBucket", false},    // upper case
+      {"mybucketA", false},   // upper case at the end
+      {"my_bucket", false},   // underscore
+      {"my bucket", false},   // space
       {"my..bucket", false},  // consecutive dots
       {"a..b", false},
-      {"-bucket", false},  // starts with a hyphen
-      {"bucket-", false},  // ends with a hyphen
-      {".bucket", false},  // starts with a dot
-      {"bucket.", false},  // ends with a dot
-      {"192.168.5.4", false},    // shaped like an IPv4 address
+      {"-bucket", false},      // starts with a hyphen
+      {"bucket-", false},      // ends with a hyphen
+      {".bucket", false},      // starts with a dot
+      {"bucket.", false},      // ends with a dot
+      {"192.168.5.4", false},  // shaped like an IPv4 address
       {"1.2.3.4", false},
       {"999.999.999.999", false},  // IPv4-shaped even though not a real address
-      {"1.2.3", true},        // only two dots: not an address
-      {"1.2.3.4.5", true},    // four dots: not an address
-      {"1.2.3.4a", true},     // a letter: not an address
+      {"1.2.3", true},             // only two dots: not an address
+      {"1.2.3.4.5", true},         // four dots: not an address
+      {"1.2.3.4a", true},          // a letter: not an address
       {"1-2.3.4.5", true},
       {"bucket/key", false},
       {"buck\xc3\xa9t", false},  // non-ASCII

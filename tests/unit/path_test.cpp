@@ -5,9 +5,9 @@
 #include <sluice/loopback.hpp>
 #include <sluice/memory_store.hpp>
 
+#include <doctest/doctest.h>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
-#include <doctest/doctest.h>
 
 #include <atomic>
 #include <future>
@@ -127,7 +127,8 @@ TEST_CASE_FIXTURE(store_fixture, "async_get with use_future on a thread pool, ma
   auto out = poisoned(1 << 20);
   std::vector<std::future<transfer_result>> futures;
   for (std::size_t i = 0; i < parts; ++i) {
-    futures.push_back(pooled.async_get({"bucket", "big"}, host_region(out).subregion(i * part, part, *std::make_unique<error_code>()),
+    futures.push_back(pooled.async_get({"bucket", "big"},
+                                       host_region(out).subregion(i * part, part, *std::make_unique<error_code>()),
                                        byte_range{i * part, part}, boost::asio::use_future));
   }
   std::uint64_t total = 0;

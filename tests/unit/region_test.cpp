@@ -1,4 +1,5 @@
 #include <sluice/region.hpp>
+
 #include <doctest/doctest.h>
 
 #include <array>
@@ -101,8 +102,8 @@ TEST_CASE("subregion returns the part and keeps kind and device") {
 TEST_CASE("subregion outside the region is bad_range and empty") {
   std::array<std::byte, 64> buffer{};
   const sluice::region r{buffer.data(), buffer.size(), sluice::memory_kind::host_pageable, -1};
-  for (auto [offset, length] : std::array<std::pair<std::uint64_t, std::uint64_t>, 6>{{
-           {0, 65}, {64, 1}, {65, 0}, {u64_max, 2}, {2, u64_max}, {u64_max, u64_max}}}) {
+  for (auto [offset, length] : std::array<std::pair<std::uint64_t, std::uint64_t>, 6>{
+           {{0, 65}, {64, 1}, {65, 0}, {u64_max, 2}, {2, u64_max}, {u64_max, u64_max}}}) {
     CAPTURE(offset);
     CAPTURE(length);
     sluice::error_code ec;
@@ -176,9 +177,13 @@ TEST_CASE("host_region lets the CPU write through the region") {
 
 namespace {
 template <class C>
-concept host_region_callable = requires(C& c) { sluice::host_region(c); };
+concept host_region_callable = requires(C& c) {
+  sluice::host_region(c);
+};
 template <class T>
-concept host_region_span_callable = requires(std::span<T> s) { sluice::host_region(s); };
+concept host_region_span_callable = requires(std::span<T> s) {
+  sluice::host_region(s);
+};
 }  // namespace
 
 TEST_CASE("host_region rejects const and non-trivially-copyable elements") {

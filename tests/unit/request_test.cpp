@@ -1,4 +1,5 @@
 #include <sluice/request.hpp>
+
 #include <doctest/doctest.h>
 
 #include <cstdint>

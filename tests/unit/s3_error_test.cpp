@@ -1,4 +1,5 @@
 #include <sluice/s3/error.hpp>
+
 #include <doctest/doctest.h>
 
 #include <set>
@@ -84,7 +85,7 @@ TEST_CASE("values outside the enumeration and unknown code strings") {
 }
 
 TEST_CASE("s3 and sluice errors with the same value differ") {
-  const sluice::error_code s3_error = errc::access_denied;         // value 1 in "s3"
+  const sluice::error_code s3_error = errc::access_denied;               // value 1 in "s3"
   const sluice::error_code core_error = sluice::errc::region_too_small;  // value 1 in "sluice"
   CHECK(s3_error.value() == core_error.value());
   CHECK(s3_error != core_error);

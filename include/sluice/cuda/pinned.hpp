@@ -33,9 +33,7 @@ class pinned_buffer {
   ~pinned_buffer() { reset(); }
 
   /// The memory as a host_pinned region.
-  [[nodiscard]] sluice::region region() const noexcept {
-    return {data_, size_, memory_kind::host_pinned, -1};
-  }
+  [[nodiscard]] sluice::region region() const noexcept { return {data_, size_, memory_kind::host_pinned, -1}; }
   [[nodiscard]] void* native_handle() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 

@@ -13,8 +13,7 @@ template <class Derived>
 class blocking_transfers {
  public:
   /// Reads `range` of `object` into the start of `destination`; blocks until done.
-  transfer_result get(const object_ref& object, const region& destination, const byte_range& range,
-                      error_code& ec) {
+  transfer_result get(const object_ref& object, const region& destination, const byte_range& range, error_code& ec) {
     return run_blocking<transfer_result>(
         [&](auto handler) { self().async_get(object, destination, range, std::move(handler)); }, ec);
   }
@@ -31,8 +30,8 @@ class blocking_transfers {
 
   /// Writes all of `source` as `object`; blocks until it is published or failed.
   transfer_result put(const object_ref& object, const region& source, error_code& ec) {
-    return run_blocking<transfer_result>(
-        [&](auto handler) { self().async_put(object, source, std::move(handler)); }, ec);
+    return run_blocking<transfer_result>([&](auto handler) { self().async_put(object, source, std::move(handler)); },
+                                         ec);
   }
   /// Throws sluice::system_error on failure.
   transfer_result put(const object_ref& object, const region& source) {

@@ -19,10 +19,10 @@ namespace sluice::detail {
 template <class Handler, class... Args>
 void post_completion(Handler&& handler, Args&&... args) {
   auto executor = boost::asio::get_associated_executor(handler);
-  boost::asio::post(executor, [h = std::forward<Handler>(handler),
-                               values = std::make_tuple(std::forward<Args>(args)...)]() mutable {
-    std::apply(std::move(h), std::move(values));
-  });
+  boost::asio::post(
+      executor, [h = std::forward<Handler>(handler), values = std::make_tuple(std::forward<Args>(args)...)]() mutable {
+        std::apply(std::move(h), std::move(values));
+      });
 }
 
 /// Runs `initiate(handler)` on a private io_context until the handler ran, and returns what
@@ -32,11 +32,10 @@ template <class Result, class Initiate>
 Result run_blocking(Initiate&& initiate, error_code& ec) {
   boost::asio::io_context context;
   Result result{};
-  std::forward<Initiate>(initiate)(
-      boost::asio::bind_executor(context, [&](error_code e, Result r) {
-        ec = e;
-        result = std::move(r);
-      }));
+  std::forward<Initiate>(initiate)(boost::asio::bind_executor(context, [&](error_code e, Result r) {
+    ec = e;
+    result = std::move(r);
+  }));
   context.run();
   return result;
 }

@@ -4,6 +4,8 @@
 
 #include <sluice/error.hpp>
 
+#include <limits>
+
 namespace sluice::fabric {
 
 /// The category of libfabric return codes; its name() is "fabric".
@@ -13,7 +15,10 @@ namespace sluice::fabric {
 /// success for ret >= 0.
 [[nodiscard]] inline error_code make_fabric_error(long ret) noexcept {
   if (ret >= 0) return {};
-  return {static_cast<int>(-ret), fabric_category()};
+  // Values libfabric never returns (beyond int) map to FI_EOTHER (256) rather than overflowing.
+  constexpr long fi_eother = 256;
+  const long value = ret < -static_cast<long>(std::numeric_limits<int>::max()) ? fi_eother : -ret;
+  return {static_cast<int>(value), fabric_category()};
 }
 
 }  // namespace sluice::fabric

@@ -6,7 +6,8 @@
 #include <string>
 
 int main() {
-  sluice::memory_store store(sluice::parse_config(R"({"memory_store": {"max_bytes": "1 MiB", "max_object_bytes": "64 KiB"}})").memory_store);
+  sluice::memory_store store(
+      sluice::parse_config(R"({"memory_store": {"max_bytes": "1 MiB", "max_object_bytes": "64 KiB"}})").memory_store);
   sluice::error_code ec;
   store.create_bucket("consumer", ec);
   sluice::path p{sluice::local_negotiator<sluice::memory_store>{store}, sluice::host_registrar{},
@@ -19,8 +20,7 @@ int main() {
     std::puts("consumer: round trip mismatch");
     return 1;
   }
-  std::printf("consumer: %s (%llu bytes via %s/%s)\n", out.c_str(),
-              static_cast<unsigned long long>(result.bytes), std::string(result.negotiator).c_str(),
-              std::string(result.transport).c_str());
+  std::printf("consumer: %s (%llu bytes via %s/%s)\n", out.c_str(), static_cast<unsigned long long>(result.bytes),
+              std::string(result.negotiator).c_str(), std::string(result.transport).c_str());
   return 0;
 }
