@@ -7,6 +7,8 @@ packages=(
   cmake ninja-build g++ pkg-config git       # build
   libboost-dev libboost-system-dev           # Asio, Beast, System (core, s3)
   libsimdjson-dev                            # JSON config and metadata
+  libpugixml-dev                             # S3 XML bodies
+  libisal-dev                                # CRC32/CRC32C (S3 flexible checksums)
   libssl-dev                                 # SigV4 crypto (s3)
   libfabric-dev libfabric-bin                # RDMA data plane (fabric)
   doctest-dev                                # tests

@@ -73,9 +73,14 @@ struct transfer_result {
 
 /// Attributes a writer publishes with an object.
 struct object_attributes {
-  std::string etag;                             ///< opaque entity tag (S3: MD5 hex); empty lets the store choose
-  std::string content_type;                     ///< MIME type; empty means application/octet-stream
-  std::map<std::string, std::string> metadata;  ///< user metadata (S3 x-amz-meta-*), lower-case names
+  std::string etag;                              ///< opaque entity tag (S3: MD5 hex); empty lets the store choose
+  std::string content_type;                      ///< MIME type; empty means application/octet-stream
+  std::string content_encoding;                  ///< as sent, returned verbatim
+  std::string content_disposition;               ///< as sent, returned verbatim
+  std::string cache_control;                     ///< as sent, returned verbatim
+  std::map<std::string, std::string> metadata;   ///< user metadata (S3 x-amz-meta-*), lower-case names
+  std::map<std::string, std::string> checksums;  ///< "crc32", "crc32c", "sha1", "sha256" → base64 value
+  friend bool operator==(const object_attributes&, const object_attributes&) = default;
 };
 
 /// What a store knows about a published object.

@@ -1,0 +1,1 @@
+// Implementation of include/sluice/s3/checksum.hpp; included by src/s3/s3.cpp.

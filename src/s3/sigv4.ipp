@@ -1,0 +1,1 @@
+// Implementation of include/sluice/s3/sigv4.hpp; included by src/s3/s3.cpp.
