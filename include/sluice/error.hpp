@@ -32,6 +32,9 @@ enum class errc : int {
   invalid_argument,      ///< an argument violates the documented preconditions
   capacity_exceeded,     ///< a configured memory or size bound would be exceeded
   protocol_violation,    ///< the other end broke the agreed protocol
+  no_such_upload,        ///< the multipart upload does not exist (or was completed/aborted)
+  invalid_part,          ///< a listed part was not uploaded, or its ETag does not match
+  invalid_part_order,    ///< parts listed out of ascending order
 };
 
 namespace detail {
@@ -55,6 +58,9 @@ class sluice_category_impl final : public boost::system::error_category {
       case errc::invalid_argument: return "invalid argument";
       case errc::capacity_exceeded: return "configured capacity exceeded";
       case errc::protocol_violation: return "protocol violation by peer";
+      case errc::no_such_upload: return "no such multipart upload";
+      case errc::invalid_part: return "invalid part";
+      case errc::invalid_part_order: return "parts not in ascending order";
     }
     return "unknown sluice error";
   }

@@ -111,4 +111,21 @@ struct list_result {
   bool truncated = false;  ///< more keys follow; ask again with start_after = last key
 };
 
+/// One uploaded part of a multipart upload.
+struct part_info {
+  std::uint32_t number = 0;  ///< 1..10000
+  std::uint64_t size = 0;
+  std::string etag;          ///< as given at the part's commit (S3: MD5 hex of the part)
+  std::chrono::system_clock::time_point last_modified{};
+  std::map<std::string, std::string> checksums;
+};
+
+/// A multipart upload in progress.
+struct upload_info {
+  std::string key;
+  std::string upload_id;
+  std::chrono::system_clock::time_point initiated{};
+  object_attributes attributes;  ///< given at creation, published with the object
+};
+
 }  // namespace sluice
