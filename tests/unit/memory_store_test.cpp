@@ -281,7 +281,7 @@ TEST_CASE("begin_put reports bad keys and missing buckets with an unusable write
 TEST_CASE("overwrite replaces the object atomically, and an old mapping keeps the old bytes") {
   memory_store store;
   make_bucket(store);
-  put(store, {"bucket", "k"}, "old contents", {"etag-old", {}, {}});
+  put(store, {"bucket", "k"}, "old contents", sluice::object_attributes{.etag = "etag-old"});
   error_code ec;
   const auto old_mapping = store.map({"bucket", "k"}, ec);
   REQUIRE_FALSE(ec);
@@ -293,7 +293,7 @@ TEST_CASE("overwrite replaces the object atomically, and an old mapping keeps th
   // Until commit readers see the old object, whole.
   CHECK(read_all(store, {"bucket", "k"}) == "old contents");
   CHECK(store.used_bytes() == 12 + 4);
-  (void)writer.commit({"etag-new", {}, {}}, ec);
+  (void)writer.commit(sluice::object_attributes{.etag = "etag-new"}, ec);
   REQUIRE_FALSE(ec);
 
   CHECK(read_all(store, {"bucket", "k"}) == "new!");
