@@ -142,17 +142,16 @@ concept mappable_store = object_store<S> && requires(S& s, const object_ref& obj
 /// the part's size and ETag). Errors: no_such_bucket, no_such_upload, invalid_part (missing part
 /// or ETag mismatch), invalid_part_order; an aborted or completed upload leaves no parts behind.
 template <class S>
-concept multipart_store =
-    object_store<S> && object_writer<typename S::part_writer_type> &&
-    requires(S& s, const object_ref& obj, std::string_view bucket, std::string_view prefix,
-             std::string_view upload_id, std::uint32_t part_number, const object_attributes& attrs,
-             std::span<const part_info> chosen, error_code& ec) {
-      { s.create_upload(obj, attrs, ec) } -> std::same_as<std::string>;
-      { s.begin_part(obj, upload_id, part_number, ec) } -> std::same_as<typename S::part_writer_type>;
-      { s.list_parts(obj, upload_id, ec) } -> std::same_as<std::vector<part_info>>;
-      { s.list_uploads(bucket, prefix, ec) } -> std::same_as<std::vector<upload_info>>;
-      { s.complete_upload(obj, upload_id, chosen, attrs, ec) } -> std::same_as<object_info>;
-      s.abort_upload(obj, upload_id, ec);
-    };
+concept multipart_store = object_store<S> && object_writer<typename S::part_writer_type> &&
+    requires(S& s, const object_ref& obj, std::string_view bucket, std::string_view prefix, std::string_view upload_id,
+             std::uint32_t part_number, const object_attributes& attrs, std::span<const part_info> chosen,
+             error_code& ec) {
+  { s.create_upload(obj, attrs, ec) } -> std::same_as<std::string>;
+  { s.begin_part(obj, upload_id, part_number, ec) } -> std::same_as<typename S::part_writer_type>;
+  { s.list_parts(obj, upload_id, ec) } -> std::same_as<std::vector<part_info>>;
+  { s.list_uploads(bucket, prefix, ec) } -> std::same_as<std::vector<upload_info>>;
+  { s.complete_upload(obj, upload_id, chosen, attrs, ec) } -> std::same_as<object_info>;
+  s.abort_upload(obj, upload_id, ec);
+};
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
 // memory_store: an object_store in process memory. The peer of in-process paths and the
-// store of tests; bounded by memory_store_config, thread-safe, atomic publish.
+// store of tests; bounded by memory_store_config, thread-safe, atomic publish, multipart
+// uploads (parts staged in memory, counted by the same reservation accounting).
 #pragma once
 
 #include <sluice/concepts.hpp>
@@ -7,15 +8,20 @@
 #include <sluice/names.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <shared_mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -23,33 +29,51 @@ namespace sluice {
 
 /// Objects and buckets held in memory. Published objects are immutable: a put replaces the
 /// whole object at commit, and readers holding a mapping keep the version they mapped.
-/// All members are safe to call from several threads at once.
+/// Multipart uploads stage their parts in memory; parts count against `max_bytes` from the
+/// moment they are written until the upload is completed (then the object takes over the
+/// reservation of the parts it uses) or aborted. All members are safe to call from several
+/// threads at once.
 class memory_store {
   struct stored_object {
     object_info info;
     std::vector<std::byte> bytes;
   };
   using object_ptr = std::shared_ptr<stored_object>;
+  struct stored_part {
+    part_info info;
+    std::vector<std::byte> bytes;
+  };
+  using part_ptr = std::shared_ptr<const stored_part>;
+  struct upload {
+    upload_info info;
+    std::map<std::uint32_t, part_ptr> parts;
+  };
   struct bucket {
     bucket_info info;
     std::map<std::string, object_ptr, std::less<>> objects;
+    std::map<std::string, upload, std::less<>> uploads;  // by upload id
   };
 
  public:
-  /// Stages one object in memory; commit publishes it, destruction without commit drops it.
+  /// Stages one object, or one part of a multipart upload, in memory; commit publishes it,
+  /// destruction without commit drops it.
   class writer {
    public:
     writer() = default;
     writer(writer&& other) noexcept
         : store_(std::exchange(other.store_, nullptr)),
           object_(std::move(other.object_)),
-          bytes_(std::move(other.bytes_)) {}
+          bytes_(std::move(other.bytes_)),
+          upload_id_(std::move(other.upload_id_)),
+          part_number_(std::exchange(other.part_number_, 0)) {}
     writer& operator=(writer&& other) noexcept {
       if (this != &other) {
         release();
         store_ = std::exchange(other.store_, nullptr);
         object_ = std::move(other.object_);
         bytes_ = std::move(other.bytes_);
+        upload_id_ = std::move(other.upload_id_);
+        part_number_ = std::exchange(other.part_number_, 0);
       }
       return *this;
     }
@@ -78,11 +102,15 @@ class memory_store {
 
     /// Publishes the bytes written so far under the key, replacing any previous object.
     /// errc::no_such_bucket when the bucket went away meanwhile (nothing is published).
+    /// A part writer publishes the part instead (replacing a previous upload of the same
+    /// number; `attributes.etag` and `attributes.checksums` become the part's), and reports
+    /// errc::no_such_upload when the upload was completed or aborted meanwhile.
     object_info commit(const object_attributes& attributes, error_code& ec) {
       if (store_ == nullptr) {
         ec = errc::invalid_argument;
         return {};
       }
+      if (part_number_ != 0) return commit_part(attributes, ec);
       auto published = std::make_shared<stored_object>();
       published->info.key = object_.key;
       published->info.size = bytes_.size();
@@ -102,6 +130,29 @@ class memory_store {
    private:
     friend class memory_store;
     writer(memory_store* store, object_ref object) : store_(store), object_(std::move(object)) {}
+    writer(memory_store* store, object_ref object, std::string_view upload_id, std::uint32_t part_number)
+        : store_(store), object_(std::move(object)), upload_id_(upload_id), part_number_(part_number) {}
+
+    object_info commit_part(const object_attributes& attributes, error_code& ec) {
+      auto part = std::make_shared<stored_part>();
+      part->info.number = part_number_;
+      part->info.size = bytes_.size();
+      part->info.etag = attributes.etag;
+      part->info.last_modified = std::chrono::system_clock::now();
+      part->info.checksums = attributes.checksums;
+      part->bytes = std::move(bytes_);
+      object_info info{object_.key, part->info.size, part->info.last_modified, {}};
+      info.attributes.etag = part->info.etag;
+      info.attributes.checksums = part->info.checksums;
+      if (!store_->publish_part(object_, upload_id_, std::move(part), ec)) {
+        store_->unreserve(info.size);
+        store_ = nullptr;
+        return {};
+      }
+      store_ = nullptr;  // the reservation now belongs to the staged part
+      return info;
+    }
+
     void release() noexcept {
       if (store_ != nullptr) store_->unreserve(bytes_.size());
       store_ = nullptr;
@@ -111,6 +162,8 @@ class memory_store {
     memory_store* store_ = nullptr;
     object_ref object_;
     std::vector<std::byte> bytes_;
+    std::string upload_id_;          // part writers only
+    std::uint32_t part_number_ = 0;  // 0: an object writer
   };
 
   /// Keeps one published version of an object alive and lends its bytes in place.
@@ -133,6 +186,11 @@ class memory_store {
 
   using writer_type = writer;
   using mapping_type = mapping;
+  /// Part writers are writers too; their commit stages a part instead of publishing an object.
+  using part_writer_type = writer;
+
+  /// Highest part number of a multipart upload (S3: 10000).
+  static constexpr std::uint32_t max_part_number = 10000;
 
   /// An empty store with the default bounds.
   memory_store() = default;
@@ -164,8 +222,8 @@ class memory_store {
     auto it = buckets_.find(name);
     if (it == buckets_.end()) {
       ec = errc::no_such_bucket;
-    } else if (!it->second.objects.empty()) {
-      ec = errc::bucket_not_empty;
+    } else if (!it->second.objects.empty() || !it->second.uploads.empty()) {
+      ec = errc::bucket_not_empty;  // uploads in progress count as content
     } else {
       buckets_.erase(it);
       ec = {};
@@ -253,6 +311,156 @@ class memory_store {
     return out;
   }
 
+  /// Starts a multipart upload of `object` and returns its id (32 random hex characters).
+  /// `attributes` are kept for list_uploads; complete_upload publishes the ones it is given.
+  /// Errors: errc::invalid_name (key), errc::no_such_bucket.
+  std::string create_upload(const object_ref& object, const object_attributes& attributes, error_code& ec) {
+    if (!is_valid_object_key(object.key)) {
+      ec = errc::invalid_name;
+      return {};
+    }
+    std::string id = new_upload_id();
+    std::unique_lock lock(mutex_);
+    auto b = buckets_.find(object.bucket);
+    if (b == buckets_.end()) {
+      ec = errc::no_such_bucket;
+      return {};
+    }
+    auto& staged = b->second.uploads[id];
+    staged.info = {object.key, id, std::chrono::system_clock::now(), attributes};
+    ec = {};
+    return id;
+  }
+
+  /// Starts writing part `part_number` (1..max_part_number) of an upload; the part is staged
+  /// at the writer's commit, replacing an earlier part of that number. Errors:
+  /// errc::invalid_name (key), errc::invalid_argument (part number), errc::no_such_bucket,
+  /// errc::no_such_upload (also when the upload belongs to another key).
+  writer begin_part(const object_ref& object, std::string_view upload_id, std::uint32_t part_number, error_code& ec) {
+    if (!is_valid_object_key(object.key)) {
+      ec = errc::invalid_name;
+      return {};
+    }
+    if (part_number == 0 || part_number > max_part_number) {
+      ec = errc::invalid_argument;
+      return {};
+    }
+    std::shared_lock lock(mutex_);
+    if (find_upload(object, upload_id, ec) == nullptr) return {};
+    return writer{this, object, upload_id, part_number};
+  }
+
+  /// The staged parts of an upload, by part number. Errors: errc::no_such_bucket, errc::no_such_upload.
+  std::vector<part_info> list_parts(const object_ref& object, std::string_view upload_id, error_code& ec) const {
+    std::shared_lock lock(mutex_);
+    std::vector<part_info> out;
+    const upload* staged = find_upload(object, upload_id, ec);
+    if (staged == nullptr) return out;
+    out.reserve(staged->parts.size());
+    for (const auto& entry : staged->parts) out.push_back(entry.second->info);
+    return out;
+  }
+
+  /// The uploads in progress in `bucket` whose keys start with `prefix`, by key, then
+  /// initiation time, then id. Error: errc::no_such_bucket.
+  std::vector<upload_info> list_uploads(std::string_view bucket_name, std::string_view prefix, error_code& ec) const {
+    std::shared_lock lock(mutex_);
+    std::vector<upload_info> out;
+    auto b = buckets_.find(bucket_name);
+    if (b == buckets_.end()) {
+      ec = errc::no_such_bucket;
+      return out;
+    }
+    for (const auto& entry : b->second.uploads) {
+      if (entry.second.info.key.starts_with(prefix)) out.push_back(entry.second.info);
+    }
+    std::sort(out.begin(), out.end(), [](const upload_info& x, const upload_info& y) {
+      return std::tie(x.key, x.initiated, x.upload_id) < std::tie(y.key, y.initiated, y.upload_id);
+    });
+    ec = {};
+    return out;
+  }
+
+  /// Publishes the concatenation of the `chosen` parts (numbers strictly ascending, ETags as
+  /// staged) atomically under the key with `attributes` (the caller computes the multipart
+  /// ETag), then forgets the upload and every part of it. Errors: errc::invalid_part_order,
+  /// errc::no_such_bucket, errc::no_such_upload, errc::invalid_part (a part not staged, an
+  /// ETag that differs, or no part at all), errc::capacity_exceeded (over max_object_bytes).
+  /// On error nothing is published and the upload is left as it was.
+  object_info complete_upload(const object_ref& object, std::string_view upload_id, std::span<const part_info> chosen,
+                              const object_attributes& attributes, error_code& ec) {
+    if (!ascending(chosen)) {
+      ec = errc::invalid_part_order;
+      return {};
+    }
+    for (;;) {
+      std::vector<part_ptr> parts;
+      std::uint64_t total = 0;
+      {
+        std::shared_lock lock(mutex_);
+        const upload* staged = find_upload(object, upload_id, ec);
+        if (staged == nullptr) return {};
+        if (chosen.empty()) {
+          ec = errc::invalid_part;
+          return {};
+        }
+        parts.reserve(chosen.size());
+        for (const part_info& want : chosen) {
+          auto it = staged->parts.find(want.number);
+          if (it == staged->parts.end() || it->second->info.etag != want.etag) {
+            ec = errc::invalid_part;
+            return {};
+          }
+          parts.push_back(it->second);
+          total += it->second->bytes.size();  // each part is bounded by max_object_bytes: no overflow
+        }
+      }
+      if (total > config_.max_object_bytes) {
+        ec = errc::capacity_exceeded;
+        return {};
+      }
+      // Concatenate outside the lock: the parts are immutable. The copy is transient and
+      // is not counted; the object takes over the reservation of its parts.
+      auto published = std::make_shared<stored_object>();
+      published->bytes.reserve(total);
+      for (const auto& part : parts)
+        published->bytes.insert(published->bytes.end(), part->bytes.begin(), part->bytes.end());
+      published->info = {object.key, total, std::chrono::system_clock::now(), attributes};
+
+      std::unique_lock lock(mutex_);
+      upload* staged = find_upload(object, upload_id, ec);
+      if (staged == nullptr) return {};
+      bool unchanged = true;
+      for (std::size_t i = 0; i < chosen.size() && unchanged; ++i) {
+        auto it = staged->parts.find(chosen[i].number);
+        unchanged = it != staged->parts.end() && it->second == parts[i];
+      }
+      if (!unchanged) continue;  // a chosen part was replaced meanwhile: check again
+      for (const auto& entry : staged->parts) used_bytes_ -= entry.second->bytes.size();
+      used_bytes_ += total;  // never more than the parts just released
+      auto& b = buckets_.find(object.bucket)->second;
+      b.uploads.erase(b.uploads.find(upload_id));
+      auto& slot = b.objects[object.key];
+      if (slot) used_bytes_ -= slot->bytes.size();
+      object_info info = published->info;
+      slot = std::move(published);
+      ec = {};
+      return info;
+    }
+  }
+
+  /// Forgets an upload and its staged parts, releasing their reservation. Part writers still
+  /// open for it fail at commit with errc::no_such_upload. Errors: errc::no_such_bucket,
+  /// errc::no_such_upload.
+  void abort_upload(const object_ref& object, std::string_view upload_id, error_code& ec) {
+    std::unique_lock lock(mutex_);
+    upload* staged = find_upload(object, upload_id, ec);
+    if (staged == nullptr) return;
+    for (const auto& entry : staged->parts) used_bytes_ -= entry.second->bytes.size();
+    auto& b = buckets_.find(object.bucket)->second;
+    b.uploads.erase(b.uploads.find(upload_id));
+  }
+
   /// Bytes held by published objects and uploads in progress.
   [[nodiscard]] std::uint64_t used_bytes() const {
     std::shared_lock lock(mutex_);
@@ -274,6 +482,58 @@ class memory_store {
     }
     ec = {};
     return it->second;
+  }
+
+  // The upload `id` of `object`'s bucket, when it exists and belongs to `object.key`.
+  // The caller holds mutex_ (shared or unique).
+  const upload* find_upload(const object_ref& object, std::string_view id, error_code& ec) const {
+    auto b = buckets_.find(object.bucket);
+    if (b == buckets_.end()) {
+      ec = errc::no_such_bucket;
+      return nullptr;
+    }
+    auto it = b->second.uploads.find(id);
+    if (it == b->second.uploads.end() || it->second.info.key != object.key) {
+      ec = errc::no_such_upload;
+      return nullptr;
+    }
+    ec = {};
+    return &it->second;
+  }
+  upload* find_upload(const object_ref& object, std::string_view id, error_code& ec) {
+    // The upload is a member of this (non-const) store: only the lookup above is const.
+    return const_cast<upload*>(std::as_const(*this).find_upload(object, id, ec));
+  }
+
+  static bool ascending(std::span<const part_info> parts) noexcept {
+    return std::adjacent_find(parts.begin(), parts.end(), [](const part_info& a, const part_info& b) {
+             return a.number >= b.number;
+           }) == parts.end();
+  }
+
+  std::string new_upload_id() {
+    static constexpr std::string_view digits = "0123456789abcdef";
+    std::array<std::uint32_t, 4> words{};
+    {
+      std::lock_guard lock(random_mutex_);
+      for (auto& w : words) w = random_();
+    }
+    std::string id;
+    id.reserve(32);
+    for (std::uint32_t w : words) {
+      for (int shift = 28; shift >= 0; shift -= 4) id.push_back(digits[(w >> shift) & 0xfU]);
+    }
+    return id;
+  }
+
+  bool publish_part(const object_ref& object, std::string_view upload_id, part_ptr part, error_code& ec) {
+    std::unique_lock lock(mutex_);
+    upload* staged = find_upload(object, upload_id, ec);
+    if (staged == nullptr) return false;
+    auto& slot = staged->parts[part->info.number];
+    if (slot) used_bytes_ -= slot->bytes.size();
+    slot = std::move(part);
+    return true;
   }
 
   bool reserve(std::size_t n) {
@@ -303,6 +563,8 @@ class memory_store {
   }
 
   memory_store_config config_{};
+  std::mutex random_mutex_;
+  std::random_device random_;
   mutable std::shared_mutex mutex_;
   std::map<std::string, bucket, std::less<>> buckets_;
   std::uint64_t used_bytes_ = 0;

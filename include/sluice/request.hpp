@@ -115,7 +115,7 @@ struct list_result {
 struct part_info {
   std::uint32_t number = 0;  ///< 1..10000
   std::uint64_t size = 0;
-  std::string etag;          ///< as given at the part's commit (S3: MD5 hex of the part)
+  std::string etag;  ///< as given at the part's commit (S3: MD5 hex of the part)
   std::chrono::system_clock::time_point last_modified{};
   std::map<std::string, std::string> checksums;
 };

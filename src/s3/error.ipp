@@ -50,6 +50,9 @@ constexpr std::array codes{
     code_entry{errc::slow_down, "SlowDown", 503},
     code_entry{errc::service_unavailable, "ServiceUnavailable", 503},
     code_entry{errc::not_modified, "NotModified", 304},
+    code_entry{errc::incomplete_body, "IncompleteBody", 400},
+    code_entry{errc::x_amz_content_sha256_mismatch, "XAmzContentSHA256Mismatch", 400},
+    code_entry{errc::authorization_header_malformed, "AuthorizationHeaderMalformed", 400},
 };
 
 const code_entry* find(errc e) noexcept {

@@ -1,1 +1,655 @@
 // Implementation of include/sluice/s3/sigv4.hpp; included by src/s3/s3.cpp.
+#include <sluice/s3/checksum.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/sigv4.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace sluice::s3 {
+
+namespace {
+namespace sigv4_detail {
+
+constexpr std::string_view algorithm = "AWS4-HMAC-SHA256";
+constexpr std::string_view scope_terminator = "aws4_request";
+
+char to_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), to_lower);
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return to_lower(x) == to_lower(y); });
+}
+
+bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+bool is_unreserved(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_' || c == '.' ||
+         c == '~';
+}
+
+int hex_value(char c) noexcept {
+  if (is_digit(c)) return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool is_hex(std::string_view text) noexcept {
+  return std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; });
+}
+
+// An HTTP token (RFC 9110 tchar+): what a header name may be.
+bool is_token(std::string_view text) noexcept {
+  if (text.empty()) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
+
+std::string_view trim(std::string_view text) noexcept {
+  while (!text.empty() && is_blank(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_blank(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+// A header value in canonical form: trimmed, each run of blanks inside it one space.
+void append_canonical_value(std::string& out, std::string_view value) {
+  value = trim(value);
+  bool in_blank = false;
+  for (const char c : value) {
+    if (is_blank(c)) {
+      in_blank = true;
+      continue;
+    }
+    if (in_blank) out.push_back(' ');
+    in_blank = false;
+    out.push_back(c);
+  }
+}
+
+// Percent-decoding that takes a '%' without two hex digits after it literally.
+std::string lenient_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      const int hi = hex_value(text[i + 1]);
+      const int lo = hex_value(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(text[i]);
+  }
+  return out;
+}
+
+std::pair<std::string_view, std::string_view> split_target(std::string_view target) noexcept {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {target, {}};
+  return {target.substr(0, q), target.substr(q + 1)};
+}
+
+// The decoded (name, value) pairs of a raw query, in order; empty parameters dropped.
+std::vector<std::pair<std::string, std::string>> query_parameters(std::string_view query) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (part.empty()) continue;
+    const auto eq = part.find('=');
+    if (eq == std::string_view::npos) {
+      out.emplace_back(lenient_decode(part), std::string());
+    } else {
+      out.emplace_back(lenient_decode(part.substr(0, eq)), lenient_decode(part.substr(eq + 1)));
+    }
+  }
+  return out;
+}
+
+// The values of every header named `name` (case-insensitively), in arrival order.
+std::vector<std::string_view> header_values(const request_view& request, std::string_view name) {
+  std::vector<std::string_view> out;
+  for (const auto& [n, v] : request.headers) {
+    if (iequals(n, name)) out.push_back(v);
+  }
+  return out;
+}
+
+// Two decimal digits at text[at].
+int two_digits(std::string_view text, std::size_t at) noexcept {
+  if (!is_digit(text[at]) || !is_digit(text[at + 1])) return -1;
+  return (text[at] - '0') * 10 + (text[at + 1] - '0');
+}
+
+std::optional<std::chrono::sys_seconds> make_time(int year, int month, int day, int hour, int minute, int second) {
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
+      second < 0 || second > 59) {
+    return std::nullopt;
+  }
+  const std::chrono::year_month_day ymd{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
+                                        std::chrono::day{static_cast<unsigned>(day)}};
+  if (!ymd.ok()) return std::nullopt;
+  return std::chrono::sys_days{ymd} + std::chrono::hours{hour} + std::chrono::minutes{minute} +
+         std::chrono::seconds{second};
+}
+
+std::optional<std::chrono::sys_seconds> parse_basic(std::string_view text) {
+  if (text.size() != 16 || text[8] != 'T' || text[15] != 'Z') return std::nullopt;
+  const int c = two_digits(text, 0), y = two_digits(text, 2), mo = two_digits(text, 4), d = two_digits(text, 6);
+  const int h = two_digits(text, 9), mi = two_digits(text, 11), s = two_digits(text, 13);
+  if (c < 0 || y < 0 || mo < 0 || d < 0 || h < 0 || mi < 0 || s < 0) return std::nullopt;
+  return make_time(c * 100 + y, mo, d, h, mi, s);
+}
+
+// IMF-fixdate (RFC 9110): "Fri, 24 May 2013 00:00:00 GMT".
+std::optional<std::chrono::sys_seconds> parse_imf_fixdate(std::string_view text) {
+  if (text.size() != 29 || text.substr(3, 2) != ", " || text[7] != ' ' || text[11] != ' ' || text[16] != ' ' ||
+      text[19] != ':' || text[22] != ':' || text.substr(25) != " GMT") {
+    return std::nullopt;
+  }
+  constexpr std::string_view days = "MonTueWedThuFriSatSun";
+  const auto day_name = days.find(text.substr(0, 3));
+  if (day_name == std::string_view::npos || day_name % 3 != 0) return std::nullopt;
+  constexpr std::string_view months = "JanFebMarAprMayJunJulAugSepOctNovDec";
+  const auto month = months.find(text.substr(8, 3));
+  if (month == std::string_view::npos || month % 3 != 0) return std::nullopt;
+  const int d = two_digits(text, 5), c = two_digits(text, 12), y = two_digits(text, 14);
+  const int h = two_digits(text, 17), mi = two_digits(text, 20), s = two_digits(text, 23);
+  if (d < 0 || c < 0 || y < 0 || h < 0 || mi < 0 || s < 0) return std::nullopt;
+  const auto time = make_time(c * 100 + y, static_cast<int>(month / 3) + 1, d, h, mi, s);
+  if (!time) return std::nullopt;
+  // The weekday must agree with the date (sys_days 0, 1970-01-01, was a Thursday).
+  const std::chrono::weekday weekday{std::chrono::floor<std::chrono::days>(*time)};
+  if (weekday.iso_encoding() != day_name / 3 + 1) return std::nullopt;
+  return time;
+}
+
+bool is_valid_payload_hash(std::string_view hash) noexcept {
+  static constexpr std::array<std::string_view, 4> keywords{"UNSIGNED-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                                                            "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+                                                            "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"};
+  if (hash.size() == 64 && is_hex(hash)) return true;
+  return std::find(keywords.begin(), keywords.end(), hash) != keywords.end();
+}
+
+// AK/date/region/service/aws4_request. The access key is everything before the last four
+// components, so keys that contain '/' still parse.
+bool parse_credential(std::string_view text, authorization& out) {
+  std::array<std::string_view, 4> tail;
+  for (std::size_t i = 4; i-- > 0;) {
+    const auto slash = text.rfind('/');
+    if (slash == std::string_view::npos) return false;
+    tail[i] = text.substr(slash + 1);
+    text = text.substr(0, slash);
+  }
+  if (text.empty() || tail[1].empty() || tail[2].empty() || tail[3] != scope_terminator) return false;
+  if (tail[0].size() != 8 || !parse_basic(std::string(tail[0]) + "T000000Z")) return false;
+  out.access_key_id = text;
+  out.date = tail[0];
+  out.region = tail[1];
+  out.service = tail[2];
+  return true;
+}
+
+bool parse_signed_headers(std::string_view text, authorization& out) {
+  if (text.empty()) return false;
+  while (true) {
+    const auto semi = text.find(';');
+    const std::string_view name = text.substr(0, semi);
+    if (!is_token(name)) return false;
+    out.signed_headers.push_back(lower(name));
+    if (semi == std::string_view::npos) return true;
+    text = text.substr(semi + 1);
+  }
+}
+
+bool parse_signature(std::string_view text, authorization& out) {
+  if (text.size() != 64 || !is_hex(text)) return false;
+  out.signature = text;
+  return true;
+}
+
+void fail(error_code& ec, errc e) { ec = make_error_code(e); }
+
+authorization parse_header_authorization(const request_view& request, std::string_view value, error_code& ec) {
+  authorization out;
+  value = trim(value);
+  if (value.starts_with("AWS ")) {
+    fail(ec, errc::invalid_request);  // SigV2: "Please use AWS4-HMAC-SHA256."
+    return {};
+  }
+  if (!value.starts_with(algorithm) || (value.size() > algorithm.size() && !is_blank(value[algorithm.size()]))) {
+    fail(ec, errc::invalid_argument);  // S3: InvalidArgument, "Unsupported Authorization Type"
+    return {};
+  }
+  value = trim(value.substr(algorithm.size()));  // nothing left is malformed: no component
+
+  bool have_credential = false, have_signed_headers = false, have_signature = false;
+  while (true) {
+    const auto comma = value.find(',');
+    const std::string_view part = trim(value.substr(0, comma));
+    const auto eq = part.find('=');
+    if (eq == std::string_view::npos) {
+      fail(ec, errc::authorization_header_malformed);
+      return {};
+    }
+    const std::string_view key = part.substr(0, eq);
+    const std::string_view v = part.substr(eq + 1);
+    bool ok = false;
+    if (key == "Credential" && !have_credential) {
+      ok = have_credential = parse_credential(v, out);
+    } else if (key == "SignedHeaders" && !have_signed_headers) {
+      ok = have_signed_headers = parse_signed_headers(v, out);
+    } else if (key == "Signature" && !have_signature) {
+      ok = have_signature = parse_signature(v, out);
+    }
+    if (!ok) {
+      fail(ec, errc::authorization_header_malformed);
+      return {};
+    }
+    if (comma == std::string_view::npos) break;
+    value = value.substr(comma + 1);
+  }
+  if (!have_credential || !have_signed_headers || !have_signature) {
+    fail(ec, errc::authorization_header_malformed);
+    return {};
+  }
+
+  const auto amz_dates = header_values(request, "x-amz-date");
+  if (amz_dates.size() > 1) {
+    fail(ec, errc::invalid_argument);
+    return {};
+  }
+  std::optional<std::chrono::sys_seconds> time;
+  if (amz_dates.size() == 1) {
+    time = parse_basic(trim(amz_dates.front()));
+  } else {
+    const auto dates = header_values(request, "date");
+    if (dates.size() == 1) {
+      const auto text = trim(dates.front());
+      time = parse_basic(text);
+      if (!time) time = parse_imf_fixdate(text);
+    }
+  }
+  if (!time) {
+    fail(ec, errc::access_denied);  // "AWS authentication requires a valid Date or x-amz-date header"
+    return {};
+  }
+  out.amz_date = format_amz_date(*time);
+  if (out.amz_date.compare(0, 8, out.date) != 0) {
+    fail(ec, errc::authorization_header_malformed);  // the scope's date must be the request's date
+    return {};
+  }
+
+  const auto hashes = header_values(request, "x-amz-content-sha256");
+  if (hashes.empty()) {
+    fail(ec, errc::invalid_request);  // "Missing required header for this request: x-amz-content-sha256"
+    return {};
+  }
+  const auto hash = trim(hashes.front());
+  if (hashes.size() > 1 || !is_valid_payload_hash(hash)) {
+    fail(ec, errc::invalid_argument);
+    return {};
+  }
+  out.payload_hash = hash;
+  return out;
+}
+
+authorization parse_query_authorization(const std::vector<std::pair<std::string, std::string>>& params,
+                                        error_code& ec) {
+  // Each parameter exactly once; S3 calls every failure here AuthorizationQueryParametersError.
+  const auto one = [&](std::string_view name) -> std::optional<std::string_view> {
+    std::optional<std::string_view> found;
+    for (const auto& [n, v] : params) {
+      if (n != name) continue;
+      if (found) return std::nullopt;
+      found = v;
+    }
+    return found;
+  };
+  const auto algorithm_value = one("X-Amz-Algorithm");
+  const auto credential = one("X-Amz-Credential");
+  const auto date = one("X-Amz-Date");
+  const auto expires = one("X-Amz-Expires");
+  const auto signed_headers = one("X-Amz-SignedHeaders");
+  const auto signature_value = one("X-Amz-Signature");
+
+  authorization out;
+  out.presigned = true;
+  out.payload_hash = unsigned_payload;
+  bool ok = algorithm_value && *algorithm_value == algorithm && credential && parse_credential(*credential, out) &&
+            signed_headers && parse_signed_headers(*signed_headers, out) && signature_value &&
+            parse_signature(*signature_value, out) && date && parse_basic(*date) && expires && !expires->empty() &&
+            expires->size() <= 7 && std::all_of(expires->begin(), expires->end(), is_digit);
+  if (ok) {
+    out.amz_date = *date;
+    out.expires = std::stoull(std::string(*expires));
+    ok = out.expires >= 1 && out.expires <= max_presigned_expiry && out.amz_date.compare(0, 8, out.date) == 0;
+  }
+  if (!ok) {
+    fail(ec, errc::invalid_argument);  // S3: AuthorizationQueryParametersError, which s3::errc lacks
+    return {};
+  }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Headers sign() leaves unsigned: hop-by-hop or rewritten by proxies and SDK layers.
+bool unsigned_by_default(std::string_view lower_name) noexcept {
+  static constexpr std::array<std::string_view, 6> names{"authorization", "user-agent",        "expect",
+                                                         "connection",    "transfer-encoding", "x-amzn-trace-id"};
+  return std::find(names.begin(), names.end(), lower_name) != names.end();
+}
+
+std::string make_scope(std::string_view date, std::string_view region) {
+  std::string out;
+  out.append(date).append("/").append(region).append("/s3/").append(scope_terminator);
+  return out;
+}
+
+}  // namespace sigv4_detail
+}  // namespace
+
+std::string uri_encode(std::string_view text, bool encode_slash) {
+  static constexpr std::string_view digits = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    if (sigv4_detail::is_unreserved(c) || (c == '/' && !encode_slash)) {
+      out.push_back(c);
+    } else {
+      const auto b = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(digits[b >> 4]);
+      out.push_back(digits[b & 0xFu]);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (text.size() - i < 3) return std::nullopt;
+    const int hi = sigv4_detail::hex_value(text[i + 1]);
+    const int lo = sigv4_detail::hex_value(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+std::string canonical_uri(std::string_view raw_path) {
+  if (raw_path.empty()) return "/";
+  return uri_encode(sigv4_detail::lenient_decode(raw_path), false);
+}
+
+std::string canonical_query(std::string_view raw_query, bool drop_signature) {
+  std::vector<std::pair<std::string, std::string>> encoded;
+  for (auto& [name, value] : sigv4_detail::query_parameters(raw_query)) {
+    if (drop_signature && name == "X-Amz-Signature") continue;
+    encoded.emplace_back(uri_encode(name, true), uri_encode(value, true));
+  }
+  std::sort(encoded.begin(), encoded.end());
+  std::string out;
+  for (const auto& [name, value] : encoded) {
+    if (!out.empty()) out.push_back('&');
+    out.append(name).append("=").append(value);
+  }
+  return out;
+}
+
+std::string canonical_request(const request_view& request, std::span<const std::string> signed_headers,
+                              std::string_view payload_hash, bool presigned) {
+  const auto [path, query] = sigv4_detail::split_target(request.target);
+  std::string out;
+  out.append(request.method).append("\n");
+  out.append(canonical_uri(path)).append("\n");
+  out.append(canonical_query(query, presigned)).append("\n");
+  std::string list;
+  for (const auto& name : signed_headers) {
+    const std::string lname = sigv4_detail::lower(name);
+    out.append(lname).append(":");
+    bool first = true;
+    for (const auto& [n, v] : request.headers) {
+      if (!sigv4_detail::iequals(n, lname)) continue;
+      if (!first) out.push_back(',');
+      first = false;
+      sigv4_detail::append_canonical_value(out, v);
+    }
+    out.append("\n");
+    if (!list.empty()) list.push_back(';');
+    list.append(lname);
+  }
+  out.append("\n").append(list).append("\n").append(payload_hash);
+  return out;
+}
+
+std::string string_to_sign(std::string_view amz_date, std::string_view scope, std::string_view canonical_request) {
+  std::string out;
+  out.append(sigv4_detail::algorithm).append("\n");
+  out.append(amz_date).append("\n");
+  out.append(scope).append("\n");
+  out.append(sha256_hex(canonical_request));
+  return out;
+}
+
+std::array<std::byte, 32> signing_key(std::string_view secret, std::string_view date, std::string_view region,
+                                      std::string_view service) {
+  const std::string initial = "AWS4" + std::string(secret);
+  auto key = hmac_sha256(std::as_bytes(std::span(initial.data(), initial.size())), date);
+  key = hmac_sha256(key, region);
+  key = hmac_sha256(key, service);
+  return hmac_sha256(key, sigv4_detail::scope_terminator);
+}
+
+std::string signature(const std::array<std::byte, 32>& key, std::string_view string_to_sign) {
+  return to_hex(hmac_sha256(key, string_to_sign));
+}
+
+std::string format_amz_date(std::chrono::system_clock::time_point time) {
+  const auto seconds = std::chrono::floor<std::chrono::seconds>(time);
+  const auto days = std::chrono::floor<std::chrono::days>(seconds);
+  const std::chrono::year_month_day ymd{days};
+  const std::chrono::hh_mm_ss hms{seconds - days};
+  const auto put = [](std::string& out, long value, int width) {
+    std::string digits(static_cast<std::size_t>(width), '0');
+    for (int i = width - 1; i >= 0 && value > 0; --i, value /= 10) {
+      digits[static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
+    }
+    out += digits;
+  };
+  std::string out;
+  out.reserve(16);
+  put(out, static_cast<int>(ymd.year()), 4);
+  put(out, static_cast<unsigned>(ymd.month()), 2);
+  put(out, static_cast<unsigned>(ymd.day()), 2);
+  out.push_back('T');
+  put(out, hms.hours().count(), 2);
+  put(out, hms.minutes().count(), 2);
+  put(out, static_cast<long>(hms.seconds().count()), 2);
+  out.push_back('Z');
+  return out;
+}
+
+std::optional<std::chrono::system_clock::time_point> parse_amz_date(std::string_view text) {
+  const auto time = sigv4_detail::parse_basic(text);
+  if (!time) return std::nullopt;
+  return std::chrono::system_clock::time_point{*time};
+}
+
+std::string authorization::scope() const {
+  std::string out;
+  out.append(date).append("/").append(region).append("/").append(service).append("/");
+  out.append(sigv4_detail::scope_terminator);
+  return out;
+}
+
+authorization parse_authorization(const request_view& request, error_code& ec) {
+  ec.clear();
+  const auto headers = sigv4_detail::header_values(request, "authorization");
+  const auto params = sigv4_detail::query_parameters(sigv4_detail::split_target(request.target).second);
+  const bool query_auth = std::any_of(params.begin(), params.end(), [](const auto& p) {
+    return p.first == "X-Amz-Algorithm" || p.first == "X-Amz-Credential" || p.first == "X-Amz-Signature";
+  });
+  if (headers.size() > 1 || (!headers.empty() && query_auth)) {
+    sigv4_detail::fail(ec, errc::invalid_argument);  // S3: "Only one auth mechanism allowed"
+    return {};
+  }
+  if (headers.size() == 1) return sigv4_detail::parse_header_authorization(request, headers.front(), ec);
+  if (query_auth) return sigv4_detail::parse_query_authorization(params, ec);
+  sigv4_detail::fail(ec, errc::access_denied);
+  return {};
+}
+
+verified verify(const request_view& request, const secret_lookup& secret_for, std::chrono::system_clock::time_point now,
+                std::optional<std::string_view> required_region, error_code& ec) {
+  using sigv4_detail::fail;
+  authorization auth = parse_authorization(request, ec);
+  if (ec) return {};
+  // A wrong service or region: S3 answers AuthorizationHeaderMalformed ("the region 'x' is
+  // wrong; expecting 'y'") for header auth and AuthorizationQueryParametersError, which s3::errc
+  // lacks, for presigned URLs: InvalidArgument stands in for it, as in parse_authorization().
+  if (auth.service != "s3" || (required_region && auth.region != *required_region)) {
+    fail(ec, auth.presigned ? errc::invalid_argument : errc::authorization_header_malformed);
+    return {};
+  }
+  if (!sigv4_detail::contains(auth.signed_headers, "host") ||
+      (!auth.presigned && !sigv4_detail::contains(auth.signed_headers, "x-amz-content-sha256"))) {
+    fail(ec, errc::access_denied);  // S3 and MinIO: headers that must be signed were not
+    return {};
+  }
+
+  const auto time = parse_amz_date(auth.amz_date);  // parse_authorization() checked it
+  if (!time) {
+    fail(ec, errc::access_denied);
+    return {};
+  }
+  if (auth.presigned) {
+    if (now > *time + std::chrono::seconds(auth.expires) || *time > now + max_clock_skew) {
+      fail(ec, errc::access_denied);  // "Request has expired" / "Request is not valid yet"
+      return {};
+    }
+  } else if (now - *time > max_clock_skew || *time - now > max_clock_skew) {
+    fail(ec, errc::request_time_too_skewed);
+    return {};
+  }
+
+  const auto secret = secret_for ? secret_for(auth.access_key_id) : std::nullopt;
+  if (!secret) {
+    fail(ec, errc::invalid_access_key_id);
+    return {};
+  }
+  verified out;
+  out.key = signing_key(*secret, auth.date, auth.region, auth.service);
+  out.scope = auth.scope();
+  const std::string expected = signature(
+      out.key, string_to_sign(auth.amz_date, out.scope,
+                              canonical_request(request, auth.signed_headers, auth.payload_hash, auth.presigned)));
+  if (!constant_time_equal(expected, auth.signature)) {
+    fail(ec, errc::signature_does_not_match);
+    return {};
+  }
+  out.access_key_id = std::move(auth.access_key_id);
+  out.amz_date = std::move(auth.amz_date);
+  out.payload_hash = std::move(auth.payload_hash);
+  out.seed_signature = std::move(auth.signature);
+  out.signed_headers = std::move(auth.signed_headers);
+  return out;
+}
+
+void sign(std::string_view method, std::string_view target, std::vector<std::pair<std::string, std::string>>& headers,
+          std::string_view payload_hash, const credentials& creds, std::string_view region,
+          std::chrono::system_clock::time_point now) {
+  bool have_host = false;
+  for (const auto& [name, value] : headers) {
+    if (!sigv4_detail::is_token(name)) throw std::invalid_argument("sign: header name is not an HTTP token");
+    have_host = have_host || sigv4_detail::iequals(name, "host");
+  }
+  if (!have_host) throw std::invalid_argument("sign: no host header");
+  std::erase_if(headers, [](const auto& h) {
+    return sigv4_detail::iequals(h.first, "x-amz-date") || sigv4_detail::iequals(h.first, "x-amz-content-sha256") ||
+           sigv4_detail::iequals(h.first, "authorization");
+  });
+  const std::string amz_date = format_amz_date(now);
+  const std::string date = amz_date.substr(0, 8);
+  headers.emplace_back("x-amz-date", amz_date);
+  headers.emplace_back("x-amz-content-sha256", std::string(payload_hash));
+
+  std::vector<std::string> signed_headers;
+  request_view view{method, target, {}};
+  for (const auto& [name, value] : headers) {
+    view.headers.emplace_back(name, value);
+    std::string lname = sigv4_detail::lower(name);
+    if (!sigv4_detail::unsigned_by_default(lname)) signed_headers.push_back(std::move(lname));
+  }
+  std::sort(signed_headers.begin(), signed_headers.end());
+  signed_headers.erase(std::unique(signed_headers.begin(), signed_headers.end()), signed_headers.end());
+
+  const std::string scope = sigv4_detail::make_scope(date, region);
+  const auto key = signing_key(creds.secret_access_key, date, region, "s3");
+  const std::string sig =
+      signature(key, string_to_sign(amz_date, scope, canonical_request(view, signed_headers, payload_hash, false)));
+  std::string list;
+  for (const auto& name : signed_headers) {
+    if (!list.empty()) list.push_back(';');
+    list.append(name);
+  }
+  std::string value;
+  value.append(sigv4_detail::algorithm).append(" Credential=").append(creds.access_key_id).append("/").append(scope);
+  value.append(", SignedHeaders=").append(list).append(", Signature=").append(sig);
+  headers.emplace_back("authorization", std::move(value));
+}
+
+std::string presign(std::string_view method, std::string_view host, std::string_view path, std::string_view extra_query,
+                    const credentials& creds, std::string_view region, std::chrono::system_clock::time_point now,
+                    std::chrono::seconds expires) {
+  if (expires.count() < 1 || static_cast<std::uint64_t>(expires.count()) > max_presigned_expiry) {
+    throw std::invalid_argument("presign: expiry outside 1 s to 7 days");
+  }
+  const std::string amz_date = format_amz_date(now);
+  const std::string date = amz_date.substr(0, 8);
+  const std::string scope = sigv4_detail::make_scope(date, region);
+  std::string query(extra_query);
+  if (!query.empty()) query.push_back('&');
+  query.append("X-Amz-Algorithm=").append(sigv4_detail::algorithm);
+  query.append("&X-Amz-Credential=").append(uri_encode(creds.access_key_id + "/" + scope, true));
+  query.append("&X-Amz-Date=").append(amz_date);
+  query.append("&X-Amz-Expires=").append(std::to_string(expires.count()));
+  query.append("&X-Amz-SignedHeaders=host");
+  std::string canonical = canonical_query(query, true);
+
+  const std::string target = std::string(path) + "?" + canonical;
+  const request_view view{method, target, {{"host", host}}};
+  static const std::array<std::string, 1> signed_headers{"host"};
+  const auto key = signing_key(creds.secret_access_key, date, region, "s3");
+  const std::string sig =
+      signature(key, string_to_sign(amz_date, scope, canonical_request(view, signed_headers, unsigned_payload, true)));
+  canonical.append("&X-Amz-Signature=").append(sig);
+  return canonical;
+}
+
+}  // namespace sluice::s3

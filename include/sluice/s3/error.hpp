@@ -45,6 +45,9 @@ enum class errc : int {
   slow_down,
   service_unavailable,
   not_modified,
+  incomplete_body,
+  x_amz_content_sha256_mismatch,
+  authorization_header_malformed,
 };
 
 /// The S3 "Code" string ("NoSuchKey"); empty for values outside the enumeration.

@@ -1,0 +1,88 @@
+// sluice::s3::server: an embeddable S3 server (Boost.Beast, HTTP/1.1 keep-alive) over any
+// multipart_store. The S3 request is the control plane of every sluice path that ends here.
+#pragma once
+
+#include <sluice/concepts.hpp>
+#include <sluice/config.hpp>
+#include <sluice/error.hpp>
+#include <sluice/memory_store.hpp>
+#include <sluice/s3/fs_store.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::s3 {
+
+/// One S3 user: an access key pair. A user sees and touches only the buckets it created.
+struct user {
+  std::string access_key_id;
+  std::string secret_access_key;
+};
+
+/// Everything the server can be told; validated at construction.
+struct server_config {
+  std::string listen_address = "127.0.0.1";
+  std::uint16_t port = 9000;                       ///< 0: an ephemeral port (see local_endpoint())
+  std::vector<user> users;                         ///< at least one unless allow_anonymous
+  bool allow_anonymous = false;                    ///< unsigned requests act as the first user
+  std::optional<std::string> region;               ///< when set, requests signed for another region fail
+  std::vector<std::string> virtual_host_suffixes;  ///< "bucket.<suffix>" hosts name buckets
+  std::size_t max_header_bytes = 16 * kib;
+  std::size_t max_connections = 512;
+  std::uint64_t max_object_bytes = 5 * gib;  ///< one PUT or one part (S3's limit)
+  std::uint64_t min_part_bytes = 5 * mib;    ///< every multipart part but the last (S3's limit)
+  std::chrono::seconds read_timeout{30};     ///< a request (headers or body) stalls no longer
+  std::chrono::seconds idle_timeout{60};     ///< a keep-alive connection waits no longer
+  std::chrono::minutes clock_skew{15};
+  std::size_t io_threads = 2;  ///< threads of the server's own io_context
+
+  /// The first problem, or nullopt.
+  [[nodiscard]] std::optional<config_error> validate() const;
+};
+
+namespace detail {
+template <class Store>
+struct server_state;
+}
+
+/// Serves one store over S3. Start with listen(); stop() closes the listener and every
+/// connection. Runs its own io_context on `config.io_threads` threads, so it can be embedded in
+/// any program; the store must outlive the server.
+template <multipart_store Store>
+class server {
+ public:
+  /// Throws std::invalid_argument when `config` is invalid.
+  server(Store& store, server_config config);
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+  ~server();
+
+  /// Binds, listens and starts serving; errors from bind/listen (address in use, ...).
+  void listen(error_code& ec);
+  /// Throwing overload.
+  void listen();
+  /// Where the server listens (the actual port when config.port was 0).
+  [[nodiscard]] boost::asio::ip::tcp::endpoint local_endpoint() const;
+  /// Stops accepting, closes all connections and joins the threads. Idempotent.
+  void stop();
+
+ private:
+  std::shared_ptr<detail::server_state<Store>> state_;
+};
+
+class fs_store;
+extern template class server<fs_store>;
+
+}  // namespace sluice::s3
+
+namespace sluice {
+class memory_store;
+extern template class s3::server<memory_store>;
+}  // namespace sluice

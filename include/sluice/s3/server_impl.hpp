@@ -1,0 +1,1163 @@
+// The implementation of sluice::s3::server<Store>. Included by src/s3/server.ipp, which
+// instantiates it for fs_store and memory_store; include it yourself to serve another store.
+#pragma once
+
+#include <sluice/names.hpp>
+#include <sluice/s3/checksum.hpp>
+#include <sluice/s3/chunked.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/router.hpp>
+#include <sluice/s3/server.hpp>
+#include <sluice/s3/sigv4.hpp>
+#include <sluice/s3/xml.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+namespace sluice::s3::detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+/// What a failed request answers: the S3 error, an optional message, and whether the
+/// connection must close (the request body was not consumed).
+struct s3_failure {
+  s3::errc code = s3::errc::internal_error;
+  std::string message;
+};
+
+/// Maps a store's sluice::errc to the S3 error a client expects.
+inline s3::errc to_s3(const error_code& ec, bool bucket_level = false) {
+  if (ec.category() == s3_category()) return static_cast<s3::errc>(ec.value());
+  if (ec.category() == sluice_category()) {
+    switch (static_cast<sluice::errc>(ec.value())) {
+      case sluice::errc::no_such_bucket: return s3::errc::no_such_bucket;
+      case sluice::errc::no_such_object: return s3::errc::no_such_key;
+      case sluice::errc::bucket_exists: return s3::errc::bucket_already_owned_by_you;
+      case sluice::errc::bucket_not_empty: return s3::errc::bucket_not_empty;
+      case sluice::errc::invalid_name: return bucket_level ? s3::errc::invalid_bucket_name : s3::errc::key_too_long;
+      case sluice::errc::capacity_exceeded: return s3::errc::entity_too_large;
+      case sluice::errc::no_such_upload: return s3::errc::no_such_upload;
+      case sluice::errc::invalid_part: return s3::errc::invalid_part;
+      case sluice::errc::invalid_part_order: return s3::errc::invalid_part_order;
+      case sluice::errc::bad_range: return s3::errc::invalid_range;
+      default: break;
+    }
+  }
+  return s3::errc::internal_error;
+}
+
+/// Shared by the acceptor and every connection.
+template <class Store>
+struct server_state : std::enable_shared_from_this<server_state<Store>> {
+  server_state(Store& s, server_config c) : store(&s), config(std::move(c)), acceptor(io) {}
+
+  Store* store;
+  server_config config;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<std::size_t> connections{0};
+  std::atomic<std::uint64_t> request_counter{0};
+  std::atomic<bool> stopping{false};
+
+  std::mutex mutex;                                        // guards owners and closers
+  std::map<std::string, std::string, std::less<>> owners;  // bucket → access key id
+  std::map<const void*, std::function<void()>> closers;    // live connection → closes it on its strand
+
+  std::optional<std::string> secret_for(std::string_view access_key) const {
+    for (const auto& u : config.users) {
+      if (u.access_key_id == access_key) return u.secret_access_key;
+    }
+    return std::nullopt;
+  }
+
+  std::string next_request_id() {
+    char buf[17];
+    const auto n = request_counter.fetch_add(1) + 0x51C3000000ull;
+    auto [end, e] = std::to_chars(buf, buf + sizeof buf, n, 16);
+    (void)e;
+    return std::string(buf, end);
+  }
+};
+
+}  // namespace sluice::s3::detail
+
+namespace sluice::s3::detail {
+
+/// Case-insensitive ASCII comparison for header values such as "100-continue".
+inline bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+/// A resolved "Range: bytes=..." header: the extent, or why it cannot be served.
+struct range_result {
+  bool present = false;
+  bool satisfiable = true;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+/// Parses a single-range "bytes=a-b", "bytes=a-" or "bytes=-n" against an object of `size` bytes
+/// (S3 semantics: an end past the object is clamped; a start at or past the end is unsatisfiable;
+/// a syntactically invalid or multi-range header is ignored, as S3 does).
+inline range_result parse_range(std::string_view header, std::uint64_t size) {
+  range_result r;
+  if (!header.starts_with("bytes=")) return r;
+  std::string_view spec = header.substr(6);
+  if (spec.find(',') != std::string_view::npos) return r;
+  const auto dash = spec.find('-');
+  if (dash == std::string_view::npos) return r;
+  auto number = [](std::string_view s, std::uint64_t& out) {
+    if (s.empty()) return false;
+    auto [p, e] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return e == std::errc{} && p == s.data() + s.size();
+  };
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  const std::string_view a = spec.substr(0, dash);
+  const std::string_view b = spec.substr(dash + 1);
+  if (a.empty()) {  // suffix: the last b bytes
+    if (!number(b, last)) return r;
+    r.present = true;
+    if (last == 0 || size == 0) {
+      r.satisfiable = false;
+      return r;
+    }
+    r.length = std::min(last, size);
+    r.offset = size - r.length;
+    return r;
+  }
+  if (!number(a, first)) return r;
+  if (!b.empty() && (!number(b, last) || last < first)) return r;
+  r.present = true;
+  if (first >= size) {
+    r.satisfiable = false;
+    return r;
+  }
+  r.offset = first;
+  r.length = (b.empty() ? size - 1 : std::min(last, size - 1)) - first + 1;
+  return r;
+}
+
+/// One connection: reads requests, routes, authenticates, runs the operation, answers.
+template <class Store>
+class connection : public std::enable_shared_from_this<connection<Store>> {
+ public:
+  connection(std::shared_ptr<server_state<Store>> state, tcp::socket socket)
+      : state_(std::move(state)), stream_(std::move(socket)) {}
+
+  asio::awaitable<void> run();
+
+ private:
+  using header_parser = http::request_parser<http::empty_body>;
+  using string_response = http::response<http::string_body>;
+
+  // Per-request facts every operation needs.
+  struct request {
+    header_parser* parser = nullptr;
+    route where;
+    std::string id;
+    std::string user;  // access key id of the caller
+    std::optional<verified> auth;
+    bool head = false;
+    bool keep_alive = true;
+    bool body_pending = false;  // a body was announced and not (fully) read
+    // The header, copied: reading a body moves the parser (and the header it holds) away.
+    http::request_header<> fields;
+    [[nodiscard]] const http::request_header<>& msg() const { return fields; }
+    [[nodiscard]] std::string_view header(std::string_view name) const {
+      auto it = msg().find(beast::string_view(name.data(), name.size()));
+      if (it == msg().end()) return {};
+      return {it->value().data(), it->value().size()};
+    }
+    [[nodiscard]] std::string resource() const {
+      return "/" + where.bucket + (where.key.empty() ? "" : "/" + where.key);
+    }
+  };
+
+  asio::awaitable<bool> handle(header_parser& parser);
+  asio::awaitable<bool> dispatch(request& req);
+
+  // Responses.
+  void common_headers(request& req, http::fields& fields);
+  asio::awaitable<bool> send(request& req, string_response res);
+  asio::awaitable<bool> send_xml(request& req, std::string body, http::status status = http::status::ok);
+  asio::awaitable<bool> send_empty(request& req, http::status status);
+  asio::awaitable<bool> send_error(request& req, s3::errc code, std::string message = {});
+
+  // Bodies.
+  asio::awaitable<bool> continue_if_expected(request& req);
+  asio::awaitable<std::optional<std::string>> read_small_body(request& req, std::size_t limit);
+  template <class Writer>
+  asio::awaitable<std::optional<object_attributes>> receive_object(request& req, Writer& writer, std::uint64_t limit);
+
+  // Operations.
+  asio::awaitable<bool> list_buckets(request& req);
+  asio::awaitable<bool> create_bucket(request& req);
+  asio::awaitable<bool> bucket_only(request& req);
+  asio::awaitable<bool> list_objects(request& req);
+  asio::awaitable<bool> delete_objects(request& req);
+  asio::awaitable<bool> put_object(request& req);
+  asio::awaitable<bool> copy_object(request& req);
+  asio::awaitable<bool> get_object(request& req);
+  asio::awaitable<bool> delete_object(request& req);
+  asio::awaitable<bool> multipart(request& req);
+
+  bool owns(const request& req, std::string_view bucket) const;
+  object_attributes attributes_from(const request& req) const;
+  void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
+
+  std::shared_ptr<server_state<Store>> state_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+};
+
+}  // namespace sluice::s3::detail
+
+namespace sluice::s3::detail {
+
+template <class Store>
+asio::awaitable<void> connection<Store>::run() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->closers[this] = [weak = this->weak_from_this()] {
+      if (auto self = weak.lock()) {
+        asio::post(self->stream_.get_executor(), [self] {
+          error_code ignored;
+          self->stream_.socket().close(ignored);
+        });
+      }
+    };
+  }
+  for (;;) {
+    header_parser parser;
+    parser.header_limit(static_cast<std::uint32_t>(state_->config.max_header_bytes));
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    error_code ec;
+    stream_.expires_after(buffer_.size() == 0 ? state_->config.idle_timeout : state_->config.read_timeout);
+    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == http::error::header_limit) {
+        request req{&parser};
+        req.id = state_->next_request_id();
+        req.keep_alive = false;
+        string_response res{http::status::bad_request, 11};
+        res.set(http::field::content_type, "application/xml");
+        res.body() =
+            xml::error_body("RequestHeaderSectionTooLarge", "Your request header section is too large.", "", req.id);
+        co_await send(req, std::move(res));
+      } else if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
+                 ec != asio::error::operation_aborted && ec != asio::error::connection_reset) {
+        request req{&parser};
+        req.id = state_->next_request_id();
+        req.keep_alive = false;
+        co_await send_error(req, s3::errc::invalid_request, "malformed HTTP request");
+      }
+      break;
+    }
+    stream_.expires_after(state_->config.read_timeout);
+    const bool keep = co_await handle(parser);
+    if (!keep || state_->stopping) break;
+  }
+  error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.close();
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->closers.erase(this);
+  }
+  state_->connections.fetch_sub(1);
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::handle(header_parser& parser) {
+  request req{&parser};
+  req.id = state_->next_request_id();
+  req.fields = parser.get().base();
+  const auto& msg = req.msg();
+  req.head = msg.method() == http::verb::head;
+  req.keep_alive = parser.get().keep_alive();
+  req.body_pending = !parser.is_done();
+
+  const std::string_view method(msg.method_string().data(), msg.method_string().size());
+  const std::string_view target(msg.target().data(), msg.target().size());
+  error_code ec;
+  req.where = parse_route(method, target, req.header("Host"), state_->config.virtual_host_suffixes,
+                          msg.find("x-amz-copy-source") != msg.end(), ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+
+  // Authentication: a SigV4 header or presigned query, or anonymous when configured.
+  request_view view{method, target, {}};
+  for (const auto& field : msg) {
+    view.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
+                              std::string_view(field.value().data(), field.value().size()));
+  }
+  const bool signed_request = msg.find(http::field::authorization) != msg.end() || req.where.param("X-Amz-Signature") ||
+                              req.where.param("X-Amz-Credential");
+  if (!signed_request) {
+    if (!state_->config.allow_anonymous) co_return co_await send_error(req, s3::errc::access_denied, "Access Denied");
+    req.user = state_->config.users.empty() ? std::string("anonymous") : state_->config.users.front().access_key_id;
+  } else {
+    const auto secret_for = [this](std::string_view key) { return state_->secret_for(key); };
+    std::optional<std::string_view> region;
+    if (state_->config.region) region = *state_->config.region;
+    verified v = verify(view, secret_for, std::chrono::system_clock::now(), region, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec), ec.message());
+    req.user = v.access_key_id;
+    req.auth = std::move(v);
+  }
+
+  // Ownership: every bucket-level operation but CreateBucket needs the caller to own the bucket.
+  if (!req.where.bucket.empty() && req.where.op != operation::create_bucket &&
+      req.where.op != operation::not_implemented && !owns(req, req.where.bucket)) {
+    co_return co_await send_error(req, s3::errc::access_denied, "Access Denied");
+  }
+  co_return co_await dispatch(req);
+}
+
+template <class Store>
+bool connection<Store>::owns(const request& req, std::string_view bucket) const {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->owners.find(bucket);
+  return it == state_->owners.end() || it->second == req.user;  // unknown bucket: the store answers NoSuchBucket
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::dispatch(request& req) {
+  switch (req.where.op) {
+    case operation::list_buckets: co_return co_await list_buckets(req);
+    case operation::create_bucket: co_return co_await create_bucket(req);
+    case operation::head_bucket:
+    case operation::delete_bucket:
+    case operation::get_bucket_location: co_return co_await bucket_only(req);
+    case operation::list_objects_v1:
+    case operation::list_objects_v2:
+    case operation::list_object_versions: co_return co_await list_objects(req);
+    case operation::delete_objects: co_return co_await delete_objects(req);
+    case operation::put_object: co_return co_await put_object(req);
+    case operation::copy_object: co_return co_await copy_object(req);
+    case operation::get_object:
+    case operation::head_object: co_return co_await get_object(req);
+    case operation::delete_object: co_return co_await delete_object(req);
+    case operation::list_multipart_uploads:
+    case operation::create_multipart_upload:
+    case operation::upload_part:
+    case operation::complete_multipart_upload:
+    case operation::abort_multipart_upload:
+    case operation::list_parts: co_return co_await multipart(req);
+    case operation::not_implemented: break;
+  }
+  co_return co_await send_error(req, s3::errc::not_implemented,
+                                "A header or query you provided implies functionality that is not implemented.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+template <class Store>
+void connection<Store>::common_headers(request& req, http::fields& fields) {
+  fields.set(http::field::server, "sluice");
+  fields.set("x-amz-request-id", req.id);
+  fields.set(http::field::date, xml::http_date(std::chrono::system_clock::now()));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::send(request& req, string_response res) {
+  common_headers(req, res.base());
+  // A request whose body was not read leaves bytes on the wire: close after answering.
+  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
+  res.keep_alive(keep);
+  if (req.head) {
+    const auto length = res.body().size();
+    res.body().clear();
+    res.content_length(length);
+    http::response_serializer<http::string_body> sr(res);
+    sr.split(true);
+    error_code ec;
+    co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    co_return !ec && keep;
+  }
+  res.prepare_payload();
+  error_code ec;
+  co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec && keep;
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::send_xml(request& req, std::string body, http::status status) {
+  string_response res{status, 11};
+  res.set(http::field::content_type, "application/xml");
+  res.body() = std::move(body);
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::send_empty(request& req, http::status status) {
+  string_response res{status, 11};
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::send_error(request& req, s3::errc code, std::string message) {
+  const unsigned status = http_status(code);
+  string_response res{static_cast<http::status>(status), 11};
+  if (status == 304) co_return co_await send(req, std::move(res));  // 304 carries no body
+  res.set(http::field::content_type, "application/xml");
+  if (message.empty()) message = std::string(code_string(code));
+  res.body() = xml::error_body(code_string(code), message, req.resource(), req.id);
+  co_return co_await send(req, std::move(res));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bodies
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::continue_if_expected(request& req) {
+  if (!iequals(req.header("Expect"), "100-continue")) co_return true;
+  http::response<http::empty_body> res{http::status::continue_, 11};
+  error_code ec;
+  co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+template <class Store>
+asio::awaitable<std::optional<std::string>> connection<Store>::read_small_body(request& req, std::size_t limit) {
+  if (!req.body_pending) co_return std::string();
+  const auto length = req.parser->content_length();
+  if (length && *length > limit) co_return std::nullopt;
+  if (!co_await continue_if_expected(req)) co_return std::nullopt;
+  http::request_parser<http::string_body> body_parser(std::move(*req.parser));
+  body_parser.body_limit(limit);
+  error_code ec;
+  co_await http::async_read(stream_, buffer_, body_parser, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return std::nullopt;
+  req.body_pending = false;
+  std::string body = std::move(body_parser.get().body());
+  // Signed payloads must hash to what was signed; Content-MD5, when sent, must match.
+  if (req.auth && req.auth->payload_hash.size() == 64 &&
+      !constant_time_equal(sha256_hex(body), req.auth->payload_hash)) {
+    co_return std::nullopt;
+  }
+  if (auto md5 = req.header("Content-MD5"); !md5.empty()) {
+    digest d(digest_kind::md5);
+    d.update(std::string_view(body));
+    if (base64_encode(d.finish()) != md5) co_return std::nullopt;
+  }
+  co_return body;
+}
+
+template <class Store>
+object_attributes connection<Store>::attributes_from(const request& req) const {
+  object_attributes a;
+  a.content_type = std::string(req.header("Content-Type"));
+  a.content_encoding = std::string(req.header("Content-Encoding"));
+  // aws-chunked is transfer framing, not part of the object's encoding.
+  if (a.content_encoding == "aws-chunked") {
+    a.content_encoding.clear();
+  } else if (a.content_encoding.starts_with("aws-chunked,")) {
+    a.content_encoding.erase(0, a.content_encoding.find_first_not_of(" ", 12));
+  }
+  a.content_disposition = std::string(req.header("Content-Disposition"));
+  a.cache_control = std::string(req.header("Cache-Control"));
+  for (const auto& field : req.msg()) {
+    std::string name(field.name_string().data(), field.name_string().size());
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name.starts_with("x-amz-meta-"))
+      a.metadata[name.substr(11)] = std::string(field.value().data(), field.value().size());
+  }
+  return a;
+}
+
+template <class Store>
+void connection<Store>::object_headers(http::fields& fields, const object_info& info, bool with_checksums) const {
+  fields.set(http::field::etag, "\"" + info.attributes.etag + "\"");
+  fields.set(http::field::last_modified, xml::http_date(info.last_modified));
+  fields.set(http::field::content_type,
+             info.attributes.content_type.empty() ? "binary/octet-stream" : info.attributes.content_type);
+  fields.set(http::field::accept_ranges, "bytes");
+  if (!info.attributes.content_encoding.empty())
+    fields.set(http::field::content_encoding, info.attributes.content_encoding);
+  if (!info.attributes.content_disposition.empty())
+    fields.set(http::field::content_disposition, info.attributes.content_disposition);
+  if (!info.attributes.cache_control.empty()) fields.set(http::field::cache_control, info.attributes.cache_control);
+  for (const auto& [name, value] : info.attributes.metadata) fields.set("x-amz-meta-" + name, value);
+  if (with_checksums) {
+    for (const auto& [algorithm, value] : info.attributes.checksums) fields.set("x-amz-checksum-" + algorithm, value);
+  }
+}
+
+/// Streams the request body into `writer`: decodes aws-chunked framing, verifies the signed
+/// payload hash, Content-MD5 and any x-amz-checksum-* (header or trailer). Returns the attributes
+/// to publish (ETag and checksums filled in), or nullopt after answering the error itself
+/// (the writer is then dropped by the caller: nothing is published).
+template <class Store>
+template <class Writer>
+asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_object(request& req, Writer& writer,
+                                                                                    std::uint64_t limit) {
+  const std::string payload_hash = req.auth ? req.auth->payload_hash : std::string("UNSIGNED-PAYLOAD");
+  const bool chunked = payload_hash.starts_with("STREAMING-");
+  std::uint64_t expected = 0;
+  if (chunked) {
+    const auto decoded = req.header("x-amz-decoded-content-length");
+    if (decoded.empty() ||
+        std::from_chars(decoded.data(), decoded.data() + decoded.size(), expected).ec != std::errc{}) {
+      co_await send_error(req, s3::errc::missing_content_length);
+      co_return std::nullopt;
+    }
+  } else if (auto length = req.parser->content_length()) {
+    expected = *length;
+  } else if (req.body_pending) {
+    co_await send_error(req, s3::errc::missing_content_length);
+    co_return std::nullopt;
+  }
+  if (expected > limit) {
+    co_await send_error(req, s3::errc::entity_too_large);
+    co_return std::nullopt;
+  }
+  std::optional<std::vector<std::byte>> content_md5;
+  if (auto md5 = req.header("Content-MD5"); !md5.empty()) {
+    content_md5 = base64_decode(md5);
+    if (!content_md5 || content_md5->size() != 16) {
+      co_await send_error(req, s3::errc::invalid_digest);
+      co_return std::nullopt;
+    }
+  }
+
+  // Digests: MD5 for the ETag, SHA-256 when the payload is signed, each checksum asked for.
+  digest md5(digest_kind::md5);
+  std::optional<digest> sha256;
+  if (payload_hash.size() == 64) sha256.emplace(digest_kind::sha256);
+  std::vector<std::tuple<checksum_algorithm, std::string, digest>> checksums;  // algorithm, expected (base64), running
+  for (auto algorithm :
+       {checksum_algorithm::crc32, checksum_algorithm::crc32c, checksum_algorithm::sha1, checksum_algorithm::sha256}) {
+    if (auto value = req.header(header_name(algorithm)); !value.empty()) {
+      checksums.emplace_back(algorithm, std::string(value), digest(digest_kind_of(algorithm)));
+    }
+  }
+  std::optional<checksum_algorithm> trailer;
+  if (auto t = req.header("x-amz-trailer"); !t.empty()) {
+    trailer = checksum_algorithm_of_header(t);
+    if (trailer &&
+        std::none_of(checksums.begin(), checksums.end(), [&](const auto& c) { return std::get<0>(c) == *trailer; })) {
+      checksums.emplace_back(*trailer, std::string(), digest(digest_kind_of(*trailer)));
+    }
+  }
+
+  error_code store_error;
+  std::uint64_t received = 0;
+  auto on_payload = [&](std::span<const std::byte> data) {
+    received += data.size();
+    if (store_error || received > expected) return;
+    md5.update(data);
+    if (sha256) sha256->update(data);
+    for (auto& c : checksums) std::get<2>(c).update(data);
+    writer.write(data, store_error);
+  };
+
+  std::optional<aws_chunked_decoder> decoder;
+  if (chunked) {
+    aws_chunked_decoder::options opt;
+    opt.mode = parse_payload_mode(payload_hash).value_or(payload_mode::streaming_signed);
+    if (req.auth) {
+      opt.signing_key = req.auth->key;
+      opt.amz_date = req.auth->amz_date;
+      opt.scope = req.auth->scope;
+      opt.seed_signature = req.auth->seed_signature;
+    }
+    opt.decoded_length = expected;
+    opt.trailer_checksum = trailer;
+    decoder.emplace(std::move(opt));
+  }
+
+  if (!co_await continue_if_expected(req)) co_return std::nullopt;
+  if (req.body_pending) {
+    http::request_parser<http::buffer_body> body_parser(std::move(*req.parser));
+    std::vector<std::byte> chunk(256 * kib);
+    error_code ec;
+    while (!body_parser.is_done()) {
+      body_parser.get().body().data = chunk.data();
+      body_parser.get().body().size = chunk.size();
+      co_await http::async_read(stream_, buffer_, body_parser, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return std::nullopt;  // the client went away or stalled past the read timeout
+      const std::size_t n = chunk.size() - body_parser.get().body().size;
+      const std::span<const std::byte> got(chunk.data(), n);
+      if (decoder) {
+        error_code decode_error;
+        decoder->feed(got, on_payload, decode_error);
+        if (decode_error) {
+          req.body_pending = !body_parser.is_done();
+          co_await send_error(req, to_s3(decode_error), decode_error.message());
+          co_return std::nullopt;
+        }
+      } else {
+        on_payload(got);
+      }
+      stream_.expires_after(state_->config.read_timeout);
+    }
+    req.body_pending = false;
+  }
+
+  if (store_error) {
+    co_await send_error(req, to_s3(store_error));
+    co_return std::nullopt;
+  }
+  if (decoder) {
+    error_code incomplete;
+    decoder->finish(incomplete);
+    if (incomplete) {
+      co_await send_error(req, to_s3(incomplete), incomplete.message());
+      co_return std::nullopt;
+    }
+  }
+  if (received != expected) {
+    co_await send_error(req, s3::errc::incomplete_body, "the body is shorter or longer than announced");
+    co_return std::nullopt;
+  }
+  if (sha256 && !constant_time_equal(to_hex(sha256->finish()), payload_hash)) {
+    co_await send_error(req, s3::errc::x_amz_content_sha256_mismatch);
+    co_return std::nullopt;
+  }
+  const std::vector<std::byte> md5_bytes = md5.finish();
+  if (content_md5 && *content_md5 != md5_bytes) {
+    co_await send_error(req, s3::errc::bad_digest, "The Content-MD5 you specified did not match what we received.");
+    co_return std::nullopt;
+  }
+  object_attributes attributes = attributes_from(req);
+  attributes.etag = to_hex(md5_bytes);
+  for (auto& [algorithm, want, running] : checksums) {
+    std::string got = base64_encode(running.finish());
+    if (want.empty() && decoder) {
+      auto it = decoder->trailers().find(std::string(header_name(algorithm)));
+      if (it != decoder->trailers().end()) want = it->second;
+    }
+    if (!want.empty() && want != got) {
+      co_await send_error(
+          req, s3::errc::bad_digest,
+          "The " + std::string(algorithm_name(algorithm)) + " you specified did not match the calculated checksum.");
+      co_return std::nullopt;
+    }
+    std::string name(algorithm_name(algorithm));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    attributes.checksums[name] = got;
+  }
+  co_return attributes;
+}
+
+}  // namespace sluice::s3::detail
+
+namespace sluice::s3::detail {
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::list_buckets(request& req) {
+  error_code ec;
+  std::vector<bucket_info> all = state_->store->list_buckets(ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  std::vector<bucket_info> mine;
+  for (auto& b : all) {
+    if (owns(req, b.name)) mine.push_back(std::move(b));
+  }
+  co_return co_await send_xml(req, xml::list_buckets(req.user, req.user, mine));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::create_bucket(request& req) {
+  auto body = co_await read_small_body(req, 64 * kib);
+  if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
+  error_code ec;
+  (void)xml::parse_create_bucket_configuration(*body, ec);  // any region is accepted
+  if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
+  state_->store->create_bucket(req.where.bucket, ec);
+  if (ec == sluice::errc::bucket_exists) {
+    co_return co_await send_error(
+        req, owns(req, req.where.bucket) ? s3::errc::bucket_already_owned_by_you : s3::errc::bucket_already_exists);
+  }
+  if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->owners[req.where.bucket] = req.user;
+  }
+  string_response res{http::status::ok, 11};
+  res.set(http::field::location, "/" + req.where.bucket);
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::bucket_only(request& req) {
+  error_code ec;
+  if (req.where.op == operation::delete_bucket) {
+    state_->store->remove_bucket(req.where.bucket, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec, true));
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->owners.erase(req.where.bucket);
+    }
+    co_return co_await send_empty(req, http::status::no_content);
+  }
+  (void)state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  const std::string region = state_->config.region.value_or("us-east-1");
+  if (req.where.op == operation::get_bucket_location) {
+    co_return co_await send_xml(req, xml::location_constraint(region));
+  }
+  string_response res{http::status::ok, 11};
+  res.set("x-amz-bucket-region", region);
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::list_objects(request& req) {
+  const route& r = req.where;
+  const bool v2 = r.op == operation::list_objects_v2;
+  const bool versions = r.op == operation::list_object_versions;
+  xml::list_page page;
+  page.bucket = r.bucket;
+  page.prefix = std::string(r.param("prefix").value_or(""));
+  page.delimiter = std::string(r.param("delimiter").value_or(""));
+  page.url_encode = r.param("encoding-type") == std::optional<std::string_view>("url");
+  page.owner_id = req.user;
+  page.owner_name = req.user;
+  if (auto mk = r.param("max-keys")) {
+    std::uint32_t n = 0;
+    if (std::from_chars(mk->data(), mk->data() + mk->size(), n).ec != std::errc{}) {
+      co_return co_await send_error(req, s3::errc::invalid_argument, "max-keys must be a non-negative integer");
+    }
+    page.max_keys = std::min<std::uint32_t>(n, 1000);
+  }
+  std::string cursor;  // list keys strictly after this one
+  if (v2) {
+    page.start_after = std::string(r.param("start-after").value_or(""));
+    cursor = page.start_after;
+    if (auto token = r.param("continuation-token")) {
+      page.continuation_token = std::string(*token);
+      auto decoded = base64_decode(*token);
+      if (!decoded) co_return co_await send_error(req, s3::errc::invalid_argument, "invalid continuation token");
+      cursor.assign(reinterpret_cast<const char*>(decoded->data()), decoded->size());
+    }
+  } else {
+    page.marker = std::string(r.param(versions ? "key-marker" : "marker").value_or(""));
+    cursor = page.marker;
+  }
+
+  // Walk the store's key-ordered pages, folding keys that share prefix + ... + delimiter into one
+  // common prefix; keys and common prefixes together count against max-keys.
+  error_code ec;
+  std::string last;  // the last key or common prefix returned
+  bool done = false;
+  while (!done && page.max_keys > 0) {
+    list_result batch = state_->store->list(list_request{r.bucket, page.prefix, cursor, 1000}, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec, true));
+    for (auto& info : batch.objects) {
+      cursor = info.key;
+      std::string common;
+      if (!page.delimiter.empty()) {
+        const auto pos = info.key.find(page.delimiter, page.prefix.size());
+        if (pos != std::string::npos) common = info.key.substr(0, pos + page.delimiter.size());
+      }
+      if (!common.empty() && !page.common_prefixes.empty() && page.common_prefixes.back() == common) continue;
+      if (!common.empty() && common <= last) continue;  // resumed inside a common prefix already returned
+      if (page.contents.size() + page.common_prefixes.size() == page.max_keys) {
+        page.truncated = true;
+        done = true;
+        break;
+      }
+      if (common.empty()) {
+        last = info.key;
+        page.contents.push_back(std::move(info));
+      } else {
+        last = common;
+        page.common_prefixes.push_back(std::move(common));
+      }
+    }
+    if (!batch.truncated) done = true;
+  }
+  if (page.truncated) {
+    if (v2) {
+      page.next_continuation_token = base64_encode(std::as_bytes(std::span(last)));
+    } else if (versions || !page.delimiter.empty()) {
+      page.next_marker = last;
+    }
+  }
+  if (v2) co_return co_await send_xml(req, xml::list_objects_v2(page));
+  if (versions) co_return co_await send_xml(req, xml::list_object_versions(page));
+  co_return co_await send_xml(req, xml::list_objects_v1(page));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::delete_objects(request& req) {
+  auto body = co_await read_small_body(req, 2 * mib);
+  if (!body) co_return co_await send_error(req, s3::errc::bad_digest, "the body does not match its digest");
+  error_code ec;
+  const xml::delete_objects what = xml::parse_delete_objects(*body, ec);
+  if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
+  std::vector<std::string> deleted;
+  std::vector<xml::delete_outcome> errors;
+  for (const auto& [key, version] : what.objects) {
+    state_->store->remove({req.where.bucket, key}, ec);
+    if (!ec || ec == sluice::errc::no_such_object) {
+      deleted.push_back(key);  // S3: deleting a missing key succeeds
+    } else {
+      const auto code = to_s3(ec);
+      errors.push_back({key, std::string(code_string(code)), ec.message()});
+    }
+  }
+  co_return co_await send_xml(req, xml::delete_result(deleted, errors, what.quiet));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::put_object(request& req) {
+  error_code ec;
+  auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  auto attributes = co_await receive_object(req, writer, state_->config.max_object_bytes);
+  if (!attributes) co_return false;  // answered (or the connection is gone); nothing published
+  const object_info info = writer.commit(*attributes, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  string_response res{http::status::ok, 11};
+  res.set(http::field::etag, "\"" + info.attributes.etag + "\"");
+  for (const auto& [algorithm, value] : info.attributes.checksums) {
+    if (!req.header("x-amz-checksum-" + algorithm).empty() ||
+        req.header("x-amz-trailer") == "x-amz-checksum-" + algorithm) {
+      res.set("x-amz-checksum-" + algorithm, value);
+    }
+  }
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::copy_object(request& req) {
+  // x-amz-copy-source: [/]bucket/key[?versionId=...], url-encoded.
+  std::string_view source = req.header("x-amz-copy-source");
+  if (source.starts_with('/')) source.remove_prefix(1);
+  source = source.substr(0, source.find('?'));
+  auto decoded = percent_decode(source);
+  const auto slash = decoded ? decoded->find('/') : std::string::npos;
+  if (!decoded || slash == std::string::npos || slash + 1 == decoded->size()) {
+    co_return co_await send_error(req, s3::errc::invalid_argument, "invalid x-amz-copy-source");
+  }
+  const object_ref from{decoded->substr(0, slash), decoded->substr(slash + 1)};
+  if (!owns(req, from.bucket)) co_return co_await send_error(req, s3::errc::access_denied);
+  error_code ec;
+  auto mapping = state_->store->map(from, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  const region bytes = mapping.region();
+  digest md5(digest_kind::md5);
+  for (std::size_t offset = 0; offset < bytes.size && !ec; offset += 8 * mib) {
+    const std::span<const std::byte> piece(bytes.bytes() + offset, std::min<std::size_t>(8 * mib, bytes.size - offset));
+    md5.update(piece);
+    writer.write(piece, ec);
+  }
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  const bool replace = iequals(req.header("x-amz-metadata-directive"), "REPLACE");
+  object_attributes attributes = replace ? attributes_from(req) : mapping.info().attributes;
+  attributes.etag = to_hex(md5.finish());
+  const object_info info = writer.commit(attributes, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  co_return co_await send_xml(req, xml::copy_object_result(info.attributes.etag, info.last_modified));
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::get_object(request& req) {
+  error_code ec;
+  auto mapping = state_->store->map({req.where.bucket, req.where.key}, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  const object_info& info = mapping.info();
+  const std::string etag = "\"" + info.attributes.etag + "\"";
+  const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);
+
+  // Preconditions, in the order RFC 7232 section 6 gives.
+  auto etag_matches = [&](std::string_view list) {
+    if (list == "*") return true;
+    while (!list.empty()) {
+      const auto comma = list.find(',');
+      std::string_view one = list.substr(0, comma);
+      while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+      while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+      if (one.starts_with("W/")) one.remove_prefix(2);
+      if (one == etag || one == info.attributes.etag) return true;
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+    return false;
+  };
+  const auto if_match = req.header("If-Match");
+  const auto if_none_match = req.header("If-None-Match");
+  if (!if_match.empty() && !etag_matches(if_match)) co_return co_await send_error(req, s3::errc::precondition_failed);
+  if (if_match.empty()) {
+    if (auto t = xml::parse_http_date(req.header("If-Unmodified-Since")); t && last_modified > *t) {
+      co_return co_await send_error(req, s3::errc::precondition_failed);
+    }
+  }
+  if (!if_none_match.empty() && etag_matches(if_none_match)) co_return co_await send_error(req, s3::errc::not_modified);
+  if (if_none_match.empty()) {
+    if (auto t = xml::parse_http_date(req.header("If-Modified-Since")); t && last_modified <= *t) {
+      co_return co_await send_error(req, s3::errc::not_modified);
+    }
+  }
+
+  const std::uint64_t size = info.size;
+  const range_result range = parse_range(req.header("Range"), size);
+  if (range.present && !range.satisfiable) {
+    string_response res{http::status::range_not_satisfiable, 11};
+    res.set(http::field::content_range, "bytes */" + std::to_string(size));
+    res.set(http::field::content_type, "application/xml");
+    res.body() = xml::error_body("InvalidRange", "The requested range is not satisfiable", req.resource(), req.id);
+    co_return co_await send(req, std::move(res));
+  }
+  const std::uint64_t offset = range.present ? range.offset : 0;
+  const std::uint64_t length = range.present ? range.length : size;
+
+  http::response<http::buffer_body> res{range.present ? http::status::partial_content : http::status::ok, 11};
+  common_headers(req, res.base());
+  object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
+  if (range.present) {
+    res.set(http::field::content_range,
+            "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1) + "/" + std::to_string(size));
+  }
+  res.content_length(length);
+  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
+  res.keep_alive(keep);
+  res.body().data = nullptr;
+  res.body().more = !req.head && length > 0;
+  http::response_serializer<http::buffer_body> sr(res);
+  co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || req.head || length == 0) co_return !ec && keep;
+
+  // The body straight from the store's mapping, in slices (no copy in user space).
+  const region bytes = mapping.region();
+  constexpr std::uint64_t slice = 4 * mib;
+  for (std::uint64_t sent = 0; sent < length;) {
+    const std::uint64_t n = std::min(slice, length - sent);
+    res.body().data = bytes.bytes() + offset + sent;
+    res.body().size = static_cast<std::size_t>(n);
+    sent += n;
+    res.body().more = sent < length;
+    stream_.expires_after(state_->config.read_timeout);
+    co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return false;
+  }
+  if (!sr.is_done()) {
+    res.body().data = nullptr;
+    res.body().more = false;
+    co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+  }
+  co_return keep;
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::delete_object(request& req) {
+  error_code ec;
+  state_->store->remove({req.where.bucket, req.where.key}, ec);
+  if (ec && ec != sluice::errc::no_such_object) co_return co_await send_error(req, to_s3(ec));
+  co_return co_await send_empty(req, http::status::no_content);
+}
+
+template <class Store>
+asio::awaitable<bool> connection<Store>::multipart(request& req) {
+  const route& r = req.where;
+  const object_ref object{r.bucket, r.key};
+  const std::string upload_id(r.param("uploadId").value_or(""));
+  error_code ec;
+  switch (r.op) {
+    case operation::create_multipart_upload: {
+      const std::string id = state_->store->create_upload(object, attributes_from(req), ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      co_return co_await send_xml(req, xml::initiate_multipart_upload(r.bucket, r.key, id));
+    }
+    case operation::upload_part: {
+      std::uint32_t number = 0;
+      const auto text = r.param("partNumber").value_or("");
+      if (std::from_chars(text.data(), text.data() + text.size(), number).ec != std::errc{} || number < 1 ||
+          number > 10000) {
+        co_return co_await send_error(req, s3::errc::invalid_argument,
+                                      "Part number must be an integer between 1 and 10000");
+      }
+      auto writer = state_->store->begin_part(object, upload_id, number, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      auto attributes = co_await receive_object(req, writer, state_->config.max_object_bytes);
+      if (!attributes) co_return false;
+      const object_info info = writer.commit(*attributes, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      string_response res{http::status::ok, 11};
+      res.set(http::field::etag, "\"" + info.attributes.etag + "\"");
+      for (const auto& [algorithm, value] : info.attributes.checksums) res.set("x-amz-checksum-" + algorithm, value);
+      co_return co_await send(req, std::move(res));
+    }
+    case operation::complete_multipart_upload: {
+      auto body = co_await read_small_body(req, 4 * mib);
+      if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
+      const auto chosen = xml::parse_complete_multipart_upload(*body, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      const std::vector<part_info> uploaded = state_->store->list_parts(object, upload_id, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      std::vector<part_info> parts;
+      digest etags(digest_kind::md5);
+      for (std::size_t i = 0; i < chosen.size(); ++i) {
+        auto it = std::find_if(uploaded.begin(), uploaded.end(),
+                               [&](const part_info& p) { return p.number == chosen[i].number; });
+        if (it == uploaded.end() || it->etag != chosen[i].etag)
+          co_return co_await send_error(req, s3::errc::invalid_part);
+        if (i + 1 < chosen.size() && it->size < state_->config.min_part_bytes) {
+          co_return co_await send_error(req, s3::errc::entity_too_small);
+        }
+        auto binary = std::vector<std::byte>();
+        for (std::size_t h = 0; h + 1 < it->etag.size(); h += 2) {
+          unsigned v = 0;
+          std::from_chars(it->etag.data() + h, it->etag.data() + h + 2, v, 16);
+          binary.push_back(static_cast<std::byte>(v));
+        }
+        etags.update(binary);
+        parts.push_back(*it);
+      }
+      object_attributes attributes;
+      for (const auto& u : state_->store->list_uploads(r.bucket, r.key, ec)) {
+        if (u.upload_id == upload_id) attributes = u.attributes;
+      }
+      attributes.etag = to_hex(etags.finish()) + "-" + std::to_string(parts.size());
+      const object_info info = state_->store->complete_upload(object, upload_id, parts, attributes, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      co_return co_await send_xml(
+          req, xml::complete_multipart_upload("/" + r.bucket + "/" + r.key, r.bucket, r.key, info.attributes.etag));
+    }
+    case operation::abort_multipart_upload: {
+      state_->store->abort_upload(object, upload_id, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      co_return co_await send_empty(req, http::status::no_content);
+    }
+    case operation::list_parts: {
+      const auto parts = state_->store->list_parts(object, upload_id, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      co_return co_await send_xml(req, xml::list_parts(r.bucket, r.key, upload_id, parts, 1000, false, 0));
+    }
+    case operation::list_multipart_uploads: {
+      const std::string prefix(r.param("prefix").value_or(""));
+      const auto uploads = state_->store->list_uploads(r.bucket, prefix, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec, true));
+      co_return co_await send_xml(req, xml::list_multipart_uploads(r.bucket, prefix, uploads));
+    }
+    default: break;
+  }
+  co_return co_await send_error(req, s3::errc::not_implemented);
+}
+
+}  // namespace sluice::s3::detail
+
+namespace sluice::s3 {
+
+template <multipart_store Store>
+server<Store>::server(Store& store, server_config config)
+    : state_(std::make_shared<detail::server_state<Store>>(store, std::move(config))) {
+  if (auto error = state_->config.validate()) throw std::invalid_argument(error->message());
+  // Buckets that exist before the server starts belong to the first user.
+  error_code ec;
+  if (!state_->config.users.empty()) {
+    for (const auto& b : store.list_buckets(ec)) state_->owners[b.name] = state_->config.users.front().access_key_id;
+  }
+}
+
+template <multipart_store Store>
+server<Store>::~server() {
+  stop();
+}
+
+template <multipart_store Store>
+void server<Store>::listen(error_code& ec) {
+  namespace asio = boost::asio;
+  using tcp = asio::ip::tcp;
+  auto& s = *state_;
+  const auto address = asio::ip::make_address(s.config.listen_address, ec);
+  if (ec) return;
+  const tcp::endpoint endpoint(address, s.config.port);
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return;
+  asio::co_spawn(
+      s.io,
+      [state = state_]() -> asio::awaitable<void> {
+        for (;;) {
+          error_code accept_error;
+          tcp::socket socket = co_await state->acceptor.async_accept(
+              asio::make_strand(state->io), asio::redirect_error(asio::use_awaitable, accept_error));
+          if (accept_error) {
+            if (state->stopping || accept_error == asio::error::operation_aborted) co_return;
+            continue;  // EMFILE and friends: keep serving the connections we have
+          }
+          if (state->connections.fetch_add(1) >= state->config.max_connections) {
+            state->connections.fetch_sub(1);
+            error_code ignored;
+            socket.close(ignored);  // over the limit: refuse rather than queue without bound
+            continue;
+          }
+          auto executor = socket.get_executor();
+          auto conn = std::make_shared<detail::connection<Store>>(state, std::move(socket));
+          asio::co_spawn(
+              executor, [conn]() { return conn->run(); }, asio::detached);
+        }
+      },
+      asio::detached);
+  for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([st = state_] { st->io.run(); });
+}
+
+template <multipart_store Store>
+void server<Store>::listen() {
+  error_code ec;
+  listen(ec);
+  sluice::detail::throw_on_error(ec, "sluice s3 server listen");
+}
+
+template <multipart_store Store>
+boost::asio::ip::tcp::endpoint server<Store>::local_endpoint() const {
+  error_code ec;
+  return state_->acceptor.local_endpoint(ec);
+}
+
+template <multipart_store Store>
+void server<Store>::stop() {
+  auto& s = *state_;
+  if (s.stopping.exchange(true)) return;
+  boost::asio::post(s.io, [state = state_] {
+    error_code ignored;
+    state->acceptor.close(ignored);
+    std::lock_guard lock(state->mutex);
+    for (auto& [connection, close] : state->closers) close();
+  });
+  // Give connections a moment to finish their last write, then stop the loop.
+  for (auto& t : s.threads) {
+    if (t.joinable()) t.join();
+  }
+  s.threads.clear();
+}
+
+}  // namespace sluice::s3

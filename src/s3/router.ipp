@@ -1,0 +1,182 @@
+// Implementation of include/sluice/s3/router.hpp; included by src/s3/s3.cpp.
+#include <sluice/names.hpp>
+#include <sluice/s3/router.hpp>
+#include <sluice/s3/sigv4.hpp>
+
+#include <algorithm>
+#include <array>
+
+namespace sluice::s3 {
+
+namespace {
+
+// Sub-resources S3 has and this server does not implement: a request naming one gets 501,
+// never a wrong answer from the operation that would otherwise match.
+constexpr std::array unimplemented_subresources = {
+    "accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
+    "inventory", "legal-hold", "lifecycle", "logging", "metrics", "notification", "object-lock",
+    "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "replication", "requestPayment",
+    "restore", "retention", "select", "tagging", "torrent", "versioning", "website", "session"};
+
+struct method_is {
+  std::string_view m;
+  bool operator()(std::string_view name) const noexcept { return m == name; }
+};
+
+std::string_view host_without_port(std::string_view host) noexcept {
+  if (host.starts_with('[')) return host.substr(0, host.find(']') + 1);  // IPv6 literal
+  return host.substr(0, host.rfind(':') == std::string_view::npos ? host.size() : host.rfind(':'));
+}
+
+}  // namespace
+
+std::string_view operation_name(operation op) noexcept {
+  switch (op) {
+    case operation::not_implemented: return "NotImplemented";
+    case operation::list_buckets: return "ListBuckets";
+    case operation::create_bucket: return "CreateBucket";
+    case operation::head_bucket: return "HeadBucket";
+    case operation::delete_bucket: return "DeleteBucket";
+    case operation::get_bucket_location: return "GetBucketLocation";
+    case operation::list_objects_v1: return "ListObjects";
+    case operation::list_objects_v2: return "ListObjectsV2";
+    case operation::list_object_versions: return "ListObjectVersions";
+    case operation::list_multipart_uploads: return "ListMultipartUploads";
+    case operation::delete_objects: return "DeleteObjects";
+    case operation::put_object: return "PutObject";
+    case operation::copy_object: return "CopyObject";
+    case operation::get_object: return "GetObject";
+    case operation::head_object: return "HeadObject";
+    case operation::delete_object: return "DeleteObject";
+    case operation::create_multipart_upload: return "CreateMultipartUpload";
+    case operation::upload_part: return "UploadPart";
+    case operation::complete_multipart_upload: return "CompleteMultipartUpload";
+    case operation::abort_multipart_upload: return "AbortMultipartUpload";
+    case operation::list_parts: return "ListParts";
+  }
+  return "NotImplemented";
+}
+
+std::optional<std::string_view> route::param(std::string_view name) const noexcept {
+  for (const auto& [k, v] : query) {
+    if (k == name) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+route parse_route(std::string_view method, std::string_view target, std::string_view host,
+                  std::span<const std::string> virtual_host_suffixes, bool has_copy_source, error_code& ec) {
+  route r;
+  ec = {};
+  if (target.empty() || target.front() != '/') {
+    ec = errc::invalid_argument;
+    return r;
+  }
+  const auto qpos = target.find('?');
+  const std::string_view raw_path = target.substr(0, qpos);
+  const std::string_view raw_query = qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1);
+
+  // Query: name[=value] pairs separated by '&', each percent-decoded.
+  for (std::size_t start = 0; start <= raw_query.size() && !raw_query.empty();) {
+    const auto amp = raw_query.find('&', start);
+    const std::string_view item = raw_query.substr(start, amp == std::string_view::npos ? amp : amp - start);
+    if (!item.empty()) {
+      const auto eq = item.find('=');
+      auto name = percent_decode(item.substr(0, eq));
+      auto value = eq == std::string_view::npos ? std::optional<std::string>("") : percent_decode(item.substr(eq + 1));
+      if (!name || !value) {
+        ec = errc::invalid_argument;
+        return r;
+      }
+      r.query.emplace_back(std::move(*name), std::move(*value));
+    }
+    if (amp == std::string_view::npos) break;
+    start = amp + 1;
+  }
+
+  auto path = percent_decode(raw_path);
+  if (!path) {
+    ec = errc::invalid_argument;
+    return r;
+  }
+  std::string_view rest = std::string_view(*path).substr(1);  // after the leading '/'
+
+  // Virtual-host style: "<bucket>.<suffix>[:port]".
+  const std::string_view hostname = host_without_port(host);
+  for (const auto& suffix : virtual_host_suffixes) {
+    if (hostname.size() > suffix.size() + 1 && hostname.ends_with(suffix) &&
+        hostname[hostname.size() - suffix.size() - 1] == '.') {
+      r.bucket = std::string(hostname.substr(0, hostname.size() - suffix.size() - 1));
+      r.virtual_host = true;
+      r.key = std::string(rest);
+      break;
+    }
+  }
+  if (!r.virtual_host) {
+    const auto slash = rest.find('/');
+    r.bucket = std::string(rest.substr(0, slash));
+    if (slash != std::string_view::npos) r.key = std::string(rest.substr(slash + 1));
+  }
+  if (r.key.size() > max_key_bytes) {
+    ec = errc::key_too_long;
+    return r;
+  }
+
+  for (const char* sub : unimplemented_subresources) {
+    if (r.param(sub)) return r;  // not_implemented
+  }
+
+  const method_is is{method};
+  const bool has_upload_id = r.param("uploadId").has_value();
+  if (r.bucket.empty()) {
+    if (is("GET")) r.op = operation::list_buckets;
+    return r;
+  }
+  if (r.key.empty()) {
+    if (is("PUT")) {
+      r.op = operation::create_bucket;
+      if (!is_valid_bucket_name(r.bucket)) ec = errc::invalid_bucket_name;
+    } else if (is("HEAD")) {
+      r.op = operation::head_bucket;
+    } else if (is("DELETE")) {
+      r.op = operation::delete_bucket;
+    } else if (is("POST") && r.param("delete")) {
+      r.op = operation::delete_objects;
+    } else if (is("GET")) {
+      if (r.param("location")) {
+        r.op = operation::get_bucket_location;
+      } else if (r.param("versions")) {
+        r.op = operation::list_object_versions;
+      } else if (r.param("uploads")) {
+        r.op = operation::list_multipart_uploads;
+      } else if (r.param("list-type") == std::optional<std::string_view>("2")) {
+        r.op = operation::list_objects_v2;
+      } else {
+        r.op = operation::list_objects_v1;
+      }
+    }
+    return r;
+  }
+  if (is("PUT")) {
+    if (has_upload_id && r.param("partNumber")) {
+      r.op = has_copy_source ? operation::not_implemented : operation::upload_part;  // UploadPartCopy: 501
+    } else if (!has_upload_id) {
+      r.op = has_copy_source ? operation::copy_object : operation::put_object;
+    }
+  } else if (is("GET")) {
+    r.op = has_upload_id ? operation::list_parts : operation::get_object;
+  } else if (is("HEAD")) {
+    if (!has_upload_id) r.op = operation::head_object;
+  } else if (is("DELETE")) {
+    r.op = has_upload_id ? operation::abort_multipart_upload : operation::delete_object;
+  } else if (is("POST")) {
+    if (r.param("uploads")) {
+      r.op = operation::create_multipart_upload;
+    } else if (has_upload_id) {
+      r.op = operation::complete_multipart_upload;
+    }
+  }
+  return r;
+}
+
+}  // namespace sluice::s3
