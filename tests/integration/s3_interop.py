@@ -21,14 +21,14 @@ SKIP = 77
 
 
 class Server:
-    def __init__(self, binary, root):
-        self.binary, self.root = binary, root
+    def __init__(self, binary, root, extra=()):
+        self.binary, self.root, self.extra = binary, root, list(extra)
         self.proc = None
         self.port = None
 
     def start(self):
         self.proc = subprocess.Popen([self.binary, "serve", "--root", self.root, "--listen", "127.0.0.1:0",
-                                      "--access-key", AK, "--secret-key", SK],
+                                      "--access-key", AK, "--secret-key", SK] + self.extra,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
@@ -309,10 +309,33 @@ def test_crash(server, tmp):
     return None
 
 
+def test_users(server, tmp):
+    """Two users from a config file: each sees and touches only its own buckets."""
+    other = ["curl", "-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "OTHERAK:other-secret",
+             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+    run(curl_args(server, ["-X", "PUT", server.url + "/first-users-bucket"]))
+    run(other + ["-X", "PUT", server.url + "/second-users-bucket"])
+    mine = run(curl_args(server, [server.url + "/"])).stdout
+    theirs = run(other + [server.url + "/"]).stdout
+    expect("first-users-bucket" in mine and "second-users-bucket" not in mine, "user 1 lists only its bucket")
+    expect("second-users-bucket" in theirs and "first-users-bucket" not in theirs, "user 2 lists only its bucket")
+    r = run(other + ["-o", "/dev/null", "-w", "%{http_code}", server.url + "/first-users-bucket?list-type=2"], check=False)
+    expect(r.stdout.strip() == "403", "user 2 cannot list user 1's bucket: 403 AccessDenied")
+    r = run(other + ["-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", server.url + "/first-users-bucket"], check=False)
+    expect(r.stdout.strip() == "409", "user 2 cannot take user 1's bucket name: 409")
+    return None
+
+
 def main():
     binary, client = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="sluice-interop-")
-    server = Server(binary, os.path.join(tmp, "root")).start()
+    extra = []
+    if client == "users":
+        config = os.path.join(tmp, "server.json")
+        with open(config, "w") as f:
+            f.write('{"server": {"users": [{"access_key_id": "OTHERAK", "secret_access_key": "other-secret"}]}}')
+        extra = ["--config", config]
+    server = Server(binary, os.path.join(tmp, "root"), extra).start()
     try:
         tests = {
             "curl": lambda: test_curl(server, tmp),
@@ -323,6 +346,7 @@ def main():
             "s3cmd": lambda: test_s3cmd(server, tmp),
             "rclone": lambda: test_rclone(server, tmp),
             "crash": lambda: test_crash(server, tmp),
+            "users": lambda: test_users(server, tmp),
         }
         print("%s against sluice serve on %s" % (client, server.url))
         skipped = tests[client]()
