@@ -98,7 +98,8 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
       return fail(key, "unknown field");
     }
   }
-  if (auto invalid = config.validate()) return fail(invalid->field, invalid->reason);
+  // Whole-configuration rules (at least one user, ...) are checked when the server is built,
+  // after the caller merged in what else it knows (the CLI's --access-key, say).
   ec = {};
   return config;
 }

@@ -326,6 +326,42 @@ def test_users(server, tmp):
     return None
 
 
+def test_limits(server, tmp):
+    """A silent or slow client cannot pin a connection; oversize headers and too many connections
+    are refused. The server runs with read/idle timeouts of 2 s and at most 4 connections."""
+    import socket
+    host, port = "127.0.0.1", server.port
+    slow = socket.create_connection((host, port))
+    slow.sendall(b"GET /x HTTP/1.1\r\nHost: h\r\n")  # never finishes its header
+    start = time.time()
+    slow.settimeout(10)
+    closed = slow.recv(4096)
+    expect(time.time() - start < 6, "a client that stalls mid-header is dropped after the read timeout (%.1f s)" % (time.time() - start))
+    idle = socket.create_connection((host, port))
+    idle.settimeout(10)
+    start = time.time()
+    expect(idle.recv(4096) == b"" and time.time() - start < 6, "an idle connection is closed after the idle timeout")
+    big = socket.create_connection((host, port))
+    big.sendall(b"GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+    big.settimeout(10)
+    reply = big.recv(4096)
+    expect(reply.startswith(b"HTTP/1.1 400") and b"RequestHeaderSectionTooLarge" in reply, "a 20 KB header is refused with 400")
+    held = [socket.create_connection((host, port)) for _ in range(4)]
+    time.sleep(0.3)
+    extra = socket.create_connection((host, port))
+    extra.settimeout(5)
+    try:
+        refused = extra.recv(4096) == b""
+    except ConnectionResetError:
+        refused = True
+    expect(refused, "a fifth connection beyond max_connections=4 is closed at once")
+    for s_ in held:
+        s_.close()
+    time.sleep(0.3)
+    expect(curl_status(server, [server.url + "/"]) == "200", "the server keeps serving after all that")
+    return None
+
+
 def main():
     binary, client = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="sluice-interop-")
@@ -334,6 +370,11 @@ def main():
         config = os.path.join(tmp, "server.json")
         with open(config, "w") as f:
             f.write('{"server": {"users": [{"access_key_id": "OTHERAK", "secret_access_key": "other-secret"}]}}')
+        extra = ["--config", config]
+    if client == "limits":
+        config = os.path.join(tmp, "server.json")
+        with open(config, "w") as f:
+            f.write('{"read_timeout_s": 2, "idle_timeout_s": 2, "max_connections": 4}')
         extra = ["--config", config]
     server = Server(binary, os.path.join(tmp, "root"), extra).start()
     try:
@@ -347,6 +388,7 @@ def main():
             "rclone": lambda: test_rclone(server, tmp),
             "crash": lambda: test_crash(server, tmp),
             "users": lambda: test_users(server, tmp),
+            "limits": lambda: test_limits(server, tmp),
         }
         print("%s against sluice serve on %s" % (client, server.url))
         skipped = tests[client]()

@@ -51,8 +51,9 @@ struct server_config {
 /// whole document): {"listen": "127.0.0.1:9000", "region": "us-east-1", "anonymous": false,
 /// "users": [{"access_key_id": "...", "secret_access_key": "..."}], "virtual_host_suffixes": [...],
 /// "max_connections": 512, "max_object_bytes": "5 GiB", "read_timeout_s": 30, "idle_timeout_s": 60,
-/// "io_threads": 2}. Fields left out keep their defaults; unknown fields, wrong types and invalid
-/// values set errc::invalid_config in `ec` and name the field in `error`.
+/// "io_threads": 2}. Fields left out keep their defaults; unknown fields and wrong types set
+/// errc::invalid_config in `ec` and name the field in `error`. Rules over the whole
+/// configuration (server_config::validate) are checked when the server is constructed.
 [[nodiscard]] server_config parse_server_config(std::string_view json, error_code& ec, config_error& error);
 
 namespace detail {
