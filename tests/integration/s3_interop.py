@@ -326,6 +326,26 @@ def test_users(server, tmp):
     return None
 
 
+def test_js_sdk(server, tmp):
+    """@aws-sdk/client-s3 v3 from npm (installed on first use into the build tree's npm cache)."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        return "node/npm are not installed"
+    cache = os.environ.get("SLUICE_NPM_CACHE", os.path.join(tempfile.gettempdir(), "sluice-npm"))
+    if not os.path.isdir(os.path.join(cache, "node_modules", "@aws-sdk", "client-s3")):
+        os.makedirs(cache, exist_ok=True)
+        r = run(["npm", "install", "--prefix", cache, "--no-save", "--no-audit", "--no-fund", "@aws-sdk/client-s3@3"],
+                check=False)
+        if r.returncode != 0:
+            return "npm could not install @aws-sdk/client-s3: " + r.stderr[-500:]
+    script = os.path.join(cache, "js_sdk.mjs")
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "js_sdk.mjs"), script)
+    r = run(["node", script, server.url, AK, SK], check=False)
+    print(r.stdout)
+    if r.returncode != 0:
+        raise AssertionError("js sdk failed:\n" + r.stderr[-4000:])
+    return None
+
+
 def test_limits(server, tmp):
     """A silent or slow client cannot pin a connection; oversize headers and too many connections
     are refused. The server runs with read/idle timeouts of 2 s and at most 4 connections."""
@@ -389,6 +409,7 @@ def main():
             "crash": lambda: test_crash(server, tmp),
             "users": lambda: test_users(server, tmp),
             "limits": lambda: test_limits(server, tmp),
+            "js-sdk": lambda: test_js_sdk(server, tmp),
         }
         print("%s against sluice serve on %s" % (client, server.url))
         skipped = tests[client]()
