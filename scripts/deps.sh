@@ -12,11 +12,15 @@ packages=(
   libssl-dev                                 # SigV4 crypto (s3)
   libfabric-dev libfabric-bin                # RDMA data plane (fabric)
   doctest-dev                                # tests
-  clang clang-format                         # fuzz preset, format check
+  clang clang-format clang-tidy              # fuzz preset, lint
+  curl awscli python3-boto3 s3cmd rclone     # S3 interop tests (real clients)
+  nodejs npm                                 # JS SDK interop, s3rver (npm packages fetched by the tests)
 )
 
 missing=()
 for p in "${packages[@]}"; do
+  # node and npm may come from elsewhere than Debian (NodeSource, nvm): a working command is enough.
+  if [[ $p == nodejs || $p == npm ]] && command -v "${p/nodejs/node}" >/dev/null; then continue; fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
