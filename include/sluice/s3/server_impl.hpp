@@ -16,6 +16,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -73,6 +76,7 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
   Store* store;
   server_config config;
   asio::io_context io;
+  asio::thread_pool blocking{2};  // store calls that wait for the disk (fsync, concatenation)
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<std::size_t> connections{0};
@@ -223,6 +227,22 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
   asio::awaitable<bool> get_object(request& req);
   asio::awaitable<bool> delete_object(request& req);
   asio::awaitable<bool> multipart(request& req);
+
+  // Runs `work` (a store call that may wait for the disk) on the blocking pool, then resumes
+  // on this connection's strand: network threads never wait for fsync.
+  template <class Work>
+  asio::awaitable<std::invoke_result_t<Work>> offload(Work work) {
+    auto home = co_await asio::this_coro::executor;
+    co_await asio::post(state_->blocking, asio::use_awaitable);
+    if constexpr (std::is_void_v<std::invoke_result_t<Work>>) {
+      work();
+      co_await asio::post(home, asio::use_awaitable);
+    } else {
+      auto result = work();
+      co_await asio::post(home, asio::use_awaitable);
+      co_return result;
+    }
+  }
 
   bool owns(const request& req, std::string_view bucket) const;
   object_attributes attributes_from(const request& req) const;
@@ -837,7 +857,7 @@ asio::awaitable<bool> connection<Store>::put_object(request& req) {
   if (ec) co_return co_await send_error(req, to_s3(ec));
   auto attributes = co_await receive_object(req, writer, state_->config.max_object_bytes);
   if (!attributes) co_return false;  // answered (or the connection is gone); nothing published
-  const object_info info = writer.commit(*attributes, ec);
+  const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   string_response res{http::status::ok, 11};
   res.set(http::field::etag, "\"" + info.attributes.etag + "\"");
@@ -868,18 +888,19 @@ asio::awaitable<bool> connection<Store>::copy_object(request& req) {
   if (ec) co_return co_await send_error(req, to_s3(ec));
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
-  const region bytes = mapping.region();
-  digest md5(digest_kind::md5);
-  for (std::size_t offset = 0; offset < bytes.size && !ec; offset += 8 * mib) {
-    const std::span<const std::byte> piece(bytes.bytes() + offset, std::min<std::size_t>(8 * mib, bytes.size - offset));
-    md5.update(piece);
-    writer.write(piece, ec);
-  }
-  if (ec) co_return co_await send_error(req, to_s3(ec));
   const bool replace = iequals(req.header("x-amz-metadata-directive"), "REPLACE");
   object_attributes attributes = replace ? attributes_from(req) : mapping.info().attributes;
-  attributes.etag = to_hex(md5.finish());
-  const object_info info = writer.commit(attributes, ec);
+  const object_info info = co_await offload([&] {
+    const region bytes = mapping.region();
+    digest md5(digest_kind::md5);
+    for (std::size_t offset = 0; offset < bytes.size && !ec; offset += 8 * mib) {
+      const std::span<const std::byte> piece(bytes.bytes() + offset, std::min<std::size_t>(8 * mib, bytes.size - offset));
+      md5.update(piece);
+      writer.write(piece, ec);
+    }
+    attributes.etag = to_hex(md5.finish());
+    return ec ? object_info{} : writer.commit(attributes, ec);
+  });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   co_return co_await send_xml(req, xml::copy_object_result(info.attributes.etag, info.last_modified));
 }
@@ -1006,7 +1027,7 @@ asio::awaitable<bool> connection<Store>::multipart(request& req) {
       if (ec) co_return co_await send_error(req, to_s3(ec));
       auto attributes = co_await receive_object(req, writer, state_->config.max_object_bytes);
       if (!attributes) co_return false;
-      const object_info info = writer.commit(*attributes, ec);
+      const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
       if (ec) co_return co_await send_error(req, to_s3(ec));
       string_response res{http::status::ok, 11};
       res.set(http::field::etag, "\"" + info.attributes.etag + "\"");
@@ -1044,7 +1065,8 @@ asio::awaitable<bool> connection<Store>::multipart(request& req) {
         if (u.upload_id == upload_id) attributes = u.attributes;
       }
       attributes.etag = to_hex(etags.finish()) + "-" + std::to_string(parts.size());
-      const object_info info = state_->store->complete_upload(object, upload_id, parts, attributes, ec);
+      const object_info info =
+          co_await offload([&] { return state_->store->complete_upload(object, upload_id, parts, attributes, ec); });
       if (ec) co_return co_await send_error(req, to_s3(ec));
       co_return co_await send_xml(
           req, xml::complete_multipart_upload("/" + r.bucket + "/" + r.key, r.bucket, r.key, info.attributes.etag));
@@ -1158,6 +1180,7 @@ void server<Store>::stop() {
     if (t.joinable()) t.join();
   }
   s.threads.clear();
+  s.blocking.join();
 }
 
 }  // namespace sluice::s3
