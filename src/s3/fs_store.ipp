@@ -1102,7 +1102,7 @@ fs_store::writer fs_store::begin_put(const object_ref& object, error_code& ec) {
 
 object_info fs_store::publish(writer& w, const object_attributes& attributes, error_code& ec) {
   namespace impl = fs_store_impl;
-  const object_info info{w.object_.key, w.written_, std::chrono::system_clock::now(), attributes};
+  object_info info{w.object_.key, w.written_, std::chrono::system_clock::now(), attributes};
   // Drop whatever a failed write left past the data.
   if (::ftruncate(w.fd_, impl::to_off(w.data_offset_ + w.written_)) != 0) {
     ec = impl::last_error();
@@ -1115,6 +1115,7 @@ object_info fs_store::publish(writer& w, const object_attributes& attributes, er
     const auto moved = w.part_number_ == 0 ? temp_path("object-")
                                            : upload_dir(w.object_.bucket, w.upload_id_) / ("tmp-" + random_hex(32));
     impl::unique_fd fd = impl::open_fd(moved, O_RDWR | O_CREAT | O_EXCL, ec);
+    if (w.part_number_ != 0 && ec == boost::system::errc::no_such_file_or_directory) ec = sluice::errc::no_such_upload;
     if (ec) return {};
     const bool copied = impl::copy_range(w.fd_, w.data_offset_, fd.get(), header.size(), w.written_, ec);
     ::close(w.fd_);
@@ -1420,7 +1421,7 @@ object_info fs_store::complete_upload(const object_ref& object, std::string_view
     sources.push_back(std::move(s));
   }
 
-  const object_info info{object.key, total, std::chrono::system_clock::now(), attributes};
+  object_info info{object.key, total, std::chrono::system_clock::now(), attributes};
   const auto header = encode_object_header(info, object_header_alignment, ec);
   if (ec) return {};
   const auto temp = temp_path("object-");

@@ -1220,3 +1220,29 @@ TEST_CASE("fs_store: parse_object_header refuses malformed headers") {
   CHECK(refused(with_json("[1,2,3]")));
   CHECK(refused(with_json("\xff")));
 }
+
+TEST_CASE("fs_store multipart: a part whose attributes outgrow the reserved header") {
+  temp_root root;
+  fs_store store(root.config());
+  make_bucket(store);
+  const object_ref object{"bucket", std::string(1024, 'p')};
+  error_code ec;
+  const std::string id = store.create_upload(object, {}, ec);
+  REQUIRE_FALSE(ec);
+  const std::string data = pattern('d', 70000);
+  const sluice::object_attributes attributes{.etag = "e1", .checksums = {{"sha256", std::string(9000, 'c')}}};
+  auto writer = store.begin_part(object, id, 1, ec);
+  writer.write(as_bytes(data), ec);
+  REQUIRE_FALSE(ec);
+  (void)writer.commit(attributes, ec);
+  REQUIRE_FALSE(ec);
+  const auto parts = store.list_parts(object, id, ec);
+  REQUIRE(parts.size() == 1);
+  CHECK(parts[0].size == data.size());
+  CHECK(parts[0].checksums == attributes.checksums);
+  const std::vector<part_info> chosen{{.number = 1, .etag = "e1"}};
+  (void)store.complete_upload(object, id, chosen, {}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(read_all(store, object) == data);
+  check_layout(root);
+}

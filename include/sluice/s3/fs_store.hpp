@@ -26,9 +26,10 @@
 //   {"v":1,"key_hex":"<key as lower-case hex>","size":N,"last_modified":<ns since epoch>,
 //    "etag":S,"content_type":S,"content_encoding":S,"content_disposition":S,"cache_control":S,
 //    "metadata":[[S,S],...],"checksums":[[S,S],...]}
-// where S is a JSON string when the value is valid UTF-8 and {"hex":"..."} otherwise, since
-// keys and header values may hold any bytes. It is written by a small escaping writer and read
-// back with simdjson by parse_object_header, a sans-I/O function fuzzed by fuzz/object_metadata.cpp.
+// where S is a byte string spelled as a JSON string, or as {"hex":"..."} when it is not valid
+// UTF-8 (or when hex is shorter), since keys and header values may hold any bytes. It is
+// written by a small escaping writer, always in its shortest spelling, and read back strictly
+// with simdjson by parse_object_header, a sans-I/O function fuzzed by fuzz/object_metadata.cpp.
 //
 // Crash safety: every file is written under a temporary name (objects in <root>/tmp, parts in
 // their upload directory), fsync()ed, renamed onto its final name, and the directory fsync()ed
@@ -41,6 +42,9 @@
 // Readers: read() opens the current version and preads it; map() mmaps its data. Since a new
 // version replaces the file by rename(), a reader that holds an open file or a mapping keeps
 // the version it opened, whatever happens to the key afterwards.
+//
+// Errors are sluice::errc values (not the S3 codes of sluice::s3::errc, which the server maps
+// them to); I/O failures (ENOSPC, EIO, ...) are their errno in the generic category.
 #pragma once
 
 #include <sluice/concepts.hpp>

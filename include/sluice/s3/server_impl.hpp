@@ -2,6 +2,8 @@
 // instantiates it for fs_store and memory_store; include it yourself to serve another store.
 #pragma once
 
+#include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
+
 #include <sluice/names.hpp>
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/chunked.hpp>

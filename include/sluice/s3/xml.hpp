@@ -96,9 +96,9 @@ inline constexpr std::size_t max_delete_objects = 1000;
 /// where S3 leaves them out (Delimiter, NextMarker, tokens, StartAfter), written empty where S3
 /// always writes them (Prefix, Marker, KeyMarker).
 struct list_page {
-  std::string bucket;
-  std::string prefix;
-  std::string delimiter;
+  std::string bucket;                   ///< <Name>
+  std::string prefix;                   ///< the request's prefix, echoed
+  std::string delimiter;                ///< the request's delimiter, echoed
   std::string marker;                   ///< v1 Marker; KeyMarker for list_object_versions
   std::string next_marker;              ///< v1 NextMarker; NextKeyMarker for list_object_versions
   std::string continuation_token;       ///< v2, echoed
@@ -162,7 +162,7 @@ struct list_page {
 
 /// One key a DeleteObjects request failed to delete.
 struct delete_outcome {
-  std::string key;
+  std::string key;      ///< the key as the request named it
   std::string code;     ///< S3 error code, e.g. "AccessDenied"
   std::string message;  ///< human-readable reason
 };
