@@ -140,6 +140,9 @@ std::optional<std::chrono::sys_seconds> make_time(int year, int month, int day, 
       second < 0 || second > 59) {
     return std::nullopt;
   }
+  // system_clock counts nanoseconds in 64 bits: 1677..2262. Dates outside 1970..2200 are refused
+  // here so that no caller's conversion can overflow (found by fuzz/sigv4.cpp).
+  if (year < 1970 || year > 2200) return std::nullopt;
   const std::chrono::year_month_day ymd{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
                                         std::chrono::day{static_cast<unsigned>(day)}};
   if (!ymd.ok()) return std::nullopt;
