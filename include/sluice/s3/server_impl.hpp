@@ -498,7 +498,7 @@ object_attributes connection<Store>::attributes_from(const request& req) const {
   if (a.content_encoding == "aws-chunked") {
     a.content_encoding.clear();
   } else if (a.content_encoding.starts_with("aws-chunked,")) {
-    a.content_encoding.erase(0, a.content_encoding.find_first_not_of(" ", 12));
+    a.content_encoding.erase(0, a.content_encoding.find_first_not_of(' ', 12));
   }
   a.content_disposition = std::string(req.header("Content-Disposition"));
   a.cache_control = std::string(req.header("Cache-Control"));
