@@ -126,6 +126,19 @@ def test_curl(server, tmp):
                                 os.path.join(tmp, "in-1"), u + "/curl-bucket/meta"]) == "200", "curl: PutObject with metadata")
     head = run(curl_args(server, ["-I", u + "/curl-bucket/meta"])).stdout.lower()
     expect("x-amz-meta-color: blue" in head and "content-type: text/plain" in head, "curl: metadata and Content-Type returned")
+    etag = [l.split(":", 1)[1].strip() for l in head.splitlines() if l.startswith("etag:")][0]
+    expect(curl_status(server, ["-H", "If-None-Match: " + etag, u + "/curl-bucket/meta"]) == "304",
+           "curl: If-None-Match with the ETag → 304")
+    expect(curl_status(server, ["-H", 'If-Match: "00000000000000000000000000000000"', u + "/curl-bucket/meta"]) == "412",
+           "curl: If-Match with another ETag → 412")
+    expect(curl_status(server, ["-H", "If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT", u + "/curl-bucket/meta"]) == "200",
+           "curl: If-Modified-Since in the past → 200")
+    expect(curl_status(server, ["-H", "If-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT", u + "/curl-bucket/meta"]) == "412",
+           "curl: If-Unmodified-Since in the past → 412")
+    vhost = "http://curl-bucket.localhost:%d/meta" % server.port  # curl resolves *.localhost to loopback
+    out = os.path.join(tmp, "vhost")
+    expect(curl_status(server, ["-o", out, vhost]) == "200" and same(out, os.path.join(tmp, "in-1")),
+           "curl: virtual-host-style GET (bucket in the Host header)")
     expect(curl_status(server, ["-X", "DELETE", u + "/curl-bucket/meta"]) == "204", "curl: DeleteObject")
     expect(curl_status(server, [u + "/curl-bucket/meta"]) == "404", "curl: deleted object is gone")
     return None
