@@ -1,10 +1,16 @@
 // The compiled part of sluice::s3, one translation unit (asio's impl/*.ipp pattern): each
 // .ipp beside this file implements one header of include/sluice/s3/.
-#include "checksum.ipp"
-#include "chunked.ipp"
+// clang-format off
 #include "error.ipp"
+#include "checksum.ipp"
+#include "sigv4.ipp"
+#include "chunked.ipp"
+#include "xml.ipp"
 #include "fs_store.ipp"
 #include "router.ipp"
+
+// The network parts (Beast, coroutines). Off in the fuzz build, which needs only the parsers.
+#ifndef SLUICE_S3_SANS_IO_ONLY
 #include "server.ipp"
-#include "sigv4.ipp"
-#include "xml.ipp"
+#endif
+// clang-format on
