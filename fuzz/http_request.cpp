@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <string_view>
 #include <string>
+#include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace http = boost::beast::http;
@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string host(msg[http::field::host]);
   const std::string suffixes[] = {"localhost", "s3.example.com"};
   sluice::error_code route_error;
-  const auto route = sluice::s3::parse_route(method, target, host, suffixes, msg.find("x-amz-copy-source") != msg.end(),
-                                             route_error);
+  const auto route =
+      sluice::s3::parse_route(method, target, host, suffixes, msg.find("x-amz-copy-source") != msg.end(), route_error);
   if (!route_error && route.key.size() > 1024) std::abort();  // the router must enforce the key limit
   sluice::s3::request_view view{method, target, {}};
   for (const auto& field : msg) {

@@ -16,11 +16,11 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -896,7 +896,8 @@ asio::awaitable<bool> connection<Store>::copy_object(request& req) {
     const region bytes = mapping.region();
     digest md5(digest_kind::md5);
     for (std::size_t offset = 0; offset < bytes.size && !ec; offset += 8 * mib) {
-      const std::span<const std::byte> piece(bytes.bytes() + offset, std::min<std::size_t>(8 * mib, bytes.size - offset));
+      const std::span<const std::byte> piece(bytes.bytes() + offset,
+                                             std::min<std::size_t>(8 * mib, bytes.size - offset));
       md5.update(piece);
       writer.write(piece, ec);
     }
