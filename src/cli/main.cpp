@@ -1,22 +1,34 @@
 // The `sluice` command-line tool.
-//   sluice serve --root DIR [--listen 127.0.0.1:9000] [--region R]
-//   [--anonymous]
+//   sluice serve --root DIR [--listen 127.0.0.1:9000] [--region R] [--anonymous]
 //                [--access-key AK --secret-key SK]
-// Credentials: flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the CLI
-// reads the environment; the library never does).
+//   sluice mb|rb s3://B, put FILE s3://B/K, get s3://B/K [FILE], ls [s3://B[/PREFIX]], rm s3://B/K
+//                [--endpoint URL] [--access-key AK --secret-key SK] [--region R]
+// Credentials: flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the CLI reads the
+// environment; the library never does).
+#include <sluice/s3/client.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/server.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace {
 
@@ -32,8 +44,7 @@ struct arguments {
   [[nodiscard]] bool flag(std::string_view name) const { return get(name).has_value(); }
 };
 
-// --name value, --name=value, or a bare --flag (value "") when the next word is
-// an option or absent.
+// --name value, --name=value, or a bare --flag (value "") when the next word is an option or absent.
 arguments parse(int argc, char** argv, int first) {
   arguments a;
   for (int i = first; i < argc; ++i) {
@@ -55,16 +66,13 @@ arguments parse(int argc, char** argv, int first) {
 }
 
 std::string env_or(const char* name, std::string_view fallback) {
-  // The CLI reads the environment once, before any thread starts (the library
-  // never does).
-  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+  const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::string(fallback);
 }
 
 int usage() {
   std::fprintf(stderr,
-               "usage: sluice serve --root DIR [--config FILE] [--listen "
-               "HOST:PORT] [--region R] [--anonymous]\n"
+               "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
                "                    [--access-key AK --secret-key SK]\n");
   return 2;
 }
@@ -140,10 +148,391 @@ int serve(const arguments& args) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Client commands: mb, rb, put, get, ls, rm against any S3 endpoint (sluice::s3::client).
+
+namespace {
+
+namespace s3 = sluice::s3;
+
+struct s3_url {
+  std::string bucket;
+  std::string key;  // may be empty
+};
+
+// s3://bucket[/key]
+std::optional<s3_url> parse_s3_url(std::string_view text) {
+  if (!text.starts_with("s3://")) return std::nullopt;
+  text.remove_prefix(5);
+  const auto slash = text.find('/');
+  s3_url url{std::string(text.substr(0, slash)),
+             slash == std::string_view::npos ? "" : std::string(text.substr(slash + 1))};
+  if (url.bucket.empty()) return std::nullopt;
+  return url;
+}
+
+struct client_arguments {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string, std::less<>> options;
+  std::set<std::string, std::less<>> flags;
+  std::string error;  // set when the command line is wrong
+
+  [[nodiscard]] std::optional<std::string> get(std::string_view name) const {
+    auto it = options.find(name);
+    if (it == options.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+// Options that take a value, and flags; anything else starting with "--" is a usage error.
+client_arguments parse_client_arguments(int argc, char** argv, int first) {
+  static const std::set<std::string, std::less<>> valued = {"endpoint", "access-key", "secret-key", "region",
+                                                            "content-type"};
+  static const std::set<std::string, std::less<>> flags = {"recursive", "no-progress"};
+  client_arguments a;
+  for (int i = first; i < argc; ++i) {
+    std::string_view word = argv[i];
+    if (!word.starts_with("--") || word == "--") {
+      a.positional.emplace_back(word);
+      continue;
+    }
+    word.remove_prefix(2);
+    std::string name(word.substr(0, word.find('=')));
+    if (flags.contains(name) && word.find('=') == std::string_view::npos) {
+      a.flags.insert(name);
+    } else if (!valued.contains(name)) {
+      a.error = "unknown option --" + name;
+    } else if (const auto eq = word.find('='); eq != std::string_view::npos) {
+      a.options[name] = std::string(word.substr(eq + 1));
+    } else if (i + 1 < argc) {
+      a.options[name] = argv[++i];
+    } else {
+      a.error = "--" + name + " needs a value";
+    }
+  }
+  return a;
+}
+
+int client_usage() {
+  std::fprintf(stderr,
+               "usage: sluice mb s3://BUCKET\n"
+               "       sluice rb s3://BUCKET\n"
+               "       sluice put FILE s3://BUCKET[/KEY]     (KEY ending in / or left out: FILE's name is added)\n"
+               "       sluice get s3://BUCKET/KEY [FILE]     (written to FILE.partial, then renamed)\n"
+               "       sluice ls [s3://BUCKET[/PREFIX]] [--recursive]\n"
+               "       sluice rm s3://BUCKET/KEY\n"
+               "  options: --endpoint URL (default http://127.0.0.1:9000), --access-key AK, --secret-key SK\n"
+               "           (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), --region R (default: AWS_REGION,\n"
+               "           AWS_DEFAULT_REGION, us-east-1), --content-type T (put), --no-progress\n");
+  return usage();
+}
+
+// What an error means, for a person: the S3 code with a hint, or the system's message.
+std::string describe(const sluice::error_code& ec, std::string_view endpoint) {
+  if (ec.category() == s3::s3_category()) {
+    std::string text = ec.message();
+    switch (static_cast<s3::errc>(ec.value())) {
+      case s3::errc::no_such_key: text += " (the object does not exist)"; break;
+      case s3::errc::no_such_bucket: text += " (the bucket does not exist)"; break;
+      case s3::errc::signature_does_not_match: text += " (check the secret key)"; break;
+      case s3::errc::invalid_access_key_id: text += " (the server does not know this access key)"; break;
+      case s3::errc::access_denied: text += " (not allowed with these credentials)"; break;
+      case s3::errc::bucket_not_empty: text += " (delete its objects first)"; break;
+      case s3::errc::bucket_already_owned_by_you: text += " (you already own this bucket)"; break;
+      case s3::errc::bucket_already_exists: text += " (the name is taken)"; break;
+      default: break;
+    }
+    return text;
+  }
+  if (ec == boost::asio::error::connection_refused) {
+    return ec.message() + " (is an S3 server listening on " + std::string(endpoint) + "?)";
+  }
+  return ec.message();
+}
+
+// A one-line progress bar on stderr, redrawn at most ten times a second; only on a terminal.
+class progress_bar {
+ public:
+  progress_bar(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}
+  progress_bar(const progress_bar&) = delete;
+  progress_bar& operator=(const progress_bar&) = delete;
+  ~progress_bar() { finish(); }
+
+  void update(std::uint64_t done, std::uint64_t total) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (drawn_ && done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    drawn_ = true;
+    const double fraction = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
+    constexpr int width = 30;
+    const int filled = static_cast<int>(fraction * width);
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
+    std::fprintf(stderr, "\r%s [%.*s%*s] %3d%% %s / %s %s/s\x1b[K", label_.c_str(), filled,
+                 "##############################", width - filled, "", static_cast<int>(fraction * 100),
+                 human(static_cast<double>(done)).c_str(), human(static_cast<double>(total)).c_str(),
+                 human(rate).c_str());
+    std::fflush(stderr);
+  }
+
+  void finish() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+  static std::string human(double bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    std::size_t unit = 0;
+    while (bytes >= 1024 && unit + 1 < std::size(units)) {
+      bytes /= 1024;
+      ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+    return text;
+  }
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_{};
+};
+
+std::string format_time(std::chrono::system_clock::time_point t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm parts{};
+  gmtime_r(&seconds, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &parts);
+  return text;
+}
+
+std::string base_name(std::string_view path) {
+  while (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
+  const auto slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// The download in progress, removed by a SIGINT or SIGTERM so that no partial file stays.
+char partial_to_remove[4096];
+
+void remove_partial_and_exit(int signal_number) {
+  if (partial_to_remove[0] != '\0') ::unlink(partial_to_remove);
+  ::_exit(128 + signal_number);
+}
+
+int get_command(s3::client& client, const s3_url& from, std::string target, bool show_progress) {
+  const std::string endpoint = client.config().endpoint;
+  const std::string source = "s3://" + from.bucket + "/" + from.key;
+  auto fail = [&](const sluice::error_code& ec) {
+    std::fprintf(stderr, "sluice get: %s: %s\n", source.c_str(), describe(ec, endpoint).c_str());
+    return 1;
+  };
+  if (target.empty()) target = base_name(from.key);
+  std::error_code fs_ec;
+  if (std::filesystem::is_directory(target, fs_ec)) target += "/" + base_name(from.key);
+  const std::string partial = target + ".partial";
+  if (partial.size() >= sizeof partial_to_remove) {
+    std::fprintf(stderr, "sluice get: %s: path too long\n", target.c_str());
+    return 1;
+  }
+  std::signal(SIGINT, remove_partial_and_exit);
+  std::signal(SIGTERM, remove_partial_and_exit);
+
+  // An object replaced between the HEAD and the GET is fetched again (a few times at most).
+  for (int round = 0;; ++round) {
+    sluice::error_code ec;
+    const sluice::object_info info = client.head_object(from.bucket, from.key, ec);
+    if (ec) return fail(ec);
+    const std::uint64_t size = info.size;
+    std::memcpy(partial_to_remove, partial.c_str(), partial.size() + 1);
+    const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::fprintf(stderr, "sluice get: %s: %s\n", partial.c_str(), std::strerror(errno));
+      return 1;
+    }
+    auto abandon = [&](const sluice::error_code& why) {
+      ::close(fd);
+      ::unlink(partial.c_str());
+      partial_to_remove[0] = '\0';
+      return fail(why);
+    };
+    void* mapping = nullptr;
+    if (size > 0) {
+      // Reserve the blocks first: a full disk is an error here, not a SIGBUS in the middle.
+      if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); error != 0) {
+        return abandon(sluice::error_code(error, boost::system::system_category()));
+      }
+      mapping = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (mapping == MAP_FAILED) return abandon(sluice::error_code(errno, boost::system::system_category()));
+    }
+    std::uint64_t bytes = 0;
+    {
+      progress_bar bar("get " + source, show_progress);
+      s3::get_options options;
+      options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+      bytes = client.get_object(from.bucket, from.key, sluice::region{mapping, size}, std::move(options), ec);
+    }
+    if (mapping != nullptr) ::munmap(mapping, size);
+    const bool changed = ec == sluice::errc::region_too_small || ec == s3::errc::precondition_failed;
+    if (changed && round < 3) {
+      ::close(fd);
+      ::unlink(partial.c_str());
+      continue;
+    }
+    if (ec) return abandon(ec);
+    if (bytes < size && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      return abandon(sluice::error_code(errno, boost::system::system_category()));
+    }
+    if (::close(fd) != 0 || ::rename(partial.c_str(), target.c_str()) != 0) {
+      const sluice::error_code error(errno, boost::system::system_category());
+      ::unlink(partial.c_str());
+      partial_to_remove[0] = '\0';
+      return fail(error);
+    }
+    partial_to_remove[0] = '\0';
+    std::printf("download: %s to %s (%llu bytes)\n", source.c_str(), target.c_str(),
+                static_cast<unsigned long long>(bytes));
+    return 0;
+  }
+}
+
+int ls_command(s3::client& client, const std::optional<s3_url>& where, bool recursive) {
+  const std::string endpoint = client.config().endpoint;
+  sluice::error_code ec;
+  if (!where) {
+    const auto buckets = client.list_buckets(ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice ls: %s\n", describe(ec, endpoint).c_str());
+      return 1;
+    }
+    for (const auto& b : buckets) std::printf("%s %s\n", format_time(b.created).c_str(), b.name.c_str());
+    return 0;
+  }
+  s3::list_options options;
+  options.prefix = where->key;
+  if (!recursive) options.delimiter = "/";
+  for (;;) {
+    const s3::list_objects_result page = client.list_objects(where->bucket, options, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice ls: s3://%s/%s: %s\n", where->bucket.c_str(), where->key.c_str(),
+                   describe(ec, endpoint).c_str());
+      return 1;
+    }
+    for (const auto& prefix : page.common_prefixes) std::printf("%30s %s\n", "PRE", prefix.c_str());
+    for (const auto& object : page.objects) {
+      std::printf("%s %10llu %s\n", format_time(object.last_modified).c_str(),
+                  static_cast<unsigned long long>(object.size), object.key.c_str());
+    }
+    if (!page.truncated || page.next_continuation_token.empty()) return 0;
+    options.continuation_token = page.next_continuation_token;
+  }
+}
+
+// mb, rb, put, get, ls, rm; nullopt for any other command.
+std::optional<int> client_command(std::string_view command, int argc, char** argv) {
+  static const std::set<std::string_view> commands = {"mb", "rb", "put", "get", "ls", "rm"};
+  if (!commands.contains(command)) return std::nullopt;
+  const client_arguments args = parse_client_arguments(argc, argv, 2);
+  if (!args.error.empty()) {
+    std::fprintf(stderr, "sluice %.*s: %s\n", static_cast<int>(command.size()), command.data(), args.error.c_str());
+    return client_usage();
+  }
+  const auto& p = args.positional;
+  // Check the shape of the command before connecting anywhere.
+  std::optional<s3_url> url;
+  std::string file;
+  const auto url_at = [&](std::size_t i) { return i < p.size() ? parse_s3_url(p[i]) : std::nullopt; };
+  if (command == "mb" || command == "rb") {
+    url = url_at(0);
+    if (p.size() != 1 || !url || !url->key.empty()) return client_usage();
+  } else if (command == "put") {
+    url = url_at(1);
+    if (p.size() != 2 || !url) return client_usage();
+    file = p[0];
+    if (url->key.empty() || url->key.ends_with('/')) url->key += base_name(file);
+  } else if (command == "get") {
+    url = url_at(0);
+    if (p.empty() || p.size() > 2 || !url || url->key.empty() || url->key.ends_with('/')) return client_usage();
+    if (p.size() == 2) file = p[1];
+  } else if (command == "ls") {
+    url = url_at(0);
+    if (p.size() > 1 || (p.size() == 1 && !url)) return client_usage();
+  } else {  // rm
+    url = url_at(0);
+    if (p.size() != 1 || !url || url->key.empty()) return client_usage();
+  }
+
+  s3::client_config config;
+  config.endpoint = args.get("endpoint").value_or("http://127.0.0.1:9000");
+  config.creds.access_key_id = args.get("access-key").value_or(env_or("AWS_ACCESS_KEY_ID", ""));
+  config.creds.secret_access_key = args.get("secret-key").value_or(env_or("AWS_SECRET_ACCESS_KEY", ""));
+  config.region = args.get("region").value_or(env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1")));
+  if (auto error = config.validate()) {
+    std::fprintf(stderr, "sluice %.*s: %s\n", static_cast<int>(command.size()), command.data(),
+                 error->message().c_str());
+    return 2;
+  }
+  const bool show_progress = ::isatty(STDERR_FILENO) == 1 && !args.flags.contains("no-progress");
+  s3::client client(config);
+  sluice::error_code ec;
+  const std::string where = url ? "s3://" + url->bucket + (url->key.empty() ? "" : "/" + url->key) : "";
+  auto report = [&](const char* done_word) {
+    if (ec) {
+      std::fprintf(stderr, "sluice %.*s: %s: %s\n", static_cast<int>(command.size()), command.data(), where.c_str(),
+                   describe(ec, config.endpoint).c_str());
+      return 1;
+    }
+    std::printf("%s: %s\n", done_word, where.c_str());
+    return 0;
+  };
+  if (command == "mb") {
+    client.create_bucket(url->bucket, ec);
+    return report("make_bucket");
+  }
+  if (command == "rb") {
+    client.delete_bucket(url->bucket, ec);
+    return report("remove_bucket");
+  }
+  if (command == "rm") {
+    client.delete_object(url->bucket, url->key, ec);
+    return report("delete");
+  }
+  if (command == "ls") return ls_command(client, url, args.flags.contains("recursive"));
+  if (command == "get") return get_command(client, *url, file, show_progress);
+  // put
+  std::string etag;
+  {
+    progress_bar bar("put " + where, show_progress);
+    s3::put_options options;
+    options.attributes.content_type = args.get("content-type").value_or("");
+    options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+    etag = client.put_object(url->bucket, url->key, std::filesystem::path(file), std::move(options), ec);
+  }
+  if (ec) {
+    const bool local = ec.category() == boost::system::system_category();
+    std::fprintf(stderr, "sluice put: %s: %s\n", local ? file.c_str() : where.c_str(),
+                 describe(ec, config.endpoint).c_str());
+    return 1;
+  }
+  std::printf("upload: %s to %s (etag %s)\n", file.c_str(), where.c_str(), etag.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string_view command = argv[1];
   const arguments args = parse(argc, argv, 2);
   if (command == "serve") return serve(args);
-  return usage();
+  if (const auto code = client_command(command, argc, argv)) return *code;
+  if (command == "help" || command == "--help" || command == "-h") {
+    client_usage();
+    return 0;
+  }
+  return client_usage();
 }

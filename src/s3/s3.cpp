@@ -6,11 +6,14 @@
 #include "sigv4.ipp"
 #include "chunked.ipp"
 #include "xml.ipp"
+#include "xml_client.ipp"
 #include "fs_store.ipp"
 #include "router.ipp"
 
 // The network parts (Beast, coroutines). Off in the fuzz build, which needs only the parsers.
 #ifndef SLUICE_S3_SANS_IO_ONLY
 #include "server.ipp"
+// The client last: it opens sluice::s3::detail, which would hide sluice::detail from the files above.
+#include "client.ipp"
 #endif
 // clang-format on

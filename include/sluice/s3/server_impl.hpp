@@ -790,7 +790,9 @@ asio::awaitable<bool> connection<Store>::list_objects(request& req) {
   // Walk the store's key-ordered pages, folding keys that share prefix + ... + delimiter into one
   // common prefix; keys and common prefixes together count against max-keys.
   error_code ec;
-  std::string last;  // the last key or common prefix returned
+  // The last key or common prefix returned; starts at the cursor so a page that resumes after a
+  // common prefix does not return that prefix again.
+  std::string last = cursor;
   bool done = false;
   while (!done && page.max_keys > 0) {
     list_result batch = state_->store->list(list_request{r.bucket, page.prefix, cursor, 1000}, ec);

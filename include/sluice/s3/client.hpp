@@ -1,0 +1,430 @@
+// sluice::s3::client: an S3 client (Boost.Beast, HTTP/1.1 keep-alive) with a connection pool per
+// host, retries with backoff, a deadline per request, multipart uploads and parallel ranged
+// downloads straight into the caller's memory.
+//
+// Executor model. The client runs its own io_context on `client_config::io_threads` threads, as
+// the server does, so it can be embedded in any program. Every asynchronous operation takes an
+// Asio completion token and completes exactly once, through the handler's associated executor
+// (the client's executor when the handler has none), never inside the initiating call; the
+// client keeps that executor's work outstanding until then. Each operation also has two
+// blocking overloads, an `error_code&` one and a throwing one (sluice::system_error); they run
+// the asynchronous operation with a handler bound to a private io_context
+// (sluice::detail::run_blocking), so they work from any plain thread. Do not call them from a
+// handler that runs on the client's own threads.
+//
+// Cancellation. Boost 1.74 has no per-operation cancellation slots (they came with Boost 1.77),
+// so an operation cannot be cancelled on its own: client::cancel() aborts every operation in
+// flight, and they complete with boost::asio::error::operation_aborted. Operations started after
+// cancel() run normally.
+//
+// Errors (error_code):
+// - the "s3" category (s3::errc) for what the server answered: the <Code> of its error body, or
+//   from the HTTP status when there is no body (404 on HEAD object: no_such_key; on a bucket:
+//   no_such_bucket; 403 access_denied, 412 precondition_failed, 416 invalid_range, 5xx
+//   internal_error / not_implemented / service_unavailable);
+// - the "sluice" category: region_too_small (the destination cannot hold the bytes asked for),
+//   bad_range (the range lies outside the object), protocol_violation (an answer that breaks
+//   HTTP or S3, such as a part of the wrong size);
+// - the system category: connection errors, boost::asio::error::timed_out when a request ran
+//   past client_config::request_timeout, operation_aborted after cancel().
+//
+// Retries. Idempotent requests (GET, HEAD, PUT of a whole object or of a part, DELETE) are
+// retried with exponential backoff and jitter (retry_base_delay × 2^n, n = 0, 1, ..., capped at
+// 20 s, each delay drawn from [d/2, d]) up to max_retries times on 5xx answers (SlowDown and
+// InternalError included), RequestTimeout, and connection errors (reset, EOF, refused, a body
+// cut short). A request that ran past its deadline is not retried.
+// - CreateMultipartUpload (POST, not idempotent: a repeat creates another upload) is retried
+//   only on a 503 answer (SlowDown, ServiceUnavailable), which says the request was refused.
+// - CompleteMultipartUpload is retried like an idempotent request, because repeating it with the
+//   same parts is safe: when a repeat answers NoSuchUpload (an earlier attempt completed it and
+//   its answer was lost), the client HEADs the object and accepts it if its ETag is the
+//   multipart ETag computed locally from the parts' MD5s.
+// - Pooled connections: before reusing an idle keep-alive connection the client checks (with a
+//   non-blocking peek) that the server has not closed it. If one still fails before any byte of
+//   the answer arrived (the server closed it meanwhile), the request is sent once more on a fresh
+//   connection, whatever its method; this does not count against max_retries.
+#pragma once
+
+#include <sluice/config.hpp>
+#include <sluice/error.hpp>
+#include <sluice/region.hpp>
+#include <sluice/request.hpp>
+#include <sluice/s3/sigv4.hpp>
+#include <sluice/s3/xml_client.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sluice::s3 {
+
+/// Everything the client can be told; validated when the client is built.
+struct client_config {
+  /// Where the server is: "http://host[:port]" (port 80 when left out; an IPv6 address in
+  /// brackets). Plain HTTP only: this client has no TLS.
+  std::string endpoint;
+  /// The key pair that signs every request (SigV4). Both empty: requests go unsigned (anonymous).
+  credentials creds;
+  std::string region = "us-east-1";  ///< the region requests are signed for
+  /// Path-style addressing (http://host/bucket/key). When false, virtual-host style
+  /// (http://bucket.host/key): bucket names must then be valid DNS labels and resolve.
+  bool path_style = true;
+  std::size_t max_connections_per_host = 16;         ///< open connections to one host, in use or idle
+  std::uint32_t max_retries = 3;                     ///< extra attempts of a retryable request
+  std::chrono::milliseconds retry_base_delay{100};   ///< the first backoff delay (then doubled)
+  std::chrono::seconds request_timeout{300};         ///< deadline of one attempt: connect, send, receive
+  std::uint64_t part_size = 8 * mib;                 ///< bytes per multipart part and per ranged GET
+  std::uint32_t parts_in_flight = 4;                 ///< parts of one transfer moving at once
+  std::uint64_t multipart_threshold = 16 * mib;      ///< larger transfers are split into parts
+  std::size_t io_threads = 2;                        ///< threads of the client's own io_context
+  std::chrono::seconds idle_connection_timeout{20};  ///< idle pooled connections older than this are closed
+
+  /// The first problem, or nullopt: endpoint not "http://host[:port]", region empty, only one of
+  /// the two keys given, max_connections_per_host, parts_in_flight or io_threads 0, part_size
+  /// outside 5 MiB..5 GiB (S3's part limits), multipart_threshold below 5 MiB, a timeout or
+  /// delay that is not positive.
+  [[nodiscard]] std::optional<config_error> validate() const;
+};
+
+/// Called as a transfer moves: bytes done so far and the transfer's total. Runs on a client
+/// thread, never concurrently for one transfer; `done` never decreases except when a failed
+/// attempt's bytes are sent or received again. Keep it short and do not call the client's
+/// blocking overloads from it.
+using progress_callback = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+/// How to read an object.
+struct get_options {
+  /// Whole object, or a range of it, as a path reads: a range starting past the end, or with an
+  /// explicit length past the end, is errc::bad_range. Implicit from a byte_range, so that
+  /// `get_object(bucket, key, destination, byte_range{offset, length})` reads a range.
+  get_options(byte_range r = {}, progress_callback p = {}) : range(r), progress(std::move(p)) {}
+  byte_range range;            ///< which bytes
+  progress_callback progress;  ///< optional
+};
+
+/// How to write an object.
+struct put_options {
+  /// Attributes to publish (etag and checksums are ignored: the server computes them).
+  put_options(object_attributes a = {}, progress_callback p = {}) : attributes(std::move(a)), progress(std::move(p)) {}
+  object_attributes attributes;  ///< Content-Type, Content-Encoding, ..., x-amz-meta-* metadata
+  progress_callback progress;    ///< optional
+};
+
+/// What to list (ListObjectsV2).
+struct list_options {
+  std::string prefix;              ///< only keys that start with this
+  std::string delimiter;           ///< fold keys that share prefix + … + delimiter into a common prefix
+  std::string continuation_token;  ///< from the previous page's next_continuation_token
+  std::string start_after;         ///< only keys after this one (first page)
+  std::uint32_t max_keys = 1000;   ///< keys plus common prefixes per page (S3 caps it at 1000)
+};
+
+/// One page of a listing (or all of them, concatenated, from list_all_objects).
+using list_objects_result = xml::list_bucket_result;
+
+/// Counters since the client was built, for monitoring and tests.
+struct client_statistics {
+  std::uint64_t connections_opened = 0;  ///< TCP connections established
+  std::uint64_t requests = 0;            ///< HTTP requests sent (every attempt counts)
+  std::uint64_t retries = 0;             ///< attempts repeated after a retryable failure
+};
+
+namespace detail {
+
+struct client_state;
+
+/// A completion handler of signature void(error_code, Values...), erased, that keeps its
+/// executor's work outstanding until it is invoked and then runs the handler through that
+/// executor (never inline). Move-only; invoked at most once.
+template <class... Values>
+class client_handler {
+  struct base {
+    virtual ~base() = default;
+    virtual void complete(error_code ec, Values... values) = 0;
+  };
+  template <class Handler, class Executor>
+  struct holder final : base {
+    holder(Handler&& h, const Executor& ex) : handler(std::move(h)), work(ex) {}
+    void complete(error_code ec, Values... values) override {
+      boost::asio::post(work.get_executor(), [h = std::move(handler), ec, ... v = std::move(values)]() mutable {
+        std::move(h)(ec, std::move(v)...);
+      });
+      work.reset();
+    }
+    Handler handler;
+    boost::asio::executor_work_guard<Executor> work;
+  };
+
+ public:
+  /// Wraps `handler`; a handler without an associated executor completes on `fallback`.
+  template <class Handler, class Fallback>
+  requires(!std::is_same_v<std::decay_t<Handler>, client_handler>)
+      client_handler(Handler&& handler, const Fallback& fallback) {
+    auto executor = boost::asio::get_associated_executor(handler, fallback);
+    impl_ =
+        std::make_unique<holder<std::decay_t<Handler>, decltype(executor)>>(std::forward<Handler>(handler), executor);
+  }
+
+  /// Completes the operation: posts the handler with these arguments to its executor.
+  void operator()(error_code ec, Values... values) {
+    auto impl = std::move(impl_);  // exactly once
+    impl->complete(ec, std::move(values)...);
+  }
+
+ private:
+  std::unique_ptr<base> impl_;
+};
+
+}  // namespace detail
+
+/// An S3 client. Thread-safe: any thread may start operations at any time. Not movable (its
+/// threads refer to it). The destructor cancels what is in flight (as cancel() does), waits
+/// for those operations to complete, then joins its threads.
+class client {
+ public:
+  /// The executor of the client's io_context.
+  using executor_type = boost::asio::io_context::executor_type;
+
+  /// Starts the client's threads. Throws std::invalid_argument ("field: reason") when `config`
+  /// is invalid. Connects to nothing until the first request.
+  explicit client(client_config config);
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+  /// Cancels everything in flight, waits for it to complete, joins the threads.
+  ~client();
+
+  /// The executor of the client's own threads: handlers without an associated executor run here.
+  [[nodiscard]] executor_type get_executor() const noexcept;
+  /// The configuration the client was built with.
+  [[nodiscard]] const client_config& config() const noexcept;
+  /// Counters since construction.
+  [[nodiscard]] client_statistics statistics() const noexcept;
+
+  /// Aborts every operation in flight: each completes with boost::asio::error::operation_aborted
+  /// (and a multipart upload it interrupts is aborted on the server, best effort). Operations
+  /// started afterwards are not affected.
+  void cancel();
+
+  // -- HeadObject ----------------------------------------------------------------------------
+
+  /// Reads the metadata of `bucket`/`key`: size, Last-Modified, ETag (unquoted), Content-Type
+  /// and friends, x-amz-meta-* (lower-case names, without the prefix).
+  /// Completion: `void(error_code, object_info)`; a missing object is s3::errc::no_such_key.
+  template <class CompletionToken>
+  auto async_head_object(std::string bucket, std::string key, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, object_info)>(
+        [this](auto handler, std::string b, std::string k) {
+          start_head_object(std::move(b), std::move(k),
+                            detail::client_handler<object_info>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(key));
+  }
+  /// Blocking async_head_object.
+  object_info head_object(const std::string& bucket, const std::string& key, error_code& ec);
+  /// Blocking async_head_object; throws sluice::system_error.
+  object_info head_object(const std::string& bucket, const std::string& key);
+
+  // -- GetObject -----------------------------------------------------------------------------
+
+  /// Reads `options.range` of `bucket`/`key` into the start of `destination` (host memory), the
+  /// body straight from the socket into the caller's buffer. A transfer larger than
+  /// multipart_threshold is read as ranged GETs of part_size, parts_in_flight at once, each
+  /// conditional on the ETag of the first answer (an object replaced meanwhile fails with
+  /// s3::errc::precondition_failed instead of mixing versions).
+  ///
+  /// Completion: `void(error_code, std::uint64_t bytes)`, the bytes written. errc::region_too_small
+  /// when `destination` cannot hold them (nothing is read past its end; the start may have been
+  /// written), errc::bad_range for a range outside the object, errc::unsupported_memory for
+  /// device memory. `destination` must stay valid until the completion; its bytes are
+  /// unspecified after an error.
+  template <class CompletionToken>
+  auto async_get_object(std::string bucket, std::string key, region destination, get_options options,
+                        CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
+        [this](auto handler, std::string b, std::string k, region d, get_options o) {
+          start_get_object(std::move(b), std::move(k), d, std::move(o),
+                           detail::client_handler<std::uint64_t>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(key), destination, std::move(options));
+  }
+  /// Blocking async_get_object.
+  std::uint64_t get_object(const std::string& bucket, const std::string& key, region destination, get_options options,
+                           error_code& ec);
+  /// Blocking async_get_object; throws sluice::system_error.
+  std::uint64_t get_object(const std::string& bucket, const std::string& key, region destination,
+                           get_options options = {});
+
+  // -- PutObject / multipart upload ----------------------------------------------------------
+
+  /// Writes all of `source` as `bucket`/`key`. Up to multipart_threshold bytes: one PUT with
+  /// Content-MD5 (the payload is sent as UNSIGNED-PAYLOAD and checked by the server against the
+  /// MD5). Larger: a multipart upload of part_size parts (more when 10,000 parts would not
+  /// hold it), parts_in_flight at once, each with its Content-MD5; when anything fails the upload
+  /// is aborted, so nothing is left behind.
+  ///
+  /// Completion: `void(error_code, std::string etag)`, the object's ETag without quotes.
+  /// `source` must stay valid and unchanged until the completion.
+  template <class CompletionToken>
+  auto async_put_object(std::string bucket, std::string key, region source, put_options options,
+                        CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [this](auto handler, std::string b, std::string k, region s, put_options o) {
+          start_put_object(std::move(b), std::move(k), s, std::move(o),
+                           detail::client_handler<std::string>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(key), source, std::move(options));
+  }
+  /// As async_put_object with a region, reading the bytes from the regular file `file` (a part
+  /// at a time, so memory stays bounded by parts_in_flight × part_size). The file must not
+  /// change until the completion. Errors opening or reading it are system errors.
+  template <class CompletionToken>
+  auto async_put_object(std::string bucket, std::string key, std::filesystem::path file, put_options options,
+                        CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [this](auto handler, std::string b, std::string k, std::filesystem::path f, put_options o) {
+          start_put_file(std::move(b), std::move(k), std::move(f), std::move(o),
+                         detail::client_handler<std::string>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(key), std::move(file), std::move(options));
+  }
+  /// Blocking async_put_object from memory.
+  std::string put_object(const std::string& bucket, const std::string& key, region source, put_options options,
+                         error_code& ec);
+  /// Blocking async_put_object from memory; throws sluice::system_error.
+  std::string put_object(const std::string& bucket, const std::string& key, region source, put_options options = {});
+  /// Blocking async_put_object from a file.
+  std::string put_object(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
+                         put_options options, error_code& ec);
+  /// Blocking async_put_object from a file; throws sluice::system_error.
+  std::string put_object(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
+                         put_options options = {});
+
+  // -- DeleteObject --------------------------------------------------------------------------
+
+  /// Deletes `bucket`/`key`. Deleting a key that does not exist succeeds, as in S3.
+  /// Completion: `void(error_code)`.
+  template <class CompletionToken>
+  auto async_delete_object(std::string bucket, std::string key, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        [this](auto handler, std::string b, std::string k) {
+          start_delete_object(std::move(b), std::move(k), detail::client_handler<>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(key));
+  }
+  /// Blocking async_delete_object.
+  void delete_object(const std::string& bucket, const std::string& key, error_code& ec);
+  /// Blocking async_delete_object; throws sluice::system_error.
+  void delete_object(const std::string& bucket, const std::string& key);
+
+  // -- ListObjectsV2 -------------------------------------------------------------------------
+
+  /// Lists one page of `bucket` (ListObjectsV2, encoding-type=url so that any key survives).
+  /// Pass the page's next_continuation_token in the next call's options while it is truncated.
+  /// Completion: `void(error_code, list_objects_result)`.
+  template <class CompletionToken>
+  auto async_list_objects(std::string bucket, list_options options, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, list_objects_result)>(
+        [this](auto handler, std::string b, list_options o) {
+          start_list_objects(std::move(b), std::move(o), false,
+                             detail::client_handler<list_objects_result>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(options));
+  }
+  /// Lists every page, following the continuation tokens, and returns them concatenated
+  /// (objects, then common prefixes, in key order; truncated false, no token).
+  /// Completion: `void(error_code, list_objects_result)`.
+  template <class CompletionToken>
+  auto async_list_all_objects(std::string bucket, list_options options, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, list_objects_result)>(
+        [this](auto handler, std::string b, list_options o) {
+          start_list_objects(std::move(b), std::move(o), true,
+                             detail::client_handler<list_objects_result>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(options));
+  }
+  /// Blocking async_list_objects (one page).
+  list_objects_result list_objects(const std::string& bucket, const list_options& options, error_code& ec);
+  /// Blocking async_list_objects (one page); throws sluice::system_error.
+  list_objects_result list_objects(const std::string& bucket, const list_options& options = {});
+  /// Blocking async_list_all_objects.
+  list_objects_result list_all_objects(const std::string& bucket, const list_options& options, error_code& ec);
+  /// Blocking async_list_all_objects; throws sluice::system_error.
+  list_objects_result list_all_objects(const std::string& bucket, const list_options& options = {});
+
+  // -- Buckets -------------------------------------------------------------------------------
+
+  /// Creates `bucket` (with a LocationConstraint when the region is not us-east-1).
+  /// Completion: `void(error_code)`; s3::errc::bucket_already_owned_by_you when it exists.
+  template <class CompletionToken>
+  auto async_create_bucket(std::string bucket, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        [this](auto handler, std::string b) {
+          start_bucket_request(std::move(b), true, detail::client_handler<>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket));
+  }
+  /// Blocking async_create_bucket.
+  void create_bucket(const std::string& bucket, error_code& ec);
+  /// Blocking async_create_bucket; throws sluice::system_error.
+  void create_bucket(const std::string& bucket);
+
+  /// Deletes the empty `bucket`. Completion: `void(error_code)`; s3::errc::bucket_not_empty
+  /// when it holds objects.
+  template <class CompletionToken>
+  auto async_delete_bucket(std::string bucket, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        [this](auto handler, std::string b) {
+          start_bucket_request(std::move(b), false, detail::client_handler<>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket));
+  }
+  /// Blocking async_delete_bucket.
+  void delete_bucket(const std::string& bucket, error_code& ec);
+  /// Blocking async_delete_bucket; throws sluice::system_error.
+  void delete_bucket(const std::string& bucket);
+
+  /// Lists the buckets the credentials own. Completion: `void(error_code, std::vector<bucket_info>)`.
+  template <class CompletionToken>
+  auto async_list_buckets(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::vector<bucket_info>)>(
+        [this](auto handler) {
+          start_list_buckets(detail::client_handler<std::vector<bucket_info>>(std::move(handler), get_executor()));
+        },
+        token);
+  }
+  /// Blocking async_list_buckets.
+  std::vector<bucket_info> list_buckets(error_code& ec);
+  /// Blocking async_list_buckets; throws sluice::system_error.
+  std::vector<bucket_info> list_buckets();
+
+ private:
+  void start_head_object(std::string bucket, std::string key, detail::client_handler<object_info> handler);
+  void start_get_object(std::string bucket, std::string key, region destination, get_options options,
+                        detail::client_handler<std::uint64_t> handler);
+  void start_put_object(std::string bucket, std::string key, region source, put_options options,
+                        detail::client_handler<std::string> handler);
+  void start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,
+                      detail::client_handler<std::string> handler);
+  void start_delete_object(std::string bucket, std::string key, detail::client_handler<> handler);
+  void start_list_objects(std::string bucket, list_options options, bool all,
+                          detail::client_handler<list_objects_result> handler);
+  void start_bucket_request(std::string bucket, bool create, detail::client_handler<> handler);
+  void start_list_buckets(detail::client_handler<std::vector<bucket_info>> handler);
+
+  std::shared_ptr<detail::client_state> state_;
+};
+
+}  // namespace sluice::s3

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""Our client (through the `sluice` CLI) against a server we did not write: npm s3rver 3.7.
+Usage: client_vs_s3rver.py SLUICE_BINARY
+s3rver is installed on first use into $SLUICE_S3RVER_CACHE (default: <tmp>/sluice-npm-s3rver).
+Exit 0: passed; 77: s3rver (node, npm) cannot be had here, with the reason printed (CTest reports
+skipped); anything else: failed."""
+import hashlib
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+AK = SK = "S3RVER"  # s3rver's built-in account
+MIB = 1024 * 1024
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print("  ok:", what)
+
+
+def make_file(path, size, seed):
+    rnd = random.Random(seed)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, MIB)
+            f.write(rnd.randbytes(n))
+            left -= n
+    return path
+
+
+def md5(path):
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(MIB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_s3rver():
+    """The path of s3rver's CLI script, installing it when missing; or (None, why)."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        return None, "node and npm are not installed"
+    cache = os.environ.get("SLUICE_S3RVER_CACHE", os.path.join(tempfile.gettempdir(), "sluice-npm-s3rver"))
+    script = os.path.join(cache, "node_modules", "s3rver", "bin", "s3rver.js")
+    if not os.path.exists(script):
+        os.makedirs(cache, exist_ok=True)
+        try:
+            r = subprocess.run(["npm", "install", "--prefix", cache, "--no-save", "--no-audit", "--no-fund",
+                                "s3rver@3.7"], capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            return None, "npm install s3rver@3.7 timed out"
+        if r.returncode != 0 or not os.path.exists(script):
+            return None, "npm could not install s3rver@3.7: " + (r.stderr or r.stdout)[-800:]
+    return script, None
+
+
+def main():
+    binary = sys.argv[1]
+    script, why = ensure_s3rver()
+    if script is None:
+        print("SKIPPED: " + why)
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix="sluice-s3rver-")
+    port = free_port()
+    log = open(os.path.join(tmp, "s3rver.log"), "w")
+    proc = subprocess.Popen(["node", script, "-d", os.path.join(tmp, "data"), "-a", "127.0.0.1", "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = "http://127.0.0.1:%d" % port
+    env = dict(os.environ)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        env.pop(name, None)
+
+    def cli(*args):
+        cmd = [binary] + list(args) + ["--endpoint", url, "--access-key", AK, "--secret-key", SK]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+    def ok(*args):
+        r = cli(*args)
+        if r.returncode != 0:
+            log.flush()
+            raise AssertionError("sluice %s failed (%d):\nstdout: %s\nstderr: %s\ns3rver log: %s" %
+                                 (" ".join(args), r.returncode, r.stdout[-2000:], r.stderr[-2000:],
+                                  open(os.path.join(tmp, "s3rver.log")).read()[-3000:]))
+        return r
+
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    log.flush()
+                    raise AssertionError("s3rver did not start: " + open(os.path.join(tmp, "s3rver.log")).read())
+                time.sleep(0.2)
+        print("sluice CLI against s3rver 3.7 on %s" % url)
+        ok("mb", "s3://interop")
+        expect(True, "mb")
+        files = {"empty": 0, "small": 1000, "medium": 3 * MIB + 7, "multipart": 21 * MIB + 3}
+        for name, size in files.items():
+            src = make_file(os.path.join(tmp, name), size, size + 1)
+            ok("put", src, "s3://interop/data/" + name)
+            expect(True, "put %s (%d bytes%s)" % (name, size, ", multipart" if size > 16 * MIB else ""))
+        r = ok("ls", "s3://interop/data/")
+        expect(all("data/" + n in r.stdout for n in files), "ls lists the objects")
+        r = ok("ls", "s3://interop")
+        expect("PRE data/" in r.stdout, "ls folds keys into a common prefix")
+        r = ok("ls", "--recursive", "s3://interop")
+        expect(r.stdout.count("\n") == len(files), "ls --recursive lists every key")
+        for name in files:
+            out = os.path.join(tmp, "out-" + name)
+            ok("get", "s3://interop/data/" + name, out)
+            expect(md5(out) == md5(os.path.join(tmp, name)), "get %s byte-exact" % name)
+        r = cli("get", "s3://interop/data/missing", os.path.join(tmp, "missing"))
+        expect(r.returncode == 1 and "NoSuchKey" in r.stderr and not os.path.exists(os.path.join(tmp, "missing")),
+               "get of a missing key: exit 1, NoSuchKey, no file")
+        for name in files:
+            ok("rm", "s3://interop/data/" + name)
+        r = ok("ls", "--recursive", "s3://interop")
+        expect(r.stdout.strip() == "", "rm removed every object")
+        ok("rb", "s3://interop")
+        expect(True, "rb")
+        print("PASSED: client vs s3rver")
+        return 0
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
