@@ -66,7 +66,8 @@ arguments parse(int argc, char** argv, int first) {
 }
 
 std::string env_or(const char* name, std::string_view fallback) {
-  const char* v = std::getenv(name);
+  // The CLI reads the environment once, before any thread starts (the library never does).
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
   return v != nullptr ? std::string(v) : std::string(fallback);
 }
 
@@ -351,7 +352,8 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
     std::memcpy(partial_to_remove, partial.c_str(), partial.size() + 1);
     const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-      std::fprintf(stderr, "sluice get: %s: %s\n", partial.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "sluice get: %s: %s\n", partial.c_str(),
+                   std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): only this thread reports errors here
       return 1;
     }
     auto abandon = [&](const sluice::error_code& why) {
