@@ -12,69 +12,18 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Server as _Server  # noqa: E402
+
 AK, SK = "SLUICECLIAK", "sluice-cli-secret"
-MIB = 1024 * 1024
+from common import MIB, expect, free_port, make_file, md5  # noqa: F401
 
 
-class Server:
+class Server(_Server):
     def __init__(self, binary, root):
-        self.binary, self.root = binary, root
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        self.proc = subprocess.Popen([self.binary, "serve", "--root", self.root, "--listen", "127.0.0.1:0",
-                                      "--access-key", AK, "--secret-key", SK],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError("server did not start: " + line + self.proc.stdout.read())
-        self.port = int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
-        return self
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise RuntimeError("server did not stop within 20 s")
+        super().__init__(binary, root, AK, SK)
 
 
-def expect(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("  ok:", what)
-
-
-def make_file(path, size, seed):
-    rnd = random.Random(seed)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, MIB)
-            f.write(rnd.randbytes(n))
-            left -= n
-    return path
-
-
-def md5(path):
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MIB), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

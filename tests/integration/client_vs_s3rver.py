@@ -14,40 +14,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import MIB, expect, free_port, make_file, md5  # noqa: E402,F401
+
 SKIP = 77
 AK = SK = "S3RVER"  # s3rver's built-in account
-MIB = 1024 * 1024
-
-
-def expect(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("  ok:", what)
-
-
-def make_file(path, size, seed):
-    rnd = random.Random(seed)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, MIB)
-            f.write(rnd.randbytes(n))
-            left -= n
-    return path
-
-
-def md5(path):
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MIB), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ensure_s3rver():

@@ -19,35 +19,14 @@ import urllib.error
 AK, SK = "SLUICEAK", "sluice-secret-key"
 SKIP = 77
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Server as _Server, expect, make_file, md5  # noqa: E402
 
-class Server:
-    def __init__(self, binary, root, extra=()):
-        self.binary, self.root, self.extra = binary, root, list(extra)
-        self.proc = None
-        self.port = None
 
-    def start(self):
-        self.proc = subprocess.Popen([self.binary, "serve", "--root", self.root, "--listen", "127.0.0.1:0",
-                                      "--access-key", AK, "--secret-key", SK] + self.extra,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError("server did not start: " + line + self.proc.stdout.read())
-        self.port = int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
-        return self
+def Server(binary, root, extra=()):
+    return _Server(binary, root, AK, SK, extra)
 
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
 
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise RuntimeError("server did not stop within 20 s")
 
 
 def run(cmd, env=None, check=True, input=None):
@@ -58,31 +37,6 @@ def run(cmd, env=None, check=True, input=None):
         raise AssertionError("command failed (%d): %s\nstdout: %s\nstderr: %s" %
                              (r.returncode, " ".join(cmd), r.stdout[-2000:], r.stderr[-2000:]))
     return r
-
-
-def expect(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("  ok:", what)
-
-
-def make_file(path, size, seed):
-    rnd = random.Random(seed)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, 1 << 20)
-            f.write(rnd.randbytes(n))
-            left -= n
-    return path
-
-
-def md5(path):
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def same(a, b):
