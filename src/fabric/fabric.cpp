@@ -1,10 +1,27 @@
-// Compiled part of sluice::fabric.
+// Compiled part of sluice::fabric: the error category, provider choice, endpoints and
+// memory registration.
+#include <sluice/fabric/domain.hpp>
+#include <sluice/fabric/endpoint.hpp>
 #include <sluice/fabric/error.hpp>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
+#include <boost/asio/error.hpp>
+
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <unordered_set>
 
 namespace sluice::fabric {
 
@@ -16,11 +33,403 @@ class fabric_category_impl final : public boost::system::error_category {
   [[nodiscard]] std::string message(int value) const override { return fi_strerror(value); }
 };
 
+constexpr std::uint32_t api_version = FI_VERSION(1, 14);
+
 }  // namespace
 
 const boost::system::error_category& fabric_category() noexcept {
   static const fabric_category_impl category;
   return category;
+}
+
+// -- configuration -----------------------------------------------------------------------------
+
+std::optional<config_error> fabric_config::validate() const {
+  if (provider.empty()) return config_error{"fabric.provider", "must not be empty"};
+  for (const char c : provider) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == ';' || c == '-';
+    if (!ok) return config_error{"fabric.provider", "may hold only letters, digits, '_', '-' and ';'"};
+  }
+  if (operation_timeout.count() <= 0) return config_error{"fabric.operation_timeout", "must be positive"};
+  if (connect_timeout.count() <= 0) return config_error{"fabric.connect_timeout", "must be positive"};
+  return std::nullopt;
+}
+
+std::vector<std::string> candidate_providers(std::string_view choice, bool peer_local) {
+  if (choice != "auto") return {std::string(choice)};
+  std::vector<std::string> out{"verbs;ofi_rxm", "efa"};
+  if (peer_local) out.emplace_back("shm");
+  out.emplace_back("tcp;ofi_rxm");
+  return out;
+}
+
+// -- memory_region ---------------------------------------------------------------------------
+
+void* memory_region::descriptor() const noexcept { return mr_ ? fi_mr_desc(mr_.native_handle()) : nullptr; }
+
+std::uint64_t memory_region::key() const noexcept { return mr_ ? fi_mr_key(mr_.native_handle()) : 0; }
+
+std::uint64_t memory_region::remote_address(std::uint64_t offset) const noexcept {
+  return virtual_addresses_ ? reinterpret_cast<std::uintptr_t>(region_.data) + offset : offset;
+}
+
+// -- endpoint --------------------------------------------------------------------------------
+
+/// One posted libfabric operation; its address is the operation context libfabric hands back,
+/// so it stays put (heap) until its completion is read.
+struct endpoint::operation {
+  fi_context2 context{};  // first: providers that ask for FI_CONTEXT use this memory
+  completion_function done;
+  std::uint64_t bytes = 0;
+};
+
+/// Completion of an operation split into pieces: done runs when the last piece completes,
+/// with the first error any piece saw.
+struct endpoint::split_state {
+  std::mutex mutex;
+  std::size_t remaining = 0;
+  error_code first_error;
+  completion_function done;
+  void piece_done(error_code ec) {
+    completion_function fire;
+    error_code result;
+    {
+      const std::lock_guard lock(mutex);
+      if (ec && !first_error) first_error = ec;
+      if (--remaining != 0) return;
+      fire = std::move(done);
+      result = first_error;
+    }
+    fire(result);
+  }
+};
+
+namespace {
+
+template <class T>
+error_code check(T ret) {
+  return make_fabric_error(static_cast<long>(ret));
+}
+
+}  // namespace
+
+std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric_config& config, error_code& ec) {
+  if (const auto problem = config.validate()) {
+    ec = errc::invalid_config;
+    return nullptr;
+  }
+  std::shared_ptr<endpoint> ep(new endpoint());
+  ep->config_ = config;
+
+  // Hints: RDM with RMA both ways; we can handle every MR mode a provider may ask for.
+  const auto get_info = [&](bool want_raw_order, error_code& e) -> info_ptr {
+    info_ptr hints(fi_allocinfo());
+    if (!hints) {
+      e = make_fabric_error(-FI_ENOMEM);
+      return nullptr;
+    }
+    hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | (config.hmem ? FI_HMEM : 0);
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
+                                  (config.hmem ? FI_MR_HMEM : 0);
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    if (want_raw_order) hints->tx_attr->msg_order = FI_ORDER_RMA_RAW;
+    hints->fabric_attr->prov_name = strdup(std::string(provider).c_str());  // fi_freeinfo frees it
+    fi_info* found = nullptr;
+    const char* node = config.node.empty() ? nullptr : config.node.c_str();
+    e = check(fi_getinfo(api_version, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &found));
+    return info_ptr(found);
+  };
+  ep->info_ = get_info(true, ec);
+  if (ec == make_fabric_error(-FI_ENODATA)) ep->info_ = get_info(false, ec);
+  if (ec) return nullptr;
+  const fi_info& info = *ep->info_;
+
+  provider_traits& t = ep->traits_;
+  t.name = info.fabric_attr->prov_name != nullptr ? info.fabric_attr->prov_name : std::string(provider);
+  t.mr_mode = static_cast<std::uint64_t>(info.domain_attr->mr_mode);
+  t.max_msg_size = info.ep_attr->max_msg_size;
+  t.mr_key_size = info.domain_attr->mr_key_size;
+  t.hmem = (info.caps & FI_HMEM) != 0;
+  t.read_after_write = (info.tx_attr->msg_order & FI_ORDER_RMA_RAW) != 0;
+
+  fid_fabric* fab = nullptr;
+  if ((ec = check(fi_fabric(info.fabric_attr, &fab, nullptr)))) return nullptr;
+  ep->fabric_.reset(fab);
+  fid_domain* dom = nullptr;
+  if ((ec = check(fi_domain(fab, ep->info_.get(), &dom, nullptr)))) return nullptr;
+  ep->domain_.reset(dom);
+
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  fid_cq* cq = nullptr;
+  if (fi_cq_open(dom, &cq_attr, &cq, nullptr) == 0) {
+    ep->cq_can_wait_ = fi_control(&cq->fid, FI_GETWAIT, &ep->wait_fd_) == 0 && ep->wait_fd_ >= 0;
+  } else {
+    cq_attr.wait_obj = FI_WAIT_NONE;  // the progress thread then sleeps between polls when idle
+    if ((ec = check(fi_cq_open(dom, &cq_attr, &cq, nullptr)))) return nullptr;
+  }
+  ep->cq_.reset(cq);
+
+  fi_av_attr av_attr{};
+  av_attr.type = info.domain_attr->av_type != FI_AV_UNSPEC ? info.domain_attr->av_type : FI_AV_TABLE;
+  fid_av* av = nullptr;
+  if ((ec = check(fi_av_open(dom, &av_attr, &av, nullptr)))) return nullptr;
+  ep->av_.reset(av);
+
+  fid_ep* raw_ep = nullptr;
+  if ((ec = check(fi_endpoint(dom, ep->info_.get(), &raw_ep, nullptr)))) return nullptr;
+  ep->ep_.reset(raw_ep);
+  if ((ec = check(fi_ep_bind(raw_ep, &av->fid, 0)))) return nullptr;
+  if ((ec = check(fi_ep_bind(raw_ep, &cq->fid, FI_TRANSMIT | FI_RECV)))) return nullptr;
+  if ((ec = check(fi_enable(raw_ep)))) return nullptr;
+
+  std::size_t length = 0;
+  static_cast<void>(fi_getname(&raw_ep->fid, nullptr, &length));  // -FI_ETOOSMALL, sets length
+  ep->name_.resize(length);
+  if ((ec = check(fi_getname(&raw_ep->fid, ep->name_.data(), &length)))) return nullptr;
+  ep->name_.resize(length);
+
+  ep->progress_ = std::thread([raw = ep.get()] { raw->progress_loop(); });
+  ec = {};
+  return ep;
+}
+
+endpoint::~endpoint() {
+  stopping_ = true;
+  if (progress_.joinable()) progress_.join();
+  ep_.reset();  // no completion is reported after this
+  std::vector<operation*> left;
+  {
+    const std::lock_guard lock(operations_mutex_);
+    left.swap(outstanding_);
+  }
+  for (operation* op : left) {
+    op->done(boost::asio::error::operation_aborted);
+    delete op;
+  }
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+  fabric_.reset();
+}
+
+endpoint_statistics endpoint::statistics() const noexcept {
+  return {operations_.load(), bytes_.load(), errors_.load(), registrations_.load()};
+}
+
+memory_region endpoint::register_memory(const region& memory, access what, error_code& ec) {
+  memory_region out;
+  out.owner_ = shared_from_this();
+  out.region_ = memory;
+  out.access_ = what;
+  out.virtual_addresses_ = traits_.virtual_addresses();
+  if (memory.data == nullptr && memory.size != 0) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  if (memory.kind == memory_kind::cuda_device && !traits_.hmem) {
+    ec = errc::unsupported_memory;
+    return {};
+  }
+  if (memory.size == 0) {  // nothing to register; a zero-length transfer names no memory
+    ec = {};
+    return out;
+  }
+  std::uint64_t flags = FI_READ | FI_WRITE;
+  if ((static_cast<unsigned>(what) & static_cast<unsigned>(access::remote_read)) != 0) flags |= FI_REMOTE_READ;
+  if ((static_cast<unsigned>(what) & static_cast<unsigned>(access::remote_write)) != 0) flags |= FI_REMOTE_WRITE;
+
+  iovec iov{memory.data, memory.size};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = flags;
+  attr.requested_key = traits_.provider_keys() ? 0 : next_key_.fetch_add(1);
+  if (memory.kind == memory_kind::cuda_device) {
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = memory.device;
+  } else {
+    attr.iface = FI_HMEM_SYSTEM;
+  }
+  fid_mr* mr = nullptr;
+  if ((ec = check(fi_mr_regattr(domain_.native_handle(), &attr, 0, &mr)))) return {};
+  out.mr_.reset(mr);
+  if (traits_.endpoint_bound_mrs()) {
+    if ((ec = check(fi_mr_bind(mr, &ep_.native_handle()->fid, 0)))) return {};
+    if ((ec = check(fi_mr_enable(mr)))) return {};
+  }
+  ++registrations_;
+  ec = {};
+  return out;
+}
+
+fi_addr_t endpoint::resolve(std::span<const std::byte> peer_name, error_code& ec) {
+  std::vector<std::byte> key(peer_name.begin(), peer_name.end());
+  const std::lock_guard lock(peers_mutex_);
+  if (const auto found = peers_.find(key); found != peers_.end()) {
+    ec = {};
+    return found->second;
+  }
+  fi_addr_t address = FI_ADDR_UNSPEC;
+  const int inserted = fi_av_insert(av_.native_handle(), key.data(), 1, &address, 0, nullptr);
+  if (inserted != 1) {
+    ec = inserted < 0 ? make_fabric_error(inserted) : make_fabric_error(-FI_EADDRNOTAVAIL);
+    return FI_ADDR_UNSPEC;
+  }
+  peers_.emplace(std::move(key), address);
+  ec = {};
+  return address;
+}
+
+void endpoint::forget(std::span<const std::byte> peer_name) {
+  const std::vector<std::byte> key(peer_name.begin(), peer_name.end());
+  const std::lock_guard lock(peers_mutex_);
+  const auto found = peers_.find(key);
+  if (found == peers_.end()) return;
+  fi_addr_t address = found->second;
+  static_cast<void>(fi_av_remove(av_.native_handle(), &address, 1, 0));
+  peers_.erase(found);
+}
+
+error_code endpoint::post_write(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
+                                fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
+                                completion_function done) {
+  return post(true, local, local_offset, length, peer, remote_address, key, std::move(done));
+}
+
+error_code endpoint::post_read(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
+                               fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
+                               completion_function done) {
+  return post(false, local, local_offset, length, peer, remote_address, key, std::move(done));
+}
+
+error_code endpoint::post(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
+                          fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, completion_function done) {
+  if (!local.region().contains(local_offset, length)) return errc::region_too_small;
+  if (length == 0) {
+    done({});
+    return {};
+  }
+  std::uint64_t piece = std::max<std::uint64_t>(1, traits_.max_msg_size);
+  if (config_.max_operation_bytes != 0) piece = std::min(piece, config_.max_operation_bytes);
+  const std::uint64_t pieces = length / piece + (length % piece != 0 ? 1 : 0);  // max_msg_size may be 2^64-1
+  if (pieces == 1) {
+    auto* op = new operation{{}, std::move(done), length};
+    return post_one(write, local, local_offset, length, peer, remote_address, key, op);
+  }
+  auto state = std::make_shared<split_state>();
+  state->remaining = static_cast<std::size_t>(pieces);
+  state->done = std::move(done);
+  for (std::uint64_t i = 0; i < pieces; ++i) {
+    const std::uint64_t offset = i * piece;
+    const std::uint64_t n = std::min(piece, length - offset);
+    auto* op = new operation{{}, [state](error_code e) { state->piece_done(e); }, n};
+    if (const error_code e = post_one(write, local, local_offset + offset, n, peer, remote_address + offset, key, op)) {
+      if (i == 0) return e;  // nothing in flight: the caller hears it now, done never runs
+      for (std::uint64_t rest = i; rest < pieces; ++rest) state->piece_done(e);
+      return {};
+    }
+  }
+  return {};
+}
+
+error_code endpoint::post_one(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
+                              fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op) {
+  {
+    const std::lock_guard lock(operations_mutex_);
+    outstanding_.push_back(op);
+  }
+  ++in_flight_;
+  void* buffer = local.region().bytes() + local_offset;
+  void* desc = local.descriptor();
+  const auto deadline = std::chrono::steady_clock::now() + config_.operation_timeout;
+  ssize_t ret = 0;
+  for (;;) {
+    iovec iov{buffer, static_cast<std::size_t>(length)};
+    fi_rma_iov rma{remote_address, static_cast<std::size_t>(length), key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = peer;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = &op->context;
+    // A write completes only once its bytes are in the peer's memory (not merely sent), so
+    // that whoever is told "done" may read them.
+    ret = write ? fi_writemsg(ep_.native_handle(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+                : fi_readmsg(ep_.native_handle(), &msg, FI_COMPLETION);
+    if (ret != -FI_EAGAIN || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));  // the progress thread drains the queue
+  }
+  if (ret != 0) {
+    --in_flight_;
+    {
+      const std::lock_guard lock(operations_mutex_);
+      std::erase(outstanding_, op);
+    }
+    delete op;
+    ++errors_;
+    return make_fabric_error(ret);
+  }
+  ++operations_;
+  bytes_ += length;
+  return {};
+}
+
+void endpoint::finish(operation* op, error_code ec) {
+  {
+    const std::lock_guard lock(operations_mutex_);
+    std::erase(outstanding_, op);
+  }
+  --in_flight_;
+  if (ec) ++errors_;
+  op->done(ec);
+  delete op;
+}
+
+void endpoint::progress_loop() {
+  std::array<fi_cq_entry, 32> entries{};
+  fid_cq* cq = cq_.native_handle();
+  int idle_polls = 0;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    const bool busy = in_flight_.load(std::memory_order_relaxed) != 0;
+    ssize_t n = 0;
+    if (!busy && cq_can_wait_ && idle_polls > 64) {
+      // Sleep on the CQ's file descriptor; fi_trywait says whether that is safe now (it
+      // refuses while the provider has work that only a CQ read would progress).
+      fid* fids[] = {&cq->fid};
+      if (fi_trywait(fabric_.native_handle(), fids, 1) == FI_SUCCESS) {
+        pollfd wait{wait_fd_, POLLIN, 0};
+        static_cast<void>(::poll(&wait, 1, 50));
+      }
+    }
+    n = fi_cq_read(cq, entries.data(), entries.size());
+    if (n > 0) {
+      idle_polls = 0;
+      for (ssize_t i = 0; i < n; ++i)
+        finish(static_cast<operation*>(entries[static_cast<std::size_t>(i)].op_context), {});
+      continue;
+    }
+    if (n == -FI_EAVAIL) {
+      idle_polls = 0;
+      fi_cq_err_entry error{};
+      if (fi_cq_readerr(cq, &error, 0) > 0 && error.op_context != nullptr) {
+        finish(static_cast<operation*>(error.op_context), make_fabric_error(-static_cast<long>(error.err)));
+      }
+      continue;
+    }
+    ++idle_polls;
+    if (!busy && !cq_can_wait_ && idle_polls > 64 && remote_access_.load(std::memory_order_relaxed) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // no wait object: a slow poll when idle
+    } else if (idle_polls > 1024) {
+      std::this_thread::yield();
+    }
+  }
 }
 
 }  // namespace sluice::fabric

@@ -5,6 +5,7 @@
 #include "checksum.ipp"
 #include "sigv4.ipp"
 #include "chunked.ipp"
+#include "rdma_token.ipp"
 #include "xml.ipp"
 #include "xml_client.ipp"
 #include "fs_store.ipp"

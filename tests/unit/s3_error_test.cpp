@@ -55,6 +55,8 @@ TEST_CASE("s3 codes and statuses that clients depend on") {
   CHECK(sluice::s3::http_status(errc::no_such_bucket) == 404);
   CHECK(sluice::s3::code_string(errc::invalid_rdma_token) == "InvalidRDMAToken");
   CHECK(sluice::s3::http_status(errc::invalid_rdma_token) == 400);
+  CHECK(sluice::s3::code_string(errc::rdma_not_supported) == "RDMANotSupported");
+  CHECK(sluice::s3::http_status(errc::rdma_not_supported) == 501);
   CHECK(sluice::s3::code_string(errc::rdma_transfer_failed) == "RDMATransferFailed");
   CHECK(sluice::s3::http_status(errc::rdma_transfer_failed) == 500);
   CHECK(sluice::s3::http_status(errc::access_denied) == 403);

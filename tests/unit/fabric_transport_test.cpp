@@ -1,0 +1,173 @@
+#include <sluice/fabric/transport.hpp>
+
+#include <sluice/fabric/endpoint.hpp>
+#include <sluice/fabric/registrar.hpp>
+
+#include <doctest/doctest.h>
+
+#include "conformance/host_fixtures.hpp"
+#include "conformance/transport_conformance.hpp"
+
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace sluice;
+
+/// Two endpoints of one provider in this process: `local` starts the RMAs, `remote` owns the
+/// memory they target. Opened once per provider and shared by every test.
+struct endpoint_pair {
+  std::shared_ptr<fabric::endpoint> local;
+  std::shared_ptr<fabric::endpoint> remote;
+  fi_addr_t remote_address = FI_ADDR_UNSPEC;
+};
+
+endpoint_pair& endpoints(const std::string& provider) {
+  static std::map<std::string, endpoint_pair> pairs;
+  auto& pair = pairs[provider];
+  if (!pair.local) {
+    fabric::fabric_config config;
+    config.node = provider == "shm" ? "" : "127.0.0.1";
+    error_code ec;
+    pair.local = fabric::endpoint::open(provider, config, ec);
+    REQUIRE_MESSAGE(!ec, provider, ": ", ec.message());
+    pair.remote = fabric::endpoint::open(provider, config, ec);
+    REQUIRE_MESSAGE(!ec, provider, ": ", ec.message());
+    pair.remote_address = pair.local->resolve(pair.remote->name(), ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+  }
+  return pair;
+}
+
+/// Memory of the remote endpoint, registered for RMA both ways.
+class fabric_remote {
+ public:
+  fabric_remote(endpoint_pair& pair, std::span<const std::byte> initial) : bytes_(initial.begin(), initial.end()) {
+    error_code ec;
+    mr_ = pair.remote->register_memory(host_region(bytes_), fabric::access::remote_read_write, ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+    descriptor_ = {pair.remote_address, {mr_.remote_address(0), bytes_.size(), mr_.key()}};
+  }
+  [[nodiscard]] const fabric::remote_memory& descriptor() const { return descriptor_; }
+  [[nodiscard]] std::vector<std::byte> contents() const { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+  fabric::memory_region mr_;
+  fabric::remote_memory descriptor_;
+};
+
+template <class Provider>
+struct fabric_fixture {
+  using transport_type = fabric::transport;
+  using registrar_type = fabric::registrar;
+  endpoint_pair& pair = endpoints(Provider::name);
+  transport_type transport{pair.local};
+  registrar_type registrar{pair.local, fabric::access::local, 0};  // no caching: test buffers come and go
+  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+  fabric_remote make_remote(std::span<const std::byte> initial) { return {pair, initial}; }
+};
+
+struct tcp_provider {
+  static constexpr const char* name = "tcp;ofi_rxm";
+};
+struct shm_provider {
+  static constexpr const char* name = "shm";
+};
+using tcp_fixture = fabric_fixture<tcp_provider>;
+using shm_fixture = fabric_fixture<shm_provider>;
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, tcp_fixture, shm_fixture);
+
+TEST_CASE("fabric config names its bad field") {
+  fabric::fabric_config config;
+  CHECK_FALSE(config.validate());
+  config.provider = "tcp ofi";
+  REQUIRE(config.validate());
+  CHECK(config.validate()->field == "fabric.provider");
+  config.provider = "shm";
+  config.operation_timeout = std::chrono::milliseconds(0);
+  REQUIRE(config.validate());
+  CHECK(config.validate()->field == "fabric.operation_timeout");
+}
+
+TEST_CASE("auto prefers hardware, then shm for a local peer, then tcp") {
+  CHECK(fabric::candidate_providers("auto", true) ==
+        std::vector<std::string>{"verbs;ofi_rxm", "efa", "shm", "tcp;ofi_rxm"});
+  CHECK(fabric::candidate_providers("auto", false) == std::vector<std::string>{"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"});
+  CHECK(fabric::candidate_providers("shm", false) == std::vector<std::string>{"shm"});
+}
+
+TEST_CASE("an unknown provider is an error, not a crash") {
+  error_code ec;
+  auto ep = fabric::endpoint::open("no_such_provider", {}, ec);
+  CHECK(ep == nullptr);
+  CHECK(ec);
+}
+
+TEST_CASE("the registration cache reuses an MR for a covered range and drops unused ones beyond capacity") {
+  auto& pair = endpoints("tcp;ofi_rxm");
+  fabric::registrar cache(pair.local, fabric::access::remote_write, 2);
+  std::vector<std::byte> a(1 << 16), b(4096), c(4096);
+  error_code ec;
+  const auto before = pair.local->statistics().registrations;
+  auto whole = cache.register_region(host_region(a), ec);
+  REQUIRE(!ec);
+  auto inner = cache.register_region(region{a.data() + 100, 1000, memory_kind::host_pageable, -1}, ec);
+  REQUIRE(!ec);
+  CHECK(&inner.mr() == &whole.mr());
+  CHECK(inner.offset_in_mr() == 100);
+  CHECK(inner.remote(5, 10).key == whole.mr().key());
+  CHECK(cache.cache_hits() == 1);
+  CHECK(pair.local->statistics().registrations == before + 1);
+  // A range that pokes out of the cached MR gets its own.
+  auto outside = cache.register_region(region{a.data() + a.size() - 10, 10, memory_kind::host_pageable, -1}, ec);
+  REQUIRE(!ec);
+  CHECK(cache.cache_hits() == 2);
+  auto other = cache.register_region(host_region(b), ec);
+  REQUIRE(!ec);
+  CHECK(&other.mr() != &whole.mr());
+  CHECK(pair.local->statistics().registrations == before + 2);
+  cache.invalidate(host_region(b));
+  other = {};
+  auto again = cache.register_region(host_region(b), ec);
+  REQUIRE(!ec);
+  CHECK(pair.local->statistics().registrations == before + 3);
+  auto third = cache.register_region(host_region(c), ec);
+  REQUIRE(!ec);
+  CHECK(pair.local->statistics().registrations == before + 4);
+}
+
+TEST_CASE("a transfer larger than the provider's largest message is split") {
+  // Every provider here allows huge messages, so cap one operation at 64 KiB: one 8 MiB write
+  // becomes 128 pieces sharing one completion, checked byte for byte.
+  auto& shared = endpoints("shm");
+  fabric::fabric_config config;
+  config.max_operation_bytes = 64 << 10;
+  error_code ec;
+  endpoint_pair pair{fabric::endpoint::open("shm", config, ec), shared.remote, FI_ADDR_UNSPEC};
+  REQUIRE(!ec);
+  pair.remote_address = pair.local->resolve(pair.remote->name(), ec);
+  REQUIRE(!ec);
+  const auto posted = pair.local->statistics().operations;
+  const auto data = testing::random_bytes(8 << 20, 99);
+  std::vector<std::byte> source = data;
+  std::vector<std::byte> sink(data.size());
+  auto local = pair.local->register_memory(host_region(source), fabric::access::local, ec);
+  REQUIRE(!ec);
+  auto remote = pair.remote->register_memory(host_region(sink), fabric::access::remote_write, ec);
+  REQUIRE(!ec);
+  std::promise<error_code> done;
+  ec = pair.local->post_write(local, 0, data.size(), pair.remote_address, remote.remote_address(0), remote.key(),
+                              [&](error_code e) { done.set_value(e); });
+  REQUIRE(!ec);
+  CHECK(!done.get_future().get());
+  CHECK(sink == data);
+  CHECK(pair.local->statistics().operations - posted == 128);
+}
