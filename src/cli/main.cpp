@@ -1,13 +1,18 @@
 // The `sluice` command-line tool.
 //   sluice serve --root DIR [--listen 127.0.0.1:9000] [--region R] [--anonymous]
-//                [--access-key AK --secret-key SK]
+//                [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]
 //   sluice mb|rb s3://B, put FILE s3://B/K, get s3://B/K [FILE], ls [s3://B[/PREFIX]], rm s3://B/K
 //                [--endpoint URL] [--access-key AK --secret-key SK] [--region R]
+//                [--via auto|rdma|http] [--fabric auto|shm|tcp|...] (get, put)
 // Credentials: flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the CLI reads the
 // environment; the library never does).
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/server.hpp>
+
+#ifdef SLUICE_CLI_WITH_FABRIC
+#include <sluice/fabric/s3_plane.hpp>
+#endif
 
 #include <chrono>
 #include <csignal>
@@ -28,6 +33,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -71,10 +77,29 @@ std::string env_or(const char* name, std::string_view fallback) {
   return v != nullptr ? std::string(v) : std::string(fallback);
 }
 
+// --fabric: a short name or a libfabric provider name.
+std::string provider_name(std::string_view choice) {
+  if (choice == "tcp") return "tcp;ofi_rxm";
+  if (choice == "verbs") return "verbs;ofi_rxm";
+  return std::string(choice);
+}
+
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host.starts_with("127.") || host == "::1" || host == "[::1]";
+}
+
+// The host part of http://host[:port][/...].
+std::string host_of(std::string_view url) {
+  if (url.starts_with("http://")) url.remove_prefix(7);
+  url = url.substr(0, url.find('/'));
+  if (url.starts_with('[')) return std::string(url.substr(0, url.find(']') + 1));
+  return std::string(url.substr(0, url.rfind(':')));
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
-               "                    [--access-key AK --secret-key SK]\n");
+               "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n");
   return 2;
 }
 
@@ -119,6 +144,35 @@ int serve(const arguments& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   sluice::error_code ec;
+  // The RDMA data plane: every provider that opens here with "auto", one named, or none.
+  const std::string fabric_choice(args.get("fabric").value_or("auto"));
+  std::string rdma_status = "off";
+  if (fabric_choice != "off") {
+#ifdef SLUICE_CLI_WITH_FABRIC
+    sluice::fabric::server_plane_config plane;
+    plane.fabric.provider = provider_name(fabric_choice);
+    if (config.listen_address != "0.0.0.0" && config.listen_address != "::") plane.fabric.node = config.listen_address;
+    auto rdma = sluice::fabric::server_plane::open(plane, ec);
+    if (ec && fabric_choice != "auto") {
+      std::fprintf(stderr, "sluice serve: --fabric %s: %s\n", fabric_choice.c_str(), ec.message().c_str());
+      return 1;
+    }
+    if (ec) {
+      rdma_status = "off (no libfabric provider opened: " + ec.message() + ")";
+    } else {
+      config.rdma = rdma;
+      rdma_status.clear();
+      for (const auto& name : rdma->providers()) rdma_status += (rdma_status.empty() ? "" : ", ") + name;
+    }
+    ec = {};
+#else
+    if (fabric_choice != "auto") {
+      std::fprintf(stderr, "sluice serve: --fabric %s: this build has no libfabric\n", fabric_choice.c_str());
+      return 1;
+    }
+    rdma_status = "off (built without libfabric)";
+#endif
+  }
   auto store = sluice::s3::fs_store::open({.root = std::string(*root)}, ec);
   if (ec) {
     std::fprintf(stderr, "sluice serve: cannot open store at %.*s: %s\n", static_cast<int>(root->size()), root->data(),
@@ -133,6 +187,7 @@ int serve(const arguments& args) {
       return 1;
     }
     const auto endpoint = server.local_endpoint();
+    std::printf("sluice serve: rdma: %s\n", rdma_status.c_str());
     std::printf("sluice serve: listening on %s:%u, store %.*s\n", endpoint.address().to_string().c_str(),
                 static_cast<unsigned>(endpoint.port()), static_cast<int>(root->size()), root->data());
     std::fflush(stdout);
@@ -187,8 +242,8 @@ struct client_arguments {
 
 // Options that take a value, and flags; anything else starting with "--" is a usage error.
 client_arguments parse_client_arguments(int argc, char** argv, int first) {
-  static const std::set<std::string, std::less<>> valued = {"endpoint", "access-key", "secret-key", "region",
-                                                            "content-type"};
+  static const std::set<std::string, std::less<>> valued = {"endpoint",     "access-key", "secret-key", "region",
+                                                            "content-type", "via",        "fabric"};
   static const std::set<std::string, std::less<>> flags = {"recursive", "no-progress"};
   client_arguments a;
   for (int i = first; i < argc; ++i) {
@@ -224,7 +279,8 @@ int client_usage() {
                "       sluice rm s3://BUCKET/KEY\n"
                "  options: --endpoint URL (default http://127.0.0.1:9000), --access-key AK, --secret-key SK\n"
                "           (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), --region R (default: AWS_REGION,\n"
-               "           AWS_DEFAULT_REGION, us-east-1), --content-type T (put), --no-progress\n");
+               "           AWS_DEFAULT_REGION, us-east-1), --content-type T (put), --no-progress,\n"
+               "           --via auto|rdma|http (get, put; default auto), --fabric auto|shm|tcp|verbs|efa\n");
   return usage();
 }
 
@@ -317,6 +373,15 @@ std::string base_name(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
+// "rdma 1073741824 bytes in 128 requests, http 0 bytes"
+std::string describe_paths(const s3::transfer_report& r) {
+  std::string text = "rdma " + std::to_string(r.rdma_bytes) + " bytes in " + std::to_string(r.rdma_requests) +
+                     " requests, http " + std::to_string(r.http_bytes) + " bytes in " +
+                     std::to_string(r.http_requests) + " requests";
+  if (r.declined > 0) text += ", " + std::to_string(r.declined) + " declined by the server";
+  return text;
+}
+
 // The download in progress, removed by a SIGINT or SIGTERM so that no partial file stays.
 char partial_to_remove[4096];
 
@@ -325,7 +390,7 @@ void remove_partial_and_exit(int signal_number) {
   ::_exit(128 + signal_number);
 }
 
-int get_command(s3::client& client, const s3_url& from, std::string target, bool show_progress) {
+int get_command(s3::client& client, const s3_url& from, std::string target, bool show_progress, s3::transfer_via via) {
   const std::string endpoint = client.config().endpoint;
   const std::string source = "s3://" + from.bucket + "/" + from.key;
   auto fail = [&](const sluice::error_code& ec) {
@@ -372,10 +437,13 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
       if (mapping == MAP_FAILED) return abandon(sluice::error_code(errno, boost::system::system_category()));
     }
     std::uint64_t bytes = 0;
+    s3::transfer_report paths;
     {
       progress_bar bar("get " + source, show_progress);
       s3::get_options options;
       options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+      options.via = via;
+      options.report = &paths;
       bytes = client.get_object(from.bucket, from.key, sluice::region{mapping, size}, std::move(options), ec);
     }
     if (mapping != nullptr) ::munmap(mapping, size);
@@ -396,8 +464,8 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
       return fail(error);
     }
     partial_to_remove[0] = '\0';
-    std::printf("download: %s to %s (%llu bytes)\n", source.c_str(), target.c_str(),
-                static_cast<unsigned long long>(bytes));
+    std::printf("download: %s to %s (%llu bytes; %s)\n", source.c_str(), target.c_str(),
+                static_cast<unsigned long long>(bytes), describe_paths(paths).c_str());
     return 0;
   }
 }
@@ -479,6 +547,33 @@ std::optional<int> client_command(std::string_view command, int argc, char** arg
     return 2;
   }
   const bool show_progress = ::isatty(STDERR_FILENO) == 1 && !args.flags.contains("no-progress");
+  const std::string via_text = args.get("via").value_or("auto");
+  const s3::transfer_via via = via_text == "rdma"   ? s3::transfer_via::rdma
+                               : via_text == "http" ? s3::transfer_via::http
+                                                    : s3::transfer_via::automatic;
+  if (via_text != "rdma" && via_text != "http" && via_text != "auto") return client_usage();
+  if (via != s3::transfer_via::http && (command == "get" || command == "put")) {
+#ifdef SLUICE_CLI_WITH_FABRIC
+    sluice::fabric::client_plane_config plane;
+    const std::string fabric_choice = args.get("fabric").value_or("auto");
+    plane.fabric.provider = provider_name(fabric_choice);
+    const std::string host = host_of(config.endpoint);
+    const bool local = is_loopback_host(host);
+    if (local) plane.fabric.node = "127.0.0.1";
+    sluice::error_code plane_ec;
+    config.rdma = sluice::fabric::client_plane::open(plane, local, plane_ec);
+    if (plane_ec && via == s3::transfer_via::rdma) {
+      std::fprintf(stderr, "sluice %.*s: --fabric %s: %s\n", static_cast<int>(command.size()), command.data(),
+                   fabric_choice.c_str(), plane_ec.message().c_str());
+      return 1;
+    }
+#else
+    if (via == s3::transfer_via::rdma) {
+      std::fprintf(stderr, "sluice: --via rdma: this build has no libfabric\n");
+      return 1;
+    }
+#endif
+  }
   s3::client client(config);
   sluice::error_code ec;
   const std::string where = url ? "s3://" + url->bucket + (url->key.empty() ? "" : "/" + url->key) : "";
@@ -504,15 +599,33 @@ std::optional<int> client_command(std::string_view command, int argc, char** arg
     return report("delete");
   }
   if (command == "ls") return ls_command(client, url, args.flags.contains("recursive"));
-  if (command == "get") return get_command(client, *url, file, show_progress);
+  if (command == "get") return get_command(client, *url, file, show_progress, via);
   // put
   std::string etag;
+  s3::transfer_report paths;
   {
     progress_bar bar("put " + where, show_progress);
     s3::put_options options;
     options.attributes.content_type = args.get("content-type").value_or("");
     options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-    etag = client.put_object(url->bucket, url->key, std::filesystem::path(file), std::move(options), ec);
+    options.via = via;
+    options.report = &paths;
+    // For RDMA the server reads the file's pages where they are: map it rather than read it.
+    const int fd = config.rdma ? ::open(file.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    struct stat st {};
+    void* mapping = MAP_FAILED;
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      mapping = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    if (mapping != MAP_FAILED) {
+      const sluice::region source{mapping, static_cast<std::size_t>(st.st_size), sluice::memory_kind::host_pageable,
+                                  -1};
+      etag = client.put_object(url->bucket, url->key, source, std::move(options), ec);
+      ::munmap(mapping, static_cast<std::size_t>(st.st_size));
+    } else {
+      etag = client.put_object(url->bucket, url->key, std::filesystem::path(file), std::move(options), ec);
+    }
+    if (fd >= 0) ::close(fd);
   }
   if (ec) {
     const bool local = ec.category() == boost::system::system_category();
@@ -520,7 +633,8 @@ std::optional<int> client_command(std::string_view command, int argc, char** arg
                  describe(ec, config.endpoint).c_str());
     return 1;
   }
-  std::printf("upload: %s to %s (etag %s)\n", file.c_str(), where.c_str(), etag.c_str());
+  std::printf("upload: %s to %s (etag %s; %s)\n", file.c_str(), where.c_str(), etag.c_str(),
+              describe_paths(paths).c_str());
   return 0;
 }
 

@@ -138,7 +138,9 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
     if (want_raw_order) hints->tx_attr->msg_order = FI_ORDER_RMA_RAW;
     hints->fabric_attr->prov_name = strdup(std::string(provider).c_str());  // fi_freeinfo frees it
     fi_info* found = nullptr;
-    const char* node = config.node.empty() ? nullptr : config.node.c_str();
+    // shm names endpoints after the process unless told otherwise; a node would make every
+    // process's first endpoint the same name.
+    const char* node = config.node.empty() || provider == "shm" ? nullptr : config.node.c_str();
     e = check(fi_getinfo(api_version, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &found));
     return info_ptr(found);
   };

@@ -266,6 +266,8 @@ struct client_state {
   std::atomic<std::uint64_t> connections_opened{0};
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::uint64_t> retries{0};
+  std::atomic<std::uint64_t> rdma_bytes{0};
+  std::atomic<std::uint64_t> http_bytes{0};
 
   std::mutex random_mutex;
   std::minstd_rand random;
@@ -777,7 +779,17 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   bool reusable = !write_ec;
   bool complete = parser->is_done();
 
-  if (!parser->is_done()) {
+  if (r.res.status < 300 && spec.choose && parser->is_done()) {
+    // No body (an RDMA answer, or an empty object): the chooser still checks the header.
+    std::span<std::byte> into;
+    bool longer_ok = false;
+    r.ec = spec.choose(r.res, into, longer_ok);
+    if (!r.ec && !into.empty()) r.ec = sluice::errc::protocol_violation;  // bytes promised, none sent
+    if (r.ec) {
+      r.fatal = true;
+      co_return r;
+    }
+  } else if (!parser->is_done()) {
     if (r.res.status >= 300 || !spec.choose) {
       co_await read_text(stream, buffer, *parser, r.res.body, r.res.status >= 300 ? max_error_body : max_text_body,
                          r.ec);
@@ -1026,6 +1038,68 @@ asio::awaitable<outcome<object_info>> head_object_op(op_context op, std::string 
 // -- GET --------------------------------------------------------------------------------------
 
 /// Shared by the workers of one parallel download (all on the operation's strand).
+// -- RDMA (x-amz-rdma-token) -------------------------------------------------------------------
+
+/// What carried one transfer's bytes; its parts count from several threads.
+struct path_counter {
+  std::atomic<std::uint64_t> rdma_bytes{0};
+  std::atomic<std::uint64_t> http_bytes{0};
+  std::atomic<std::uint32_t> rdma_requests{0};
+  std::atomic<std::uint32_t> http_requests{0};
+  std::atomic<std::uint32_t> declined{0};
+
+  void rdma(client_state& state, std::uint64_t bytes) {
+    rdma_bytes += bytes;
+    ++rdma_requests;
+    state.rdma_bytes += bytes;
+  }
+  void http(client_state& state, std::uint64_t bytes) {
+    http_bytes += bytes;
+    ++http_requests;
+    state.http_bytes += bytes;
+  }
+  void report_to(transfer_report* report) const {
+    if (report == nullptr) return;
+    *report = {rdma_bytes.load(), http_bytes.load(), rdma_requests.load(), http_requests.load(), declined.load()};
+  }
+};
+
+/// Whether the server moved an answer's bytes by RDMA (x-amz-rdma-reply: 200, 204 or 206).
+bool moved_by_rdma(const response& res) {
+  const std::string_view reply = res.field("x-amz-rdma-reply");
+  return reply == "200" || reply == "204" || reply == "206";
+}
+
+/// A grant for one request's memory, or null when the request goes over HTTP: `via` is http,
+/// the client has no plane, or (automatic) the memory cannot be registered. The grant outlives
+/// every retry of the request.
+std::unique_ptr<rdma_client_plane::grant> grant_for(const client_config& config, transfer_via via, const region& memory,
+                                                    rdma_op op, error_code& ec) {
+  ec = {};
+  if (via == transfer_via::http || memory.size == 0) return nullptr;
+  if (!config.rdma) {
+    if (via == transfer_via::rdma) ec = s3::errc::rdma_not_supported;
+    return nullptr;
+  }
+  const auto expires = std::chrono::system_clock::now() + config.request_timeout * (config.max_retries + 1) +
+                       config.retry_base_delay * (1u << std::min(config.max_retries, 8u)) + std::chrono::minutes(1);
+  auto grant = config.rdma->grant_access(memory, op, expires, ec);
+  if (ec && via == transfer_via::automatic) {
+    ec = {};
+    return nullptr;
+  }
+  return grant;
+}
+
+/// The bytes an RDMA answer says it moved; nullopt when the header is missing or malformed.
+std::optional<std::uint64_t> rdma_bytes_of(const response& res) {
+  const std::string_view text = res.field("x-amz-rdma-bytes-transferred");
+  std::uint64_t n = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return n;
+}
+
 struct download {
   std::string bucket;
   std::string key;
@@ -1040,6 +1114,8 @@ struct download {
   std::uint64_t parts = 0;
   error_code failure;
   transfer_progress* progress = nullptr;
+  transfer_via via = transfer_via::automatic;
+  path_counter* paths = nullptr;
 };
 
 asio::awaitable<void> download_parts(const op_context& op, download& job) {
@@ -1054,21 +1130,47 @@ asio::awaitable<void> download_parts(const op_context& op, download& job) {
         "range", "bytes=" + std::to_string(job.offset + first) + "-" + std::to_string(job.offset + first + length - 1));
     if (!job.etag.empty()) spec.headers.emplace_back("if-match", "\"" + job.etag + "\"");
     spec.progress = job.progress;
-    spec.choose = [&job, first, length](const response& res, std::span<std::byte>& target, bool&) -> error_code {
+    error_code ec;
+    const region part{job.destination.bytes() + first, static_cast<std::size_t>(length), job.destination.kind,
+                      job.destination.device};
+    const auto grant = grant_for(op.config(), job.via, part, rdma_op::write, ec);
+    if (ec) {
+      if (!job.failure) job.failure = ec;
+      co_return;
+    }
+    if (grant) spec.headers.emplace_back("x-amz-rdma-token", grant->token());
+    bool by_rdma = false;
+    spec.choose = [&job, &grant, &by_rdma, first, length](const response& res, std::span<std::byte>& target,
+                                                          bool&) -> error_code {
       const auto range = parse_content_range(res.field("Content-Range"));
       if (res.status != 206 || !range || range->first != job.offset + first ||
           range->last != job.offset + first + length - 1 || range->total != job.total) {
         return sluice::errc::protocol_violation;
       }
+      by_rdma = grant && moved_by_rdma(res);
+      if (by_rdma) {
+        if (rdma_bytes_of(res) != length) return sluice::errc::protocol_violation;
+        target = {};  // the bytes are already in place
+        return {};
+      }
+      if (grant) {
+        ++job.paths->declined;
+        if (job.via == transfer_via::rdma) return s3::errc::rdma_not_supported;
+      }
       target = std::span<std::byte>(job.destination.bytes() + first, static_cast<std::size_t>(length));
       return {};
     };
-    error_code ec;
     const response res = co_await execute(op, spec, ec);
     if (!ec && res.status >= 300) ec = error_of(res, false);
     if (ec) {
       if (!job.failure) job.failure = ec;
       co_return;
+    }
+    if (by_rdma) {
+      job.paths->rdma(*op.state, length);
+      job.progress->add(length);
+    } else {
+      job.paths->http(*op.state, length);
     }
   }
 }
@@ -1120,9 +1222,25 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
 
   // The first request asks for the whole transfer when it is small (or of unknown size, up to
   // the threshold), else for one part; its answer tells the object's size and ETag.
-  const std::uint64_t first_length =
+  std::uint64_t first_length =
       want ? (*want <= config.multipart_threshold ? *want : config.part_size) : config.multipart_threshold;
+  // With RDMA the first request asks for no more than the destination holds: its token grants
+  // exactly that much memory.
+  path_counter paths;
+  std::unique_ptr<rdma_client_plane::grant> grant;
+  if (options.via != transfer_via::http && destination.size > 0) {
+    first_length = std::min<std::uint64_t>(first_length, destination.size);
+    const region first{destination.data, static_cast<std::size_t>(first_length), destination.kind, destination.device};
+    grant = grant_for(config, options.via, first, rdma_op::write, out.ec);
+    if (out.ec) co_return out;
+  } else if (options.via == transfer_via::rdma && !config.rdma) {
+    out.ec = s3::errc::rdma_not_supported;
+    co_return out;
+  }
+  bool first_by_rdma = false;
   download job;
+  job.via = options.via;
+  job.paths = &paths;
   job.bucket = bucket;
   job.key = key;
   job.destination = destination;
@@ -1137,9 +1255,15 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   spec.key = key;
   spec.headers.emplace_back("range",
                             "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + first_length - 1));
+  if (grant) spec.headers.emplace_back("x-amz-rdma-token", grant->token());
   spec.progress = &progress;
   spec.choose = [&](const response& res, std::span<std::byte>& target, bool& longer_ok) -> error_code {
     job.etag = unquote(res.field("ETag"));
+    first_by_rdma = grant && moved_by_rdma(res);
+    if (grant && !first_by_rdma) {
+      ++paths.declined;
+      if (options.via == transfer_via::rdma) return s3::errc::rdma_not_supported;
+    }
     std::uint64_t length = 0;
     if (res.status == 206) {
       const auto range = parse_content_range(res.field("Content-Range"));
@@ -1153,6 +1277,12 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
       }
       job.total = *range->total;
       length = *range->last - *range->first + 1;
+    } else if (first_by_rdma) {
+      // 200 over RDMA: the whole object went into the destination.
+      const auto moved = rdma_bytes_of(res);
+      if (offset != 0 || !moved) return sluice::errc::protocol_violation;
+      job.total = *moved;
+      length = job.total;
     } else {
       // 200: the server ignored the Range and sends the whole object.
       const std::string_view text = res.field("Content-Length");
@@ -1166,10 +1296,15 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
     if (offset > job.total || (want && *want > job.total - offset)) return sluice::errc::bad_range;
     need = want ? *want : job.total - offset;
     if (need > destination.size) return sluice::errc::region_too_small;
+    if (first_by_rdma && rdma_bytes_of(res) != length) return sluice::errc::protocol_violation;
     length = std::min(length, need);
     progress.total = need;
     first_bytes = length;
-    target = std::span<std::byte>(destination.bytes(), static_cast<std::size_t>(length));
+    if (first_by_rdma) {
+      target = {};  // the bytes are already in place
+    } else {
+      target = std::span<std::byte>(destination.bytes(), static_cast<std::size_t>(length));
+    }
     return {};
   };
   const response res = co_await execute(op, spec, out.ec);
@@ -1189,6 +1324,13 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
     out.ec = error_of(res, false);
     co_return out;
   }
+  if (first_by_rdma) {
+    paths.rdma(*op.state, first_bytes);
+    progress.add(first_bytes);
+  } else {
+    paths.http(*op.state, first_bytes);
+  }
+  grant.reset();
   if (first_bytes < need) {
     // The rest as ranged GETs of part_size, parts_in_flight at once.
     job.begin = first_bytes;
@@ -1202,6 +1344,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
       co_return out;
     }
   }
+  paths.report_to(options.report);
   out.value = need;
   co_return out;
 }
@@ -1309,7 +1452,54 @@ struct upload {
   std::vector<std::array<std::byte, 16>> md5s;
   error_code failure;
   transfer_progress* progress = nullptr;
+  transfer_via via = transfer_via::automatic;
+  path_counter* paths = nullptr;
 };
+
+/// Sends a PUT (object or part) whose payload is `spec.body`: by RDMA when `via` allows and
+/// the client has a plane (no body; token, size and checksums in headers), else, or after the
+/// server declined (automatic), with the body. The answer of the request that carried the bytes.
+asio::awaitable<response> put_payload(const op_context& op, request_spec spec, transfer_via via, path_counter& paths,
+                                      error_code& ec) {
+  const std::span<const std::byte> data = spec.body;
+  const region memory{const_cast<std::byte*>(data.data()), data.size(), memory_kind::host_pageable, -1};
+  const auto grant = grant_for(op.config(), via, memory, rdma_op::read, ec);
+  if (ec) co_return response{};
+  if (grant) {
+    request_spec by_rdma = spec;
+    by_rdma.body = {};
+    by_rdma.has_body = true;  // Content-Length: 0
+    by_rdma.payload_hash = std::string(unsigned_payload);
+    by_rdma.progress = nullptr;
+    digest crc(digest_kind_of(checksum_algorithm::crc32c));
+    crc.update(data);
+    by_rdma.headers.emplace_back("x-amz-rdma-token", grant->token());
+    by_rdma.headers.emplace_back("x-amz-decoded-content-length", std::to_string(data.size()));
+    by_rdma.headers.emplace_back("x-amz-checksum-crc32c", base64_encode(crc.finish()));
+    response res = co_await execute(op, by_rdma, ec);
+    if (ec) co_return res;
+    if (res.status < 300) {
+      if (!moved_by_rdma(res)) {
+        ec = sluice::errc::protocol_violation;  // a server that took a body-less PUT it did not read
+        co_return res;
+      }
+      paths.rdma(*op.state, data.size());
+      if (spec.progress != nullptr) spec.progress->add(data.size());
+      co_return res;
+    }
+    const bool declined = res.status == 501 && (res.field("x-amz-rdma-reply") == "501" ||
+                                                error_of(res, false) == s3::errc::rdma_not_supported);
+    if (!declined) co_return res;
+    ++paths.declined;
+    if (via == transfer_via::rdma) {
+      ec = s3::errc::rdma_not_supported;
+      co_return res;
+    }
+  }
+  response res = co_await execute(op, spec, ec);
+  if (!ec && res.status < 300) paths.http(*op.state, data.size());
+  co_return res;
+}
 
 asio::awaitable<void> upload_parts(const op_context& op, upload& job) {
   std::vector<std::byte> scratch;
@@ -1334,7 +1524,7 @@ asio::awaitable<void> upload_parts(const op_context& op, upload& job) {
     spec.has_body = true;
     spec.payload_hash = std::string(unsigned_payload);
     spec.progress = job.progress;
-    const response res = co_await execute(op, spec, ec);
+    const response res = co_await put_payload(op, std::move(spec), job.via, *job.paths, ec);
     if (!ec && res.status >= 300) ec = error_of(res, false);
     if (ec) {
       if (!job.failure) job.failure = ec;
@@ -1364,7 +1554,8 @@ asio::awaitable<void> abort_upload(const op_context& op, const upload& job) {
 
 asio::awaitable<outcome<std::string>> single_put(const op_context& op, const std::string& bucket,
                                                  const std::string& key, byte_source& source,
-                                                 const put_options& options, transfer_progress& progress) {
+                                                 const put_options& options, transfer_progress& progress,
+                                                 path_counter& paths) {
   outcome<std::string> out;
   std::vector<std::byte> scratch;
   const std::span<const std::byte> data = source.read(0, static_cast<std::size_t>(source.size()), scratch, out.ec);
@@ -1380,7 +1571,7 @@ asio::awaitable<outcome<std::string>> single_put(const op_context& op, const std
   spec.has_body = true;
   spec.payload_hash = std::string(unsigned_payload);
   spec.progress = &progress;
-  const response res = co_await execute(op, spec, out.ec);
+  const response res = co_await put_payload(op, std::move(spec), options.via, paths, out.ec);
   if (out.ec) co_return out;
   if (res.status >= 300) {
     out.ec = error_of(res, false);
@@ -1392,7 +1583,8 @@ asio::awaitable<outcome<std::string>> single_put(const op_context& op, const std
 
 asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const std::string& bucket,
                                                     const std::string& key, std::shared_ptr<byte_source> source,
-                                                    const put_options& options, transfer_progress& progress) {
+                                                    const put_options& options, transfer_progress& progress,
+                                                    path_counter& paths) {
   outcome<std::string> out;
   const client_config& config = op.config();
   constexpr std::uint64_t max_parts = 10000;
@@ -1405,6 +1597,8 @@ asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const 
   job.done.resize(static_cast<std::size_t>(job.parts));
   job.md5s.resize(static_cast<std::size_t>(job.parts));
   job.progress = &progress;
+  job.via = options.via;
+  job.paths = &paths;
 
   {  // CreateMultipartUpload
     request_spec spec;
@@ -1473,10 +1667,19 @@ asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const 
 asio::awaitable<outcome<std::string>> put_op(op_context op, std::string bucket, std::string key,
                                              std::shared_ptr<byte_source> source, put_options options) {
   transfer_progress progress{options.progress, source->size(), 0};
-  if (source->size() <= op.config().multipart_threshold) {
-    co_return co_await single_put(op, bucket, key, *source, options, progress);
+  path_counter paths;
+  outcome<std::string> out;
+  if (options.via == transfer_via::rdma && !op.config().rdma) {
+    out.ec = s3::errc::rdma_not_supported;
+    co_return out;
   }
-  co_return co_await multipart_put(op, bucket, key, std::move(source), options, progress);
+  if (source->size() <= op.config().multipart_threshold) {
+    out = co_await single_put(op, bucket, key, *source, options, progress, paths);
+  } else {
+    out = co_await multipart_put(op, bucket, key, std::move(source), options, progress, paths);
+  }
+  paths.report_to(options.report);
+  co_return out;
 }
 
 asio::awaitable<outcome<std::string>> put_region_op(op_context op, std::string bucket, std::string key, region source,
@@ -1656,7 +1859,8 @@ client::executor_type client::get_executor() const noexcept { return state_->io.
 const client_config& client::config() const noexcept { return state_->config; }
 
 client_statistics client::statistics() const noexcept {
-  return {state_->connections_opened.load(), state_->requests.load(), state_->retries.load()};
+  return {state_->connections_opened.load(), state_->requests.load(), state_->retries.load(), state_->rdma_bytes.load(),
+          state_->http_bytes.load()};
 }
 
 void client::cancel() { state_->cancel_all(); }

@@ -17,7 +17,9 @@ std::optional<config_error> server_config::validate() const {
   if (max_header_bytes < 1024) return config_error{"max_header_bytes", "must be at least 1 KiB"};
   if (max_connections == 0) return config_error{"max_connections", "must be at least 1"};
   if (io_threads == 0) return config_error{"io_threads", "must be at least 1"};
-  if (read_timeout.count() <= 0 || idle_timeout.count() <= 0) return config_error{"read_timeout", "timeouts must be positive"};
+  if (rdma_threads == 0) return config_error{"rdma_threads", "must be at least 1"};
+  if (read_timeout.count() <= 0 || idle_timeout.count() <= 0)
+    return config_error{"read_timeout", "timeouts must be positive"};
   if (max_object_bytes == 0) return config_error{"max_object_bytes", "must be greater than 0"};
   return std::nullopt;
 }

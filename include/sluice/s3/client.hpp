@@ -49,6 +49,7 @@
 #include <sluice/error.hpp>
 #include <sluice/region.hpp>
 #include <sluice/request.hpp>
+#include <sluice/s3/rdma.hpp>
 #include <sluice/s3/sigv4.hpp>
 #include <sluice/s3/xml_client.hpp>
 
@@ -91,6 +92,8 @@ struct client_config {
   std::uint64_t multipart_threshold = 16 * mib;      ///< larger transfers are split into parts
   std::size_t io_threads = 2;                        ///< threads of the client's own io_context
   std::chrono::seconds idle_connection_timeout{20};  ///< idle pooled connections older than this are closed
+  /// The data plane for x-amz-rdma-token (sluice::fabric::client_plane); null: HTTP bodies only.
+  std::shared_ptr<rdma_client_plane> rdma;
 
   /// The first problem, or nullopt: endpoint not "http://host[:port]", region empty, only one of
   /// the two keys given, max_connections_per_host, parts_in_flight or io_threads 0, part_size
@@ -113,6 +116,12 @@ struct get_options {
   get_options(byte_range r = {}, progress_callback p = {}) : range(r), progress(std::move(p)) {}
   byte_range range;            ///< which bytes
   progress_callback progress;  ///< optional
+  /// Which path carries the bytes. With RDMA each request (the first and every part) carries its
+  /// own token for its part of `destination`; a server that declines sends the body over HTTP
+  /// instead (automatic), or fails the transfer with s3::errc::rdma_not_supported (rdma).
+  transfer_via via = transfer_via::automatic;
+  /// When set, filled in at the completion with what carried the bytes. Must outlive the operation.
+  transfer_report* report = nullptr;
 };
 
 /// How to write an object.
@@ -121,6 +130,14 @@ struct put_options {
   put_options(object_attributes a = {}, progress_callback p = {}) : attributes(std::move(a)), progress(std::move(p)) {}
   object_attributes attributes;  ///< Content-Type, Content-Encoding, ..., x-amz-meta-* metadata
   progress_callback progress;    ///< optional
+  /// Which path carries the bytes. A PUT (or part) by RDMA has no body: it carries a token, the
+  /// payload's size (x-amz-decoded-content-length), Content-MD5 and x-amz-checksum-crc32c, so a
+  /// server that ignores the token rejects it rather than storing 0 bytes. A server that declines
+  /// (501 RDMANotSupported) gets the request again with a body (automatic), or the transfer fails
+  /// with s3::errc::rdma_not_supported (rdma).
+  transfer_via via = transfer_via::automatic;
+  /// As get_options::report.
+  transfer_report* report = nullptr;
 };
 
 /// What to list (ListObjectsV2).
@@ -140,6 +157,8 @@ struct client_statistics {
   std::uint64_t connections_opened = 0;  ///< TCP connections established
   std::uint64_t requests = 0;            ///< HTTP requests sent (every attempt counts)
   std::uint64_t retries = 0;             ///< attempts repeated after a retryable failure
+  std::uint64_t rdma_bytes = 0;          ///< object bytes moved by RDMA (GET and PUT)
+  std::uint64_t http_bytes = 0;          ///< object bytes moved in HTTP bodies
 };
 
 namespace detail {

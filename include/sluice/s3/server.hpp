@@ -7,6 +7,7 @@
 #include <sluice/error.hpp>
 #include <sluice/memory_store.hpp>
 #include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/rdma.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -42,6 +43,10 @@ struct server_config {
   std::chrono::seconds idle_timeout{60};     ///< a keep-alive connection waits no longer
   std::chrono::minutes clock_skew{15};
   std::size_t io_threads = 2;  ///< threads of the server's own io_context
+  /// The data plane behind x-amz-rdma-token (sluice::fabric::server_plane). Null: every token
+  /// is declined (x-amz-rdma-reply: 501; GET answers over HTTP, PUT with RDMANotSupported).
+  std::shared_ptr<rdma_server_plane> rdma;
+  std::size_t rdma_threads = 8;  ///< RDMA transfers that run at once (each blocks one thread)
 
   /// The first problem, or nullopt.
   [[nodiscard]] std::optional<config_error> validate() const;

@@ -78,7 +78,8 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
   Store* store;
   server_config config;
   asio::io_context io;
-  asio::thread_pool blocking{2};  // store calls that wait for the disk (fsync, concatenation)
+  asio::thread_pool blocking{2};                // store calls that wait for the disk (fsync, concatenation)
+  asio::thread_pool rdma{config.rdma_threads};  // RDMA transfers (each waits for its completions)
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<std::size_t> connections{0};
@@ -115,6 +116,88 @@ inline bool iequals(std::string_view a, std::string_view b) noexcept {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
+
+/// An S3 error to answer with.
+struct answer_error {
+  s3::errc code;
+  std::string message;
+};
+
+/// The digests a received payload is checked against and described by, whichever path carried
+/// it (HTTP body, aws-chunked body, RDMA): MD5 for the ETag and Content-MD5, SHA-256 when the
+/// payload is signed, and each flexible checksum the request names.
+class payload_digests {
+ public:
+  /// Reads what the request promises. `header` looks up a request header (empty when absent).
+  template <class HeaderLookup>
+  std::optional<answer_error> start(std::string_view content_md5, std::string_view payload_hash,
+                                    const HeaderLookup& header) {
+    if (!content_md5.empty()) {
+      content_md5_ = base64_decode(content_md5);
+      if (!content_md5_ || content_md5_->size() != 16) return answer_error{s3::errc::invalid_digest, {}};
+    }
+    if (payload_hash.size() == 64) {
+      sha256_.emplace(digest_kind::sha256);
+      payload_hash_ = std::string(payload_hash);
+    }
+    for (auto algorithm : {checksum_algorithm::crc32, checksum_algorithm::crc32c, checksum_algorithm::sha1,
+                           checksum_algorithm::sha256}) {
+      if (auto value = header(header_name(algorithm)); !value.empty()) {
+        checksums_.emplace_back(algorithm, std::string(value), digest(digest_kind_of(algorithm)));
+      }
+    }
+    return std::nullopt;
+  }
+  /// A checksum that arrives in the aws-chunked trailer rather than a header.
+  void expect_trailer(checksum_algorithm algorithm) {
+    if (std::none_of(checksums_.begin(), checksums_.end(),
+                     [&](const auto& c) { return std::get<0>(c) == algorithm; })) {
+      checksums_.emplace_back(algorithm, std::string(), digest(digest_kind_of(algorithm)));
+    }
+  }
+  /// Whether the request named a flexible checksum (header or trailer).
+  [[nodiscard]] bool has_checksum() const noexcept { return !checksums_.empty(); }
+  void update(std::span<const std::byte> data) {
+    md5_.update(data);
+    if (sha256_) sha256_->update(data);
+    for (auto& c : checksums_) std::get<2>(c).update(data);
+  }
+  /// Checks every promise and sets the ETag and checksums of `attributes`.
+  std::optional<answer_error> finish(object_attributes& attributes,
+                                     const std::map<std::string, std::string>* trailers) {
+    if (sha256_ && !constant_time_equal(to_hex(sha256_->finish()), payload_hash_)) {
+      return answer_error{s3::errc::x_amz_content_sha256_mismatch, {}};
+    }
+    const std::vector<std::byte> md5_bytes = md5_.finish();
+    if (content_md5_ && *content_md5_ != md5_bytes) {
+      return answer_error{s3::errc::bad_digest, "The Content-MD5 you specified did not match what we received."};
+    }
+    attributes.etag = to_hex(md5_bytes);
+    for (auto& [algorithm, want, running] : checksums_) {
+      std::string got = base64_encode(running.finish());
+      if (want.empty() && trailers != nullptr) {
+        auto it = trailers->find(std::string(header_name(algorithm)));
+        if (it != trailers->end()) want = it->second;
+      }
+      if (!want.empty() && want != got) {
+        return answer_error{s3::errc::bad_digest, "The " + std::string(algorithm_name(algorithm)) +
+                                                      " you specified did not match the calculated checksum."};
+      }
+      std::string name(algorithm_name(algorithm));
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      attributes.checksums[name] = got;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<std::vector<std::byte>> content_md5_;
+  digest md5_{digest_kind::md5};
+  std::optional<digest> sha256_;
+  std::string payload_hash_;
+  std::vector<std::tuple<checksum_algorithm, std::string, digest>> checksums_;  // algorithm, expected (base64), running
+};
 
 /// A resolved "Range: bytes=..." header: the extent, or why it cannot be served.
 struct range_result {
@@ -189,6 +272,7 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
     bool head = false;
     bool keep_alive = true;
     bool body_pending = false;  // a body was announced and not (fully) read
+    std::string rdma_reply;     // x-amz-rdma-reply of the answer: "200", "206", "501" or none
     // The header, copied: reading a body moves the parser (and the header it holds) away.
     http::request_header<> fields;
     [[nodiscard]] const http::request_header<>& msg() const { return fields; }
@@ -217,6 +301,18 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
   asio::awaitable<std::optional<std::string>> read_small_body(request& req, std::size_t limit);
   template <class Writer>
   asio::awaitable<std::optional<object_attributes>> receive_object(request& req, Writer& writer, std::uint64_t limit);
+  // PutObject / UploadPart with x-amz-rdma-token: the payload is RMA-read from the client.
+  template <class Writer>
+  asio::awaitable<std::optional<object_attributes>> receive_via_rdma(request& req, Writer& writer, std::uint64_t limit);
+  // Either, as the request says.
+  template <class Writer>
+  asio::awaitable<std::optional<object_attributes>> receive_payload(request& req, Writer& writer, std::uint64_t limit) {
+    if (req.header("x-amz-rdma-token").empty()) co_return co_await receive_object(req, writer, limit);
+    co_return co_await receive_via_rdma(req, writer, limit);
+  }
+  // What to do with a request's token: use it (`token` filled in), decline it, or reject it.
+  enum class token_verdict { accept, decline, reject };
+  token_verdict check_token(request& req, rdma_op op, std::uint64_t length, rdma_token& token, std::string& why);
 
   // Operations.
   asio::awaitable<bool> list_buckets(request& req);
@@ -234,8 +330,13 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
   // on this connection's strand: network threads never wait for fsync.
   template <class Work>
   asio::awaitable<std::invoke_result_t<Work>> offload(Work work) {
+    co_return co_await offload_to(state_->blocking, std::move(work));
+  }
+  // As offload, on `pool`.
+  template <class Work>
+  asio::awaitable<std::invoke_result_t<Work>> offload_to(asio::thread_pool& pool, Work work) {
     auto home = co_await asio::this_coro::executor;
-    co_await asio::post(state_->blocking, asio::use_awaitable);
+    co_await asio::post(pool, asio::use_awaitable);
     if constexpr (std::is_void_v<std::invoke_result_t<Work>>) {
       work();
       co_await asio::post(home, asio::use_awaitable);
@@ -402,6 +503,7 @@ void connection<Store>::common_headers(request& req, http::fields& fields) {
   fields.set(http::field::server, "sluice");
   fields.set("x-amz-request-id", req.id);
   fields.set(http::field::date, xml::http_date(std::chrono::system_clock::now()));
+  if (!req.rdma_reply.empty()) fields.set("x-amz-rdma-reply", req.rdma_reply);
 }
 
 template <class Store>
@@ -558,33 +660,16 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_obj
     co_await send_error(req, s3::errc::entity_too_large);
     co_return std::nullopt;
   }
-  std::optional<std::vector<std::byte>> content_md5;
-  if (auto md5 = req.header("Content-MD5"); !md5.empty()) {
-    content_md5 = base64_decode(md5);
-    if (!content_md5 || content_md5->size() != 16) {
-      co_await send_error(req, s3::errc::invalid_digest);
-      co_return std::nullopt;
-    }
-  }
-
-  // Digests: MD5 for the ETag, SHA-256 when the payload is signed, each checksum asked for.
-  digest md5(digest_kind::md5);
-  std::optional<digest> sha256;
-  if (payload_hash.size() == 64) sha256.emplace(digest_kind::sha256);
-  std::vector<std::tuple<checksum_algorithm, std::string, digest>> checksums;  // algorithm, expected (base64), running
-  for (auto algorithm :
-       {checksum_algorithm::crc32, checksum_algorithm::crc32c, checksum_algorithm::sha1, checksum_algorithm::sha256}) {
-    if (auto value = req.header(header_name(algorithm)); !value.empty()) {
-      checksums.emplace_back(algorithm, std::string(value), digest(digest_kind_of(algorithm)));
-    }
+  payload_digests digests;
+  if (const auto problem = digests.start(req.header("Content-MD5"), payload_hash,
+                                         [&req](std::string_view name) { return req.header(name); })) {
+    co_await send_error(req, problem->code, problem->message);
+    co_return std::nullopt;
   }
   std::optional<checksum_algorithm> trailer;
   if (auto t = req.header("x-amz-trailer"); !t.empty()) {
     trailer = checksum_algorithm_of_header(t);
-    if (trailer &&
-        std::none_of(checksums.begin(), checksums.end(), [&](const auto& c) { return std::get<0>(c) == *trailer; })) {
-      checksums.emplace_back(*trailer, std::string(), digest(digest_kind_of(*trailer)));
-    }
+    if (trailer) digests.expect_trailer(*trailer);
   }
 
   error_code store_error;
@@ -592,9 +677,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_obj
   auto on_payload = [&](std::span<const std::byte> data) {
     received += data.size();
     if (store_error || received > expected) return;
-    md5.update(data);
-    if (sha256) sha256->update(data);
-    for (auto& c : checksums) std::get<2>(c).update(data);
+    digests.update(data);
     writer.write(data, store_error);
   };
 
@@ -658,34 +741,102 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_obj
     co_await send_error(req, s3::errc::incomplete_body, "the body is shorter or longer than announced");
     co_return std::nullopt;
   }
-  if (sha256 && !constant_time_equal(to_hex(sha256->finish()), payload_hash)) {
-    co_await send_error(req, s3::errc::x_amz_content_sha256_mismatch);
+  object_attributes attributes = attributes_from(req);
+  const std::map<std::string, std::string>* trailers = decoder ? &decoder->trailers() : nullptr;
+  if (const auto problem = digests.finish(attributes, trailers)) {
+    co_await send_error(req, problem->code, problem->message);
     co_return std::nullopt;
   }
-  const std::vector<std::byte> md5_bytes = md5.finish();
-  if (content_md5 && *content_md5 != md5_bytes) {
-    co_await send_error(req, s3::errc::bad_digest, "The Content-MD5 you specified did not match what we received.");
+  co_return attributes;
+}
+
+template <class Store>
+typename connection<Store>::token_verdict connection<Store>::check_token(request& req, rdma_op op, std::uint64_t length,
+                                                                         rdma_token& token, std::string& why) {
+  if (!state_->config.rdma) return token_verdict::decline;
+  // The token is a grant to write into (or read from) the client's memory: only a token that the
+  // credential holder signed is used, or anyone who saw one could aim the server at that memory.
+  const bool signed_token = req.auth && std::find(req.auth->signed_headers.begin(), req.auth->signed_headers.end(),
+                                                  "x-amz-rdma-token") != req.auth->signed_headers.end();
+  if (!signed_token) {
+    why = "the x-amz-rdma-token header is not signed";
+    return token_verdict::reject;
+  }
+  error_code ec;
+  token = decode_rdma_token(req.header("x-amz-rdma-token"), ec);
+  if (ec) {
+    why = "malformed x-amz-rdma-token";
+    return token_verdict::reject;
+  }
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  check_rdma_token(token, op, length, static_cast<std::uint64_t>(now.count()), ec);
+  if (ec) {
+    why = token.op != op                  ? "the token grants the wrong operation"
+          : token.total_length() < length ? "the token's segments are shorter than the transfer"
+                                          : "the token has expired";
+    return token_verdict::reject;
+  }
+  if (!state_->config.rdma->serves(token.provider)) return token_verdict::decline;
+  return token_verdict::accept;
+}
+
+template <class Store>
+template <class Writer>
+asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_via_rdma(request& req, Writer& writer,
+                                                                                      std::uint64_t limit) {
+  // The payload's size travels in x-amz-decoded-content-length; the request has no body.
+  std::uint64_t expected = 0;
+  const auto decoded = req.header("x-amz-decoded-content-length");
+  if (decoded.empty() || std::from_chars(decoded.data(), decoded.data() + decoded.size(), expected).ec != std::errc{}) {
+    co_await send_error(req, s3::errc::missing_content_length,
+                        "a PUT with x-amz-rdma-token needs x-amz-decoded-content-length");
+    co_return std::nullopt;
+  }
+  if (const auto length = req.parser->content_length(); (length && *length != 0) || (!length && req.body_pending)) {
+    co_await send_error(req, s3::errc::invalid_request, "a PUT with x-amz-rdma-token carries no body");
+    co_return std::nullopt;
+  }
+  if (expected > limit) {
+    co_await send_error(req, s3::errc::entity_too_large);
+    co_return std::nullopt;
+  }
+  rdma_token token;
+  std::string why;
+  switch (check_token(req, rdma_op::read, expected, token, why)) {
+    case token_verdict::reject: co_await send_error(req, s3::errc::invalid_rdma_token, why); co_return std::nullopt;
+    case token_verdict::decline:
+      req.rdma_reply = "501";
+      co_await send_error(req, s3::errc::rdma_not_supported);
+      co_return std::nullopt;
+    case token_verdict::accept: break;
+  }
+  payload_digests digests;
+  // The request's own x-amz-content-sha256 covers its empty body, not the payload.
+  if (const auto problem =
+          digests.start(req.header("Content-MD5"), {}, [&req](std::string_view name) { return req.header(name); })) {
+    co_await send_error(req, problem->code, problem->message);
+    co_return std::nullopt;
+  }
+  error_code store_error;
+  const error_code moved = co_await offload_to(state_->rdma, [&] {
+    return state_->config.rdma->read(token, expected, [&](std::span<const std::byte> data) {
+      digests.update(data);
+      writer.write(data, store_error);
+      return store_error;
+    });
+  });
+  if (moved) {
+    if (moved == s3::errc::rdma_not_supported) req.rdma_reply = "501";
+    co_await send_error(req, store_error ? to_s3(store_error) : to_s3(moved));
     co_return std::nullopt;
   }
   object_attributes attributes = attributes_from(req);
-  attributes.etag = to_hex(md5_bytes);
-  for (auto& [algorithm, want, running] : checksums) {
-    std::string got = base64_encode(running.finish());
-    if (want.empty() && decoder) {
-      auto it = decoder->trailers().find(std::string(header_name(algorithm)));
-      if (it != decoder->trailers().end()) want = it->second;
-    }
-    if (!want.empty() && want != got) {
-      co_await send_error(
-          req, s3::errc::bad_digest,
-          "The " + std::string(algorithm_name(algorithm)) + " you specified did not match the calculated checksum.");
-      co_return std::nullopt;
-    }
-    std::string name(algorithm_name(algorithm));
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    attributes.checksums[name] = got;
+  if (const auto problem = digests.finish(attributes, nullptr)) {
+    co_await send_error(req, problem->code, problem->message);
+    co_return std::nullopt;
   }
+  req.rdma_reply = "200";
   co_return attributes;
 }
 
@@ -859,7 +1010,7 @@ asio::awaitable<bool> connection<Store>::put_object(request& req) {
   error_code ec;
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
-  auto attributes = co_await receive_object(req, writer, state_->config.max_object_bytes);
+  auto attributes = co_await receive_payload(req, writer, state_->config.max_object_bytes);
   if (!attributes) co_return false;  // answered (or the connection is gone); nothing published
   const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -961,6 +1112,37 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
   const std::uint64_t offset = range.present ? range.offset : 0;
   const std::uint64_t length = range.present ? range.length : size;
 
+  // With a token, the bytes go by RDMA into the client's memory and the answer has no body;
+  // a declined token gets the body over HTTP, marked x-amz-rdma-reply: 501.
+  if (!req.head && !req.header("x-amz-rdma-token").empty()) {
+    rdma_token token;
+    std::string why;
+    const token_verdict verdict = check_token(req, rdma_op::write, length, token, why);
+    if (verdict == token_verdict::reject) co_return co_await send_error(req, s3::errc::invalid_rdma_token, why);
+    req.rdma_reply = "501";
+    if (verdict == token_verdict::accept) {
+      const region bytes = mapping.region();
+      const error_code moved = co_await offload_to(state_->rdma, [&] {
+        return state_->config.rdma->write(token, length, [&](std::uint64_t at, std::span<std::byte> out) {
+          std::memcpy(out.data(), bytes.bytes() + offset + at, out.size());
+          return error_code{};
+        });
+      });
+      if (!moved) {
+        string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
+        object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
+        if (range.present) {
+          res.set(http::field::content_range, "bytes " + std::to_string(offset) + "-" +
+                                                  std::to_string(offset + length - 1) + "/" + std::to_string(size));
+        }
+        req.rdma_reply = range.present ? "206" : "200";
+        res.set("x-amz-rdma-bytes-transferred", std::to_string(length));
+        co_return co_await send(req, std::move(res));
+      }
+      if (moved != s3::errc::rdma_not_supported) co_return co_await send_error(req, to_s3(moved));
+    }
+  }
+
   http::response<http::buffer_body> res{range.present ? http::status::partial_content : http::status::ok, 11};
   common_headers(req, res.base());
   object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
@@ -1030,7 +1212,7 @@ asio::awaitable<bool> connection<Store>::multipart(request& req) {
       }
       auto writer = state_->store->begin_part(object, upload_id, number, ec);
       if (ec) co_return co_await send_error(req, to_s3(ec));
-      auto attributes = co_await receive_object(req, writer, state_->config.max_object_bytes);
+      auto attributes = co_await receive_payload(req, writer, state_->config.max_object_bytes);
       if (!attributes) co_return false;
       const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
       if (ec) co_return co_await send_error(req, to_s3(ec));

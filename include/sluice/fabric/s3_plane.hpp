@@ -1,0 +1,91 @@
+// The S3 tier's RDMA data plane over libfabric: the server side (bounded pools of registered
+// staging buffers, one endpoint per provider) and the client side (registration cache, tokens).
+// Built into sluice::fabric when the S3 tier is built too.
+#pragma once
+
+#include <sluice/fabric/endpoint.hpp>
+#include <sluice/fabric/registrar.hpp>
+#include <sluice/s3/rdma.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::fabric {
+
+/// How a server plane is opened.
+struct server_plane_config {
+  /// provider "auto" opens every provider that works here (hardware, shm, tcp;ofi_rxm), so that
+  /// each client may use the one its token names; a name opens that one only.
+  fabric_config fabric;
+  std::size_t staging_buffer_bytes = 4 * mib;  ///< one staging buffer (one RMA at most this long)
+  std::size_t staging_buffers = 16;            ///< per provider: staging memory = count × size
+  std::size_t buffers_per_transfer = 4;        ///< RMAs in flight for one request
+
+  /// The first problem, or nullopt: fabric invalid, a size or count 0, buffers_per_transfer
+  /// more than staging_buffers.
+  [[nodiscard]] std::optional<config_error> validate() const;
+};
+
+/// The server side of the token protocol. Thread-safe; hold it by shared_ptr (server_config::rdma).
+class server_plane final : public s3::rdma_server_plane {
+ public:
+  /// Opens the endpoints and registers the staging buffers. Errors: invalid_config, or the
+  /// error of the last provider tried when none could be opened.
+  [[nodiscard]] static std::shared_ptr<server_plane> open(const server_plane_config& config, error_code& ec);
+  ~server_plane() override;
+
+  /// The providers opened, e.g. {"shm", "tcp;ofi_rxm"}.
+  [[nodiscard]] std::vector<std::string> providers() const;
+  /// The endpoint of `provider`, or null.
+  [[nodiscard]] std::shared_ptr<endpoint> endpoint_for(std::string_view provider) const;
+
+  [[nodiscard]] bool serves(std::string_view provider) const override;
+  [[nodiscard]] error_code write(const s3::rdma_token& token, std::uint64_t length,
+                                 const s3::rdma_source& source) override;
+  [[nodiscard]] error_code read(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_sink& sink) override;
+
+  struct provider_state;
+
+ private:
+  server_plane() = default;
+  server_plane_config config_;
+  std::vector<std::shared_ptr<provider_state>> providers_;
+};
+
+/// How a client plane is opened.
+struct client_plane_config {
+  fabric_config fabric;                   ///< "auto": see candidate_providers
+  std::size_t cached_registrations = 64;  ///< MRs kept for reuse (see fabric::registrar)
+  [[nodiscard]] std::optional<config_error> validate() const { return fabric.validate(); }
+};
+
+/// The client side: registers memory and writes tokens. Thread-safe; hold it by shared_ptr
+/// (client_config::rdma).
+class client_plane final : public s3::rdma_client_plane {
+ public:
+  /// Opens an endpoint on the configured provider; for "auto", the first candidate that opens
+  /// (`peer_local`: the server is on this host, so shm is a candidate).
+  [[nodiscard]] static std::shared_ptr<client_plane> open(const client_plane_config& config, bool peer_local,
+                                                          error_code& ec);
+
+  [[nodiscard]] std::string_view provider() const noexcept override;
+  [[nodiscard]] std::unique_ptr<grant> grant_access(const region& memory, s3::rdma_op op,
+                                                    std::chrono::system_clock::time_point expires,
+                                                    error_code& ec) override;
+  [[nodiscard]] const std::shared_ptr<fabric::endpoint>& get_endpoint() const noexcept { return endpoint_; }
+  /// Drops cached registrations overlapping `memory`; call it before freeing memory that was
+  /// used for transfers when the provider pins pages (verbs, efa).
+  void invalidate(const region& memory);
+
+ private:
+  client_plane(std::shared_ptr<fabric::endpoint> ep, std::size_t cached);
+  std::shared_ptr<fabric::endpoint> endpoint_;
+  registrar write_cache_;  // GET targets: the server writes (and may read back what it wrote)
+  registrar read_cache_;   // PUT sources: the server reads
+};
+
+}  // namespace sluice::fabric

@@ -1,0 +1,421 @@
+// Compiled part of sluice::fabric that serves the S3 tier: the token protocol's data plane.
+#include <sluice/fabric/s3_plane.hpp>
+
+#include <sluice/s3/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <new>
+
+namespace sluice::fabric {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// Page-aligned host memory for one staging buffer.
+struct aligned_bytes {
+  struct deleter {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{4096}); }
+  };
+  std::unique_ptr<std::byte[], deleter> bytes;
+  std::size_t size = 0;
+  explicit aligned_bytes(std::size_t n)
+      : bytes(static_cast<std::byte*>(::operator new[](n, std::align_val_t{4096}))), size(n) {}
+};
+
+/// Outstanding RMAs of one request (or of one staging buffer): how many, how many succeeded,
+/// the first error, and a wakeup for the waiter. Shared with the completion functions, so a
+/// waiter that gives up leaves the rest to them: `on_idle`, once set by abandon(), runs when the
+/// last outstanding operation completes (it returns the staging buffer).
+struct batch {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t outstanding = 0;
+  std::uint64_t succeeded = 0;
+  error_code first_error;
+  std::function<void()> on_idle;
+
+  void add() {
+    const std::lock_guard lock(mutex);
+    ++outstanding;
+  }
+  void done(error_code ec) {
+    std::function<void()> idle;
+    {
+      const std::lock_guard lock(mutex);
+      --outstanding;
+      if (ec && !first_error) first_error = ec;
+      if (!ec) ++succeeded;
+      if (outstanding == 0) idle = std::move(on_idle);
+    }
+    changed.notify_all();
+    if (idle) idle();
+  }
+  /// Waits until at most `limit` operations are outstanding or one failed; false on timeout.
+  bool wait_until_at_most(std::size_t limit, steady::time_point deadline) {
+    std::unique_lock lock(mutex);
+    return changed.wait_until(lock, deadline, [&] { return outstanding <= limit || first_error; });
+  }
+  /// Waits until nothing is outstanding; false on timeout.
+  bool wait_idle(steady::time_point deadline) {
+    std::unique_lock lock(mutex);
+    return changed.wait_until(lock, deadline, [&] { return outstanding == 0; });
+  }
+  /// The waiter leaves: `idle` runs now if nothing is outstanding, else after the last completion.
+  void abandon(std::function<void()> idle) {
+    {
+      const std::lock_guard lock(mutex);
+      if (outstanding != 0) {
+        on_idle = std::move(idle);
+        return;
+      }
+    }
+    idle();
+  }
+  error_code error() {
+    const std::lock_guard lock(mutex);
+    return first_error;
+  }
+  bool reached() {
+    const std::lock_guard lock(mutex);
+    return succeeded > 0;
+  }
+  std::uint64_t successes() {
+    const std::lock_guard lock(mutex);
+    return succeeded;
+  }
+};
+
+/// Maps a transfer's byte offsets onto the token's segments, in order.
+struct segment_cursor {
+  const std::vector<s3::rdma_segment>& segments;
+  std::size_t index = 0;
+  std::uint64_t within = 0;
+  /// The next piece of at most `want` bytes: remote address, key and length.
+  s3::rdma_segment next(std::uint64_t want) {
+    while (index < segments.size() && within == segments[index].length) {
+      ++index;
+      within = 0;
+    }
+    const auto& seg = segments[index];
+    const std::uint64_t n = std::min(want, seg.length - within);
+    s3::rdma_segment piece{seg.address + within, n, seg.key};
+    within += n;
+    return piece;
+  }
+};
+
+}  // namespace
+
+/// One provider's endpoint and its pool of registered staging buffers.
+struct server_plane::provider_state {
+  std::shared_ptr<endpoint> ep;
+  std::vector<aligned_bytes> memory;
+  std::vector<memory_region> regions;
+  std::mutex mutex;
+  std::condition_variable returned;
+  std::vector<std::size_t> free;
+
+  /// A free buffer, waiting until `deadline`; nullopt on timeout.
+  std::optional<std::size_t> acquire(steady::time_point deadline) {
+    std::unique_lock lock(mutex);
+    if (!returned.wait_until(lock, deadline, [&] { return !free.empty(); })) return std::nullopt;
+    const std::size_t slot = free.back();
+    free.pop_back();
+    return slot;
+  }
+  void release(std::size_t slot) {
+    {
+      const std::lock_guard lock(mutex);
+      free.push_back(slot);
+    }
+    returned.notify_one();
+  }
+};
+
+std::optional<config_error> server_plane_config::validate() const {
+  if (auto problem = fabric.validate()) return problem;
+  if (staging_buffer_bytes == 0) return config_error{"rdma.staging_buffer_bytes", "must be positive"};
+  if (staging_buffers == 0) return config_error{"rdma.staging_buffers", "must be positive"};
+  if (buffers_per_transfer == 0 || buffers_per_transfer > staging_buffers) {
+    return config_error{"rdma.buffers_per_transfer", "must be between 1 and staging_buffers"};
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<server_plane> server_plane::open(const server_plane_config& config, error_code& ec) {
+  if (config.validate()) {
+    ec = errc::invalid_config;
+    return nullptr;
+  }
+  std::shared_ptr<server_plane> plane(new server_plane());
+  plane->config_ = config;
+  error_code last = make_fabric_error(-FI_ENODATA);
+  for (const std::string& name : candidate_providers(config.fabric.provider, true)) {
+    error_code e;
+    auto ep = endpoint::open(name, config.fabric, e);
+    if (e) {
+      last = e;
+      continue;
+    }
+    auto state = std::make_shared<provider_state>();
+    state->ep = ep;
+    for (std::size_t i = 0; i < config.staging_buffers && !e; ++i) {
+      state->memory.emplace_back(config.staging_buffer_bytes);
+      const region mem{state->memory.back().bytes.get(), config.staging_buffer_bytes, memory_kind::host_pageable, -1};
+      state->regions.push_back(ep->register_memory(mem, access::local, e));
+      state->free.push_back(i);
+    }
+    if (e) {
+      last = e;
+      continue;
+    }
+    plane->providers_.push_back(std::move(state));
+  }
+  if (plane->providers_.empty()) {
+    ec = last;
+    return nullptr;
+  }
+  ec = {};
+  return plane;
+}
+
+server_plane::~server_plane() = default;
+
+std::vector<std::string> server_plane::providers() const {
+  std::vector<std::string> out;
+  for (const auto& p : providers_) out.push_back(p->ep->traits().name);
+  return out;
+}
+
+std::shared_ptr<endpoint> server_plane::endpoint_for(std::string_view provider) const {
+  for (const auto& p : providers_) {
+    if (p->ep->traits().name == provider) return p->ep;
+  }
+  return nullptr;
+}
+
+bool server_plane::serves(std::string_view provider) const { return endpoint_for(provider) != nullptr; }
+
+namespace {
+
+/// The common start of write and read: the provider, the peer, and the decline rule.
+template <class Providers>
+std::shared_ptr<server_plane::provider_state> find_provider(const Providers& providers, const s3::rdma_token& token) {
+  for (const auto& p : providers) {
+    if (p->ep->traits().name == token.provider && p->ep->traits().virtual_addresses() == token.virtual_addresses) {
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+error_code server_plane::write(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_source& source) {
+  const auto provider = find_provider(providers_, token);
+  if (!provider) return s3::errc::rdma_not_supported;
+  if (length == 0) return {};
+  if (token.total_length() < length) return s3::errc::invalid_rdma_token;
+  endpoint& ep = *provider->ep;
+  error_code ec;
+  const fi_addr_t peer = ep.resolve(token.endpoint, ec);
+  if (ec) return s3::errc::rdma_not_supported;
+
+  // Until one write succeeded, the peer has connect_timeout to answer; a failure before that is
+  // a decline (the client gets the bytes over HTTP instead).
+  auto pending = std::make_shared<batch>();
+  const auto connect_deadline = steady::now() + ep.config().connect_timeout;
+  const auto deadline = [&] {
+    return pending->reached() ? steady::now() + ep.config().operation_timeout : connect_deadline;
+  };
+  segment_cursor cursor{token.segments};
+  error_code failure;
+  for (std::uint64_t offset = 0; offset < length;) {
+    // At most buffers_per_transfer of this request's buffers in flight.
+    if (!pending->wait_until_at_most(config_.buffers_per_transfer - 1, deadline()) || pending->error()) break;
+    const auto slot = provider->acquire(deadline());
+    if (!slot) break;  // every staging buffer stayed busy
+    const memory_region& mr = provider->regions[*slot];
+    const std::uint64_t n = std::min<std::uint64_t>(mr.region().size, length - offset);
+    if (const error_code e = source(offset, std::span<std::byte>(mr.region().bytes(), static_cast<std::size_t>(n)))) {
+      provider->release(*slot);
+      failure = e;
+      break;
+    }
+    // The buffer's pieces (one per token segment it spans) return it when the last completes.
+    std::vector<s3::rdma_segment> pieces;
+    for (std::uint64_t done = 0; done < n; done += pieces.back().length) pieces.push_back(cursor.next(n - done));
+    auto left = std::make_shared<std::atomic<std::size_t>>(pieces.size());
+    auto piece_done = [pending, provider, left, slot = *slot](error_code e) {
+      if (left->fetch_sub(1) == 1) provider->release(slot);
+      pending->done(e);
+    };
+    std::uint64_t local = 0;
+    for (const auto& piece : pieces) {
+      pending->add();
+      if (const error_code e = ep.post_write(mr, local, piece.length, peer, piece.address, piece.key, piece_done)) {
+        piece_done(e);
+      }
+      local += piece.length;
+    }
+    offset += n;
+  }
+  // Writes complete with FI_DELIVERY_COMPLETE: once none is outstanding, the bytes are in the
+  // client's memory and the server may answer.
+  const bool all_done = pending->wait_idle(deadline());
+  if (failure) return failure;  // the source's own error
+  if (all_done && !pending->error() && pending->successes() > 0) return {};
+  ep.forget(token.endpoint);  // the next request from this peer starts a fresh connection
+  return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
+}
+
+error_code server_plane::read(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_sink& sink) {
+  const auto provider = find_provider(providers_, token);
+  if (!provider) return s3::errc::rdma_not_supported;
+  if (length == 0) return {};
+  if (token.total_length() < length) return s3::errc::invalid_rdma_token;
+  endpoint& ep = *provider->ep;
+  error_code ec;
+  const fi_addr_t peer = ep.resolve(token.endpoint, ec);
+  if (ec) return s3::errc::rdma_not_supported;
+
+  // A window of buffers being read, consumed in order: each buffer goes to the sink once it and
+  // every buffer before it arrived.
+  struct chunk {
+    std::size_t slot = 0;
+    std::uint64_t length = 0;
+    std::shared_ptr<batch> arrived;
+  };
+  std::deque<chunk> window;
+  segment_cursor cursor{token.segments};
+  const auto connect_deadline = steady::now() + ep.config().connect_timeout;
+  bool reached = false;
+  const auto deadline = [&] { return reached ? steady::now() + ep.config().operation_timeout : connect_deadline; };
+  error_code failure;
+  std::uint64_t posted = 0;
+  while (!failure && (posted < length || !window.empty())) {
+    while (posted < length && window.size() < config_.buffers_per_transfer) {
+      const auto slot = provider->acquire(deadline());
+      if (!slot) {
+        failure = s3::errc::rdma_transfer_failed;
+        break;
+      }
+      const memory_region& mr = provider->regions[*slot];
+      const std::uint64_t n = std::min<std::uint64_t>(mr.region().size, length - posted);
+      chunk c{*slot, n, std::make_shared<batch>()};
+      for (std::uint64_t local = 0; local < n;) {
+        const auto piece = cursor.next(n - local);
+        c.arrived->add();
+        auto arrived = c.arrived;
+        if (const error_code e = ep.post_read(mr, local, piece.length, peer, piece.address, piece.key,
+                                              [arrived](error_code done) { arrived->done(done); })) {
+          arrived->done(e);
+        }
+        local += piece.length;
+      }
+      posted += n;
+      window.push_back(std::move(c));
+    }
+    if (failure || window.empty()) break;
+    chunk& head = window.front();
+    if (!head.arrived->wait_idle(deadline()) || head.arrived->error()) {
+      failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
+      break;
+    }
+    reached = true;
+    const memory_region& mr = provider->regions[head.slot];
+    failure = sink(std::span<const std::byte>(mr.region().bytes(), static_cast<std::size_t>(head.length)));
+    provider->release(head.slot);
+    window.pop_front();
+  }
+  // Buffers still being read go back to the pool when their reads complete.
+  for (auto& c : window) c.arrived->abandon([provider, slot = c.slot] { provider->release(slot); });
+  if (failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported) ep.forget(token.endpoint);
+  return failure;
+}
+
+// -- client ----------------------------------------------------------------------------------
+
+namespace {
+
+class fabric_grant final : public s3::rdma_client_plane::grant {
+ public:
+  fabric_grant(registration reg, std::shared_ptr<endpoint> ep, std::string token)
+      : registration_(std::move(reg)), window_(std::move(ep)), token_(std::move(token)) {}
+  [[nodiscard]] const std::string& token() const noexcept override { return token_; }
+
+ private:
+  registration registration_;
+  endpoint::remote_access_window window_;
+  std::string token_;
+};
+
+}  // namespace
+
+client_plane::client_plane(std::shared_ptr<fabric::endpoint> ep, std::size_t cached)
+    : endpoint_(ep),
+      write_cache_(ep, access::remote_read_write, cached),
+      read_cache_(ep, access::remote_read, cached) {}
+
+std::shared_ptr<client_plane> client_plane::open(const client_plane_config& config, bool peer_local, error_code& ec) {
+  if (config.validate()) {
+    ec = errc::invalid_config;
+    return nullptr;
+  }
+  error_code last = make_fabric_error(-FI_ENODATA);
+  for (const std::string& name : candidate_providers(config.fabric.provider, peer_local)) {
+    error_code e;
+    auto ep = endpoint::open(name, config.fabric, e);
+    if (e) {
+      last = e;
+      continue;
+    }
+    ec = {};
+    return std::shared_ptr<client_plane>(new client_plane(std::move(ep), config.cached_registrations));
+  }
+  ec = last;
+  return nullptr;
+}
+
+std::string_view client_plane::provider() const noexcept { return endpoint_->traits().name; }
+
+void client_plane::invalidate(const region& memory) {
+  write_cache_.invalidate(memory);
+  read_cache_.invalidate(memory);
+}
+
+std::unique_ptr<s3::rdma_client_plane::grant> client_plane::grant_access(const region& memory, s3::rdma_op op,
+                                                                         std::chrono::system_clock::time_point expires,
+                                                                         error_code& ec) {
+  registration reg = (op == s3::rdma_op::write ? write_cache_ : read_cache_).register_region(memory, ec);
+  if (ec) return nullptr;
+  s3::rdma_token token;
+  token.op = op;
+  token.virtual_addresses = endpoint_->traits().virtual_addresses();
+  token.provider = endpoint_->traits().name;
+  const auto name = endpoint_->name();
+  token.endpoint.assign(name.begin(), name.end());
+  token.expires = static_cast<std::uint64_t>(
+      std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count()));
+  if (memory.size > 0) {
+    const remote_segment seg = reg.remote(0, memory.size);
+    token.segments.push_back({seg.address, seg.length, seg.key});
+  }
+  std::string text;
+  try {
+    text = s3::encode_rdma_token(token);
+  } catch (const std::invalid_argument&) {
+    ec = errc::invalid_argument;  // a provider name or address longer than the token allows
+    return nullptr;
+  }
+  ec = {};
+  return std::make_unique<fabric_grant>(std::move(reg), endpoint_, std::move(text));
+}
+
+}  // namespace sluice::fabric

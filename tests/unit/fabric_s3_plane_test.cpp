@@ -1,0 +1,189 @@
+#include <sluice/fabric/s3_plane.hpp>
+
+#include <sluice/memory_store.hpp>
+#include <sluice/s3/client.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/server.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace sluice;
+using namespace std::chrono_literals;
+
+std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::vector<std::byte> out(n);
+  std::mt19937 gen(seed);
+  for (auto& b : out) b = static_cast<std::byte>(gen() & 0xFFU);
+  return out;
+}
+
+/// A server (memory_store) whose RDMA plane opens `server_provider` ("" : no plane), and a
+/// client whose plane uses `client_provider`, in this process: the bytes still cross a real
+/// libfabric provider between two endpoints.
+struct rdma_pair {
+  explicit rdma_pair(const std::string& server_provider, const std::string& client_provider) {
+    s3::server_config config;
+    config.port = 0;
+    config.users = {{"AK", "SK"}};
+    if (!server_provider.empty()) {
+      fabric::server_plane_config plane;
+      plane.fabric.provider = server_provider;
+      plane.fabric.node = "127.0.0.1";
+      plane.staging_buffer_bytes = 1 * mib;  // small buffers: every transfer spans several
+      plane.staging_buffers = 8;
+      error_code ec;
+      config.rdma = fabric::server_plane::open(plane, ec);
+      REQUIRE_MESSAGE(!ec, ec.message());
+    }
+    server = std::make_unique<s3::server<memory_store>>(store, config);
+    server->listen();
+    s3::client_config c;
+    c.endpoint = "http://127.0.0.1:" + std::to_string(server->local_endpoint().port());
+    c.creds = {"AK", "SK"};
+    c.part_size = 5 * mib;
+    c.multipart_threshold = 6 * mib;
+    fabric::client_plane_config plane;
+    plane.fabric.provider = client_provider;
+    plane.fabric.node = "127.0.0.1";
+    error_code ec;
+    c.rdma = fabric::client_plane::open(plane, true, ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+    client = std::make_unique<s3::client>(c);
+    client->create_bucket("bkt");
+  }
+  memory_store store;
+  std::unique_ptr<s3::server<memory_store>> server;
+  std::unique_ptr<s3::client> client;
+};
+
+void round_trip(rdma_pair& pair, std::size_t size) {
+  CAPTURE(size);
+  const auto data = random_bytes(size, static_cast<std::uint32_t>(size) + 7);
+  auto source = data;
+  s3::transfer_report put_report;
+  s3::put_options put;
+  put.via = s3::transfer_via::rdma;
+  put.report = &put_report;
+  error_code ec;
+  pair.client->put_object("bkt", "k", host_region(source), put, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(put_report.rdma_bytes == size);
+  CHECK(put_report.http_bytes == 0);
+
+  std::vector<std::byte> got(size + 64, std::byte{0xA5});
+  s3::transfer_report get_report;
+  s3::get_options get;
+  get.via = s3::transfer_via::rdma;
+  get.report = &get_report;
+  const auto n = pair.client->get_object("bkt", "k", region{got.data(), size, memory_kind::host_pageable, -1}, get, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(n == size);
+  CHECK(std::equal(data.begin(), data.end(), got.begin()));
+  CHECK(std::all_of(got.begin() + static_cast<std::ptrdiff_t>(size), got.end(),
+                    [](std::byte b) { return b == std::byte{0xA5}; }));
+  CHECK(get_report.rdma_bytes == size);
+  CHECK(get_report.http_bytes == 0);
+}
+
+}  // namespace
+
+TEST_CASE("S3 over RDMA: GET and PUT round trips on shm and tcp;ofi_rxm") {
+  for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
+    CAPTURE(provider);
+    rdma_pair pair(provider, provider);
+    for (const std::size_t size : {std::size_t{1}, std::size_t{4095}, std::size_t{8 * mib + 1}}) round_trip(pair, size);
+  }
+}
+
+TEST_CASE("S3 over RDMA: a ranged GET lands only the range") {
+  rdma_pair pair("shm", "shm");
+  const auto data = random_bytes(3 * mib, 3);
+  auto source = data;
+  pair.client->put_object("bkt", "r", host_region(source));
+  std::vector<std::byte> got(1000);
+  s3::transfer_report report;
+  s3::get_options get(byte_range{12345, 1000});
+  get.via = s3::transfer_via::rdma;
+  get.report = &report;
+  CHECK(pair.client->get_object("bkt", "r", host_region(got), get) == 1000);
+  CHECK(std::equal(got.begin(), got.end(), data.begin() + 12345));
+  CHECK(report.rdma_bytes == 1000);
+}
+
+TEST_CASE("S3 over RDMA: a server without a plane declines; automatic falls back to HTTP, rdma fails") {
+  rdma_pair pair("", "shm");
+  const auto data = random_bytes(7 * mib, 4);  // multipart: every part is declined
+  auto source = data;
+  error_code ec;
+  s3::put_options strict_put;
+  strict_put.via = s3::transfer_via::rdma;
+  pair.client->put_object("bkt", "k", host_region(source), strict_put, ec);
+  CHECK(ec == s3::errc::rdma_not_supported);
+  CHECK(pair.store.list({"bkt"}, ec).objects.empty());
+
+  s3::transfer_report put_report;
+  s3::put_options put;
+  put.report = &put_report;
+  pair.client->put_object("bkt", "k", host_region(source), put, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(put_report.http_bytes == data.size());
+  CHECK(put_report.rdma_bytes == 0);
+  CHECK(put_report.declined == 2);
+
+  std::vector<std::byte> got(data.size());
+  s3::transfer_report get_report;
+  s3::get_options get;
+  get.report = &get_report;
+  CHECK(pair.client->get_object("bkt", "k", host_region(got), get, ec) == data.size());
+  CHECK(!ec);
+  CHECK(got == data);
+  CHECK(get_report.http_bytes == data.size());
+  CHECK(get_report.declined >= 1);
+
+  s3::get_options strict_get;
+  strict_get.via = s3::transfer_via::rdma;
+  pair.client->get_object("bkt", "k", host_region(got), strict_get, ec);
+  CHECK(ec == s3::errc::rdma_not_supported);
+}
+
+TEST_CASE("S3 over RDMA: a token for a provider the server lacks is declined") {
+  rdma_pair pair("shm", "tcp;ofi_rxm");
+  std::vector<std::byte> data = random_bytes(100, 5);
+  s3::transfer_report report;
+  s3::put_options put;
+  put.report = &report;
+  pair.client->put_object("bkt", "k", host_region(data), put);
+  CHECK(report.declined == 1);
+  CHECK(report.http_bytes == 100);
+}
+
+TEST_CASE("S3 over RDMA: multipart upload with RDMA parts and parallel ranged GETs") {
+  rdma_pair pair("tcp;ofi_rxm", "tcp;ofi_rxm");
+  const auto data = random_bytes(17 * mib + 3, 6);
+  auto source = data;
+  s3::transfer_report put_report;
+  s3::put_options put;
+  put.via = s3::transfer_via::rdma;
+  put.report = &put_report;
+  const std::string etag = pair.client->put_object("bkt", "big", host_region(source), put);
+  CHECK(etag.ends_with("-4"));
+  CHECK(put_report.rdma_requests == 4);
+  std::vector<std::byte> got(data.size());
+  s3::transfer_report get_report;
+  s3::get_options get;
+  get.via = s3::transfer_via::rdma;
+  get.report = &get_report;
+  CHECK(pair.client->get_object("bkt", "big", host_region(got), get) == data.size());
+  CHECK(got == data);
+  CHECK(get_report.rdma_bytes == data.size());
+  CHECK(get_report.rdma_requests >= 3);
+}
