@@ -15,6 +15,8 @@
 
 #include <poll.h>
 
+#include <random>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -123,7 +125,7 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
   ep->config_ = config;
 
   // Hints: RDM with RMA both ways; we can handle every MR mode a provider may ask for.
-  const auto get_info = [&](bool want_raw_order, error_code& e) -> info_ptr {
+  const auto get_info = [&](error_code& e) -> info_ptr {
     info_ptr hints(fi_allocinfo());
     if (!hints) {
       e = make_fabric_error(-FI_ENOMEM);
@@ -135,7 +137,6 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
                                   (config.hmem ? FI_MR_HMEM : 0);
     hints->domain_attr->threading = FI_THREAD_SAFE;
-    if (want_raw_order) hints->tx_attr->msg_order = FI_ORDER_RMA_RAW;
     hints->fabric_attr->prov_name = strdup(std::string(provider).c_str());  // fi_freeinfo frees it
     fi_info* found = nullptr;
     // shm names endpoints after the process unless told otherwise; a node would make every
@@ -144,8 +145,7 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
     e = check(fi_getinfo(api_version, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &found));
     return info_ptr(found);
   };
-  ep->info_ = get_info(true, ec);
-  if (ec == make_fabric_error(-FI_ENODATA)) ep->info_ = get_info(false, ec);
+  ep->info_ = get_info(ec);
   if (ec) return nullptr;
   const fi_info& info = *ep->info_;
 
@@ -155,7 +155,7 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
   t.max_msg_size = info.ep_attr->max_msg_size;
   t.mr_key_size = info.domain_attr->mr_key_size;
   t.hmem = (info.caps & FI_HMEM) != 0;
-  t.read_after_write = (info.tx_attr->msg_order & FI_ORDER_RMA_RAW) != 0;
+  t.string_addresses = info.addr_format == FI_ADDR_STR;
 
   fid_fabric* fab = nullptr;
   if ((ec = check(fi_fabric(info.fabric_attr, &fab, nullptr)))) return nullptr;
@@ -250,7 +250,10 @@ memory_region endpoint::register_memory(const region& memory, access what, error
   attr.mr_iov = &iov;
   attr.iov_count = 1;
   attr.access = flags;
-  attr.requested_key = traits_.provider_keys() ? 0 : next_key_.fetch_add(1);
+  // Keys we choose are random: a token names memory by (address, key), and on providers
+  // without FI_MR_VIRT_ADDR the address is an offset, so a counter would make other clients'
+  // memory easy to name.
+  attr.requested_key = traits_.provider_keys() ? 0 : random_key();
   if (memory.kind == memory_kind::cuda_device) {
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = memory.device;
@@ -269,7 +272,23 @@ memory_region endpoint::register_memory(const region& memory, access what, error
   return out;
 }
 
+std::uint64_t endpoint::random_key() {
+  const std::lock_guard lock(key_mutex_);
+  std::uint64_t key = key_engine_();
+  if (traits_.mr_key_size > 0 && traits_.mr_key_size < sizeof key)
+    key &= (std::uint64_t{1} << (8 * traits_.mr_key_size)) - 1;
+  return key;
+}
+
 fi_addr_t endpoint::resolve(std::span<const std::byte> peer_name, error_code& ec) {
+  // fi_av_insert takes no length: the name must be exactly what this provider's addresses are
+  // (a NUL-terminated string, or as long as our own name), or libfabric reads past it.
+  const bool well_formed = traits_.string_addresses ? !peer_name.empty() && peer_name.back() == std::byte{0}
+                                                    : peer_name.size() == name_.size();
+  if (!well_formed) {
+    ec = make_fabric_error(-FI_EINVAL);
+    return FI_ADDR_UNSPEC;
+  }
   std::vector<std::byte> key(peer_name.begin(), peer_name.end());
   const std::lock_guard lock(peers_mutex_);
   if (const auto found = peers_.find(key); found != peers_.end()) {
@@ -425,9 +444,10 @@ void endpoint::progress_loop() {
       }
       continue;
     }
-    ++idle_polls;
+    if (idle_polls < 1'000'000) ++idle_polls;
     if (!busy && !cq_can_wait_ && idle_polls > 64 && remote_access_.load(std::memory_order_relaxed) == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // no wait object: a slow poll when idle
+      // No wait object: a slow poll when idle, slower the longer it stays idle.
+      std::this_thread::sleep_for(std::chrono::milliseconds(idle_polls > 4096 ? 10 : 1));
     } else if (idle_polls > 1024) {
       std::this_thread::yield();
     }

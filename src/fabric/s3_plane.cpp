@@ -91,7 +91,8 @@ struct batch {
   }
 };
 
-/// Maps a transfer's byte offsets onto the token's segments, in order.
+/// Maps a transfer's byte offsets onto the token's segments, in order. Precondition: the
+/// segments hold at least the bytes asked for in all (the callers check total_length first).
 struct segment_cursor {
   const std::vector<s3::rdma_segment>& segments;
   std::size_t index = 0;
@@ -236,6 +237,7 @@ error_code server_plane::write(const s3::rdma_token& token, std::uint64_t length
   };
   segment_cursor cursor{token.segments};
   error_code failure;
+  std::uint64_t posted = 0;  // bytes whose writes were posted: all of them, or the transfer failed
   for (std::uint64_t offset = 0; offset < length;) {
     // At most buffers_per_transfer of this request's buffers in flight.
     if (!pending->wait_until_at_most(config_.buffers_per_transfer - 1, deadline()) || pending->error()) break;
@@ -265,12 +267,13 @@ error_code server_plane::write(const s3::rdma_token& token, std::uint64_t length
       local += piece.length;
     }
     offset += n;
+    posted = offset;
   }
   // Writes complete with FI_DELIVERY_COMPLETE: once none is outstanding, the bytes are in the
   // client's memory and the server may answer.
   const bool all_done = pending->wait_idle(deadline());
   if (failure) return failure;  // the source's own error
-  if (all_done && !pending->error() && pending->successes() > 0) return {};
+  if (all_done && !pending->error() && posted == length) return {};
   ep.forget(token.endpoint);  // the next request from this peer starts a fresh connection
   return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
 }
@@ -302,8 +305,8 @@ error_code server_plane::read(const s3::rdma_token& token, std::uint64_t length,
   while (!failure && (posted < length || !window.empty())) {
     while (posted < length && window.size() < config_.buffers_per_transfer) {
       const auto slot = provider->acquire(deadline());
-      if (!slot) {
-        failure = s3::errc::rdma_transfer_failed;
+      if (!slot) {  // every staging buffer stayed busy: before the first byte, a decline
+        failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
         break;
       }
       const memory_region& mr = provider->regions[*slot];
@@ -358,10 +361,8 @@ class fabric_grant final : public s3::rdma_client_plane::grant {
 
 }  // namespace
 
-client_plane::client_plane(std::shared_ptr<fabric::endpoint> ep, std::size_t cached)
-    : endpoint_(ep),
-      write_cache_(ep, access::remote_read_write, cached),
-      read_cache_(ep, access::remote_read, cached) {}
+client_plane::client_plane(const std::shared_ptr<fabric::endpoint>& ep, std::size_t cached)
+    : endpoint_(ep), write_cache_(ep, access::remote_write, cached), read_cache_(ep, access::remote_read, cached) {}
 
 std::shared_ptr<client_plane> client_plane::open(const client_plane_config& config, bool peer_local, error_code& ec) {
   if (config.validate()) {

@@ -1077,7 +1077,8 @@ std::unique_ptr<rdma_client_plane::grant> grant_for(const client_config& config,
                                                     rdma_op op, error_code& ec) {
   ec = {};
   if (via == transfer_via::http || memory.size == 0) return nullptr;
-  if (!config.rdma) {
+  // A token is only used when signed: an anonymous client has no way to sign one.
+  if (!config.rdma || config.creds.access_key_id.empty()) {
     if (via == transfer_via::rdma) ec = s3::errc::rdma_not_supported;
     return nullptr;
   }
@@ -1487,8 +1488,11 @@ asio::awaitable<response> put_payload(const op_context& op, request_spec spec, t
       if (spec.progress != nullptr) spec.progress->add(data.size());
       co_return res;
     }
-    const bool declined = res.status == 501 && (res.field("x-amz-rdma-reply") == "501" ||
-                                                error_of(res, false) == s3::errc::rdma_not_supported);
+    // A decline is x-amz-rdma-reply: 501, or an answer without the header from a server that
+    // does not know the protocol (it saw an empty body that fails the payload's checksums). A
+    // body would not change a refusal of the caller (403) or of the bucket or upload (404).
+    const std::string_view reply = res.field("x-amz-rdma-reply");
+    const bool declined = reply == "501" || (reply.empty() && res.status != 403 && res.status != 404);
     if (!declined) co_return res;
     ++paths.declined;
     if (via == transfer_via::rdma) {

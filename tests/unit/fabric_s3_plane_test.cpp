@@ -4,11 +4,13 @@
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/server.hpp>
+#include <sluice/s3/server_impl.hpp>
 
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -186,4 +188,22 @@ TEST_CASE("S3 over RDMA: multipart upload with RDMA parts and parallel ranged GE
   CHECK(got == data);
   CHECK(get_report.rdma_bytes == data.size());
   CHECK(get_report.rdma_requests >= 3);
+}
+
+TEST_CASE("a token must name an endpoint on the host the request came from") {
+  namespace asio = boost::asio;
+  s3::rdma_token token;
+  token.provider = "tcp;ofi_rxm";
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = htons(4242);
+  in.sin_addr.s_addr = htonl(0x7F000001);  // 127.0.0.1
+  token.endpoint.resize(sizeof in);
+  std::memcpy(token.endpoint.data(), &in, sizeof in);
+  CHECK(s3::detail::token_names_host(token, asio::ip::make_address("127.0.0.1")));
+  CHECK(s3::detail::token_names_host(token, asio::ip::make_address("::ffff:127.0.0.1")));
+  CHECK_FALSE(s3::detail::token_names_host(token, asio::ip::make_address("10.0.0.7")));
+  token.provider = "shm";
+  CHECK(s3::detail::token_names_host(token, asio::ip::make_address("127.0.0.1")));
+  CHECK_FALSE(s3::detail::token_names_host(token, asio::ip::make_address("10.0.0.7")));
 }

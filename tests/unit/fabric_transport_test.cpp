@@ -171,3 +171,35 @@ TEST_CASE("a transfer larger than the provider's largest message is split") {
   CHECK(sink == data);
   CHECK(pair.local->statistics().operations - posted == 128);
 }
+
+TEST_CASE("a peer name of the wrong shape is refused before libfabric reads it") {
+  for (const std::string provider : {"tcp;ofi_rxm", "shm"}) {
+    CAPTURE(provider);
+    auto& pair = endpoints(provider);
+    const auto name = pair.remote->name();
+    std::vector<std::byte> cut(name.begin(), name.end() - 1);  // one byte short: no NUL, or too short
+    error_code ec;
+    CHECK(pair.local->resolve(cut, ec) == FI_ADDR_UNSPEC);
+    CHECK(ec == fabric::make_fabric_error(-FI_EINVAL));
+    std::vector<std::byte> longer(name.begin(), name.end());
+    longer.push_back(std::byte{0});
+    longer.push_back(std::byte{'x'});  // longer, and (for strings) not ending in NUL
+    CHECK(pair.local->resolve(longer, ec) == FI_ADDR_UNSPEC);
+    CHECK(ec);
+    CHECK(pair.local->resolve(name, ec) == pair.remote_address);
+    CHECK(!ec);
+  }
+}
+
+TEST_CASE("keys we choose are random, not a counter") {
+  auto& pair = endpoints("tcp;ofi_rxm");
+  REQUIRE_FALSE(pair.local->traits().provider_keys());
+  std::vector<std::byte> a(64), b(64);
+  error_code ec;
+  auto first = pair.local->register_memory(host_region(a), fabric::access::remote_write, ec);
+  auto second = pair.local->register_memory(host_region(b), fabric::access::remote_write, ec);
+  REQUIRE(!ec);
+  CHECK(first.key() != second.key());
+  CHECK(first.key() + 1 != second.key());
+  CHECK(first.key() > 0xFFFF'FFFFu);  // fails with probability 2^-32
+}

@@ -86,7 +86,7 @@ struct provider_traits {
   std::size_t max_msg_size = 0;   ///< longest single RMA
   std::size_t mr_key_size = 0;    ///< bytes of a remote key
   bool hmem = false;              ///< FI_HMEM: device memory can be registered
-  bool read_after_write = false;  ///< FI_ORDER_RMA_RAW: an RMA read completes after earlier writes land
+  bool string_addresses = false;  ///< FI_ADDR_STR: endpoint names are NUL-terminated strings (shm)
   [[nodiscard]] bool virtual_addresses() const noexcept { return (mr_mode & FI_MR_VIRT_ADDR) != 0; }
   [[nodiscard]] bool provider_keys() const noexcept { return (mr_mode & FI_MR_PROV_KEY) != 0; }
   [[nodiscard]] bool local_descriptors() const noexcept { return (mr_mode & FI_MR_LOCAL) != 0; }

@@ -3,10 +3,11 @@
 //
 // Progress. Providers such as tcp;ofi_rxm and shm make progress only while someone reads the
 // completion queue (FI_PROGRESS_MANUAL), on the side that starts an RMA and on the side whose
-// memory it targets. Each endpoint therefore runs one progress thread: it waits on the CQ's wait
-// object (fi_cq_sread, so an idle endpoint sleeps rather than spinning) while nothing is in
-// flight and polls while operations are outstanding; it runs each operation's completion
-// function. Completion functions must be short and must not block.
+// memory it targets. Each endpoint therefore runs one progress thread: while nothing is in
+// flight it sleeps on the CQ's file descriptor (FI_WAIT_FD, once fi_trywait allows; a provider
+// without one is polled every 1-10 ms, or continuously while a remote_access_window is open);
+// while operations are outstanding it polls. It runs each operation's completion function;
+// those must be short and must not block.
 #pragma once
 
 #include <sluice/fabric/domain.hpp>
@@ -22,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -116,7 +118,9 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   /// needs an endpoint with hmem(); otherwise errc::unsupported_memory.
   [[nodiscard]] memory_region register_memory(const region& memory, access what, error_code& ec);
 
-  /// The fi_addr_t of a peer, inserting its name into the address vector on first use.
+  /// The fi_addr_t of a peer, inserting its name into the address vector on first use. A name
+  /// that is not of this provider's address format (length, or a string without its NUL) is
+  /// FI_EINVAL.
   [[nodiscard]] fi_addr_t resolve(std::span<const std::byte> peer_name, error_code& ec);
   /// Drops a peer from the address vector (after a failure), so that its next use reconnects.
   void forget(std::span<const std::byte> peer_name);
@@ -185,7 +189,9 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   std::mutex operations_mutex_;
   std::vector<operation*> outstanding_;  // what the destructor aborts
   std::atomic<std::size_t> in_flight_{0};
-  std::atomic<std::uint64_t> next_key_{1};
+  std::uint64_t random_key();
+  std::mutex key_mutex_;
+  std::mt19937_64 key_engine_{std::random_device{}()};
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> operations_{0}, bytes_{0}, errors_{0}, registrations_{0};
   std::thread progress_;

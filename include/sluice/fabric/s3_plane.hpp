@@ -58,8 +58,12 @@ class server_plane final : public s3::rdma_server_plane {
 
 /// How a client plane is opened.
 struct client_plane_config {
-  fabric_config fabric;                   ///< "auto": see candidate_providers
-  std::size_t cached_registrations = 64;  ///< MRs kept for reuse (see fabric::registrar)
+  fabric_config fabric;  ///< "auto": see candidate_providers
+  /// MRs kept for reuse after their request ended (see fabric::registrar). 0 (the default):
+  /// each request registers its memory and deregisters it when it ends. More: repeated
+  /// transfers into the same buffers skip registration, and the caller must invalidate() memory
+  /// before freeing it (providers that pin pages would otherwise keep the old pages).
+  std::size_t cached_registrations = 0;
   [[nodiscard]] std::optional<config_error> validate() const { return fabric.validate(); }
 };
 
@@ -82,9 +86,9 @@ class client_plane final : public s3::rdma_client_plane {
   void invalidate(const region& memory);
 
  private:
-  client_plane(std::shared_ptr<fabric::endpoint> ep, std::size_t cached);
+  client_plane(const std::shared_ptr<fabric::endpoint>& ep, std::size_t cached);
   std::shared_ptr<fabric::endpoint> endpoint_;
-  registrar write_cache_;  // GET targets: the server writes (and may read back what it wrote)
+  registrar write_cache_;  // GET targets: the server writes into them
   registrar read_cache_;   // PUT sources: the server reads
 };
 

@@ -133,8 +133,9 @@ struct put_options {
   /// Which path carries the bytes. A PUT (or part) by RDMA has no body: it carries a token, the
   /// payload's size (x-amz-decoded-content-length), Content-MD5 and x-amz-checksum-crc32c, so a
   /// server that ignores the token rejects it rather than storing 0 bytes. A server that declines
-  /// (501 RDMANotSupported) gets the request again with a body (automatic), or the transfer fails
-  /// with s3::errc::rdma_not_supported (rdma).
+  /// (x-amz-rdma-reply: 501, or a failure answer without x-amz-rdma-reply other than 403 and 404,
+  /// as from a server that does not know the protocol) gets the request again with a body
+  /// (automatic), or the transfer fails with s3::errc::rdma_not_supported (rdma).
   transfer_via via = transfer_via::automatic;
   /// As get_options::report.
   transfer_report* report = nullptr;

@@ -47,6 +47,10 @@ struct server_config {
   /// is declined (x-amz-rdma-reply: 501; GET answers over HTTP, PUT with RDMANotSupported).
   std::shared_ptr<rdma_server_plane> rdma;
   std::size_t rdma_threads = 8;  ///< RDMA transfers that run at once (each blocks one thread)
+  /// Refuse a token whose endpoint is not on the host the request came from (an IP address that
+  /// differs from the HTTP peer's; shm from a peer that is not on loopback). Turn off when
+  /// clients send HTTP and RDMA over different networks.
+  bool rdma_same_host_only = true;
 
   /// The first problem, or nullopt.
   [[nodiscard]] std::optional<config_error> validate() const;

@@ -2,6 +2,8 @@
 // instantiates it for fs_store and memory_store; include it yourself to serve another store.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
 
 #include <sluice/names.hpp>
@@ -198,6 +200,33 @@ class payload_digests {
   std::string payload_hash_;
   std::vector<std::tuple<checksum_algorithm, std::string, digest>> checksums_;  // algorithm, expected (base64), running
 };
+
+/// Whether a token's endpoint lies on `host` (the HTTP peer): for sockaddr_in/sockaddr_in6
+/// names (tcp, verbs over IP) the address must be the peer's; shm needs a loopback peer; other
+/// formats are not checked.
+inline bool token_names_host(const rdma_token& token, const asio::ip::address& host) {
+  const auto& name = token.endpoint;
+  if (token.provider == "shm") return host.is_loopback();
+  std::uint16_t family = 0;
+  if (name.size() < sizeof family) return true;
+  std::memcpy(&family, name.data(), sizeof family);
+  if (family == AF_INET && name.size() >= sizeof(sockaddr_in)) {
+    sockaddr_in in{};
+    std::memcpy(&in, name.data(), sizeof in);
+    const std::uint32_t want = ntohl(in.sin_addr.s_addr);
+    if (host.is_v4()) return host.to_v4().to_uint() == want;
+    return host.is_v6() && host.to_v6().is_v4_mapped() &&
+           asio::ip::make_address_v4(asio::ip::v4_mapped, host.to_v6()).to_uint() == want;
+  }
+  if (family == AF_INET6 && name.size() >= sizeof(sockaddr_in6)) {
+    sockaddr_in6 in6{};
+    std::memcpy(&in6, name.data(), sizeof in6);
+    asio::ip::address_v6::bytes_type bytes{};
+    std::memcpy(bytes.data(), &in6.sin6_addr, bytes.size());
+    return host.is_v6() && host.to_v6() == asio::ip::address_v6(bytes);
+  }
+  return true;
+}
 
 /// A resolved "Range: bytes=..." header: the extent, or why it cannot be served.
 struct range_result {
@@ -778,6 +807,14 @@ typename connection<Store>::token_verdict connection<Store>::check_token(request
     return token_verdict::reject;
   }
   if (!state_->config.rdma->serves(token.provider)) return token_verdict::decline;
+  if (state_->config.rdma_same_host_only) {
+    error_code peer_error;
+    const auto peer = stream_.socket().remote_endpoint(peer_error);
+    if (peer_error || !token_names_host(token, peer.address())) {
+      why = "the token's endpoint is not on the host the request came from";
+      return token_verdict::reject;
+    }
+  }
   return token_verdict::accept;
 }
 
@@ -1139,7 +1176,10 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
         res.set("x-amz-rdma-bytes-transferred", std::to_string(length));
         co_return co_await send(req, std::move(res));
       }
-      if (moved != s3::errc::rdma_not_supported) co_return co_await send_error(req, to_s3(moved));
+      if (moved != s3::errc::rdma_not_supported) {
+        req.rdma_reply.clear();  // not a decline: the transfer failed
+        co_return co_await send_error(req, to_s3(moved));
+      }
     }
   }
 
