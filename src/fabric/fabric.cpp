@@ -289,7 +289,7 @@ fi_addr_t endpoint::resolve(std::span<const std::byte> peer_name, error_code& ec
     ec = make_fabric_error(-FI_EINVAL);
     return FI_ADDR_UNSPEC;
   }
-  std::vector<std::byte> key(peer_name.begin(), peer_name.end());
+  std::string key(reinterpret_cast<const char*>(peer_name.data()), peer_name.size());
   const std::lock_guard lock(peers_mutex_);
   if (const auto found = peers_.find(key); found != peers_.end()) {
     ec = {};
@@ -307,7 +307,7 @@ fi_addr_t endpoint::resolve(std::span<const std::byte> peer_name, error_code& ec
 }
 
 void endpoint::forget(std::span<const std::byte> peer_name) {
-  const std::vector<std::byte> key(peer_name.begin(), peer_name.end());
+  const std::string key(reinterpret_cast<const char*>(peer_name.data()), peer_name.size());
   const std::lock_guard lock(peers_mutex_);
   const auto found = peers_.find(key);
   if (found == peers_.end()) return;
@@ -414,26 +414,35 @@ void endpoint::finish(operation* op, error_code ec) {
 }
 
 void endpoint::progress_loop() {
+  // Read the CQ while there is work; otherwise sleep. With a wait object the sleep is on its file
+  // descriptor (fi_trywait first, so that no completion is missed), short while operations are
+  // outstanding and long when idle. Without one: short naps while operations are outstanding or a
+  // remote_access_window is open (the peer's RMAs need our progress), 1-10 ms when idle.
   std::array<fi_cq_entry, 32> entries{};
   fid_cq* cq = cq_.native_handle();
   int idle_polls = 0;
   while (!stopping_.load(std::memory_order_relaxed)) {
     const bool busy = in_flight_.load(std::memory_order_relaxed) != 0;
-    ssize_t n = 0;
-    if (!busy && cq_can_wait_ && idle_polls > 64) {
-      // Sleep on the CQ's file descriptor; fi_trywait says whether that is safe now (it
-      // refuses while the provider has work that only a CQ read would progress).
+    const bool attentive = busy || remote_access_.load(std::memory_order_relaxed) != 0;
+    if (cq_can_wait_ && idle_polls > 64) {
       fid* fids[] = {&cq->fid};
       if (fi_trywait(fabric_.native_handle(), fids, 1) == FI_SUCCESS) {
         pollfd wait{wait_fd_, POLLIN, 0};
-        static_cast<void>(::poll(&wait, 1, 50));
+        static_cast<void>(::poll(&wait, 1, busy ? 1 : 50));
+      }
+    } else if (!cq_can_wait_ && idle_polls > 256) {
+      if (attentive) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(idle_polls > 4096 ? 10 : 1));
       }
     }
-    n = fi_cq_read(cq, entries.data(), entries.size());
+    const ssize_t n = fi_cq_read(cq, entries.data(), entries.size());
     if (n > 0) {
       idle_polls = 0;
-      for (ssize_t i = 0; i < n; ++i)
+      for (ssize_t i = 0; i < n; ++i) {
         finish(static_cast<operation*>(entries[static_cast<std::size_t>(i)].op_context), {});
+      }
       continue;
     }
     if (n == -FI_EAVAIL) {
@@ -445,12 +454,6 @@ void endpoint::progress_loop() {
       continue;
     }
     if (idle_polls < 1'000'000) ++idle_polls;
-    if (!busy && !cq_can_wait_ && idle_polls > 64 && remote_access_.load(std::memory_order_relaxed) == 0) {
-      // No wait object: a slow poll when idle, slower the longer it stays idle.
-      std::this_thread::sleep_for(std::chrono::milliseconds(idle_polls > 4096 ? 10 : 1));
-    } else if (idle_polls > 1024) {
-      std::this_thread::yield();
-    }
   }
 }
 

@@ -184,7 +184,7 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   std::atomic<std::size_t> remote_access_{0};
 
   std::mutex peers_mutex_;
-  std::map<std::vector<std::byte>, fi_addr_t> peers_;
+  std::map<std::string, fi_addr_t> peers_;  // peer name bytes → address
 
   std::mutex operations_mutex_;
   std::vector<operation*> outstanding_;  // what the destructor aborts
