@@ -241,7 +241,7 @@ memory_region endpoint::register_memory(const region& memory, access what, error
     ec = {};
     return out;
   }
-  std::uint64_t flags = FI_READ | FI_WRITE;
+  std::uint64_t flags = what == access::write_source ? FI_WRITE : FI_READ | FI_WRITE;
   if ((static_cast<unsigned>(what) & static_cast<unsigned>(access::remote_read)) != 0) flags |= FI_REMOTE_READ;
   if ((static_cast<unsigned>(what) & static_cast<unsigned>(access::remote_write)) != 0) flags |= FI_REMOTE_WRITE;
 

@@ -218,63 +218,46 @@ std::shared_ptr<server_plane::provider_state> find_provider(const Providers& pro
 
 }  // namespace
 
-error_code server_plane::write(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_source& source) {
+error_code server_plane::write_from(const s3::rdma_token& token, const region& memory) {
   const auto provider = find_provider(providers_, token);
   if (!provider) return s3::errc::rdma_not_supported;
+  const std::uint64_t length = memory.size;
   if (length == 0) return {};
   if (token.total_length() < length) return s3::errc::invalid_rdma_token;
   endpoint& ep = *provider->ep;
   error_code ec;
   const fi_addr_t peer = ep.resolve(token.endpoint, ec);
   if (ec) return s3::errc::rdma_not_supported;
+  // Registered for this call only: the bytes go from where they are (a page-cache mapping, say)
+  // into the client's memory, one copy in all.
+  const memory_region mr = ep.register_memory(memory, access::write_source, ec);
+  if (ec) return s3::errc::rdma_not_supported;
 
-  // Until one write succeeded, the peer has connect_timeout to answer; a failure before that is
-  // a decline (the client gets the bytes over HTTP instead).
   auto pending = std::make_shared<batch>();
   const auto connect_deadline = steady::now() + ep.config().connect_timeout;
   const auto deadline = [&] {
     return pending->reached() ? steady::now() + ep.config().operation_timeout : connect_deadline;
   };
+  const std::size_t window = config_.buffers_per_transfer;
+  const std::uint64_t piece_limit = config_.staging_buffer_bytes;
   segment_cursor cursor{token.segments};
-  error_code failure;
-  std::uint64_t posted = 0;  // bytes whose writes were posted: all of them, or the transfer failed
-  for (std::uint64_t offset = 0; offset < length;) {
-    // At most buffers_per_transfer of this request's buffers in flight.
-    if (!pending->wait_until_at_most(config_.buffers_per_transfer - 1, deadline()) || pending->error()) break;
-    const auto slot = provider->acquire(deadline());
-    if (!slot) break;  // every staging buffer stayed busy
-    const memory_region& mr = provider->regions[*slot];
-    const std::uint64_t n = std::min<std::uint64_t>(mr.region().size, length - offset);
-    if (const error_code e = source(offset, std::span<std::byte>(mr.region().bytes(), static_cast<std::size_t>(n)))) {
-      provider->release(*slot);
-      failure = e;
+  std::uint64_t posted = 0;
+  while (posted < length) {
+    if (!pending->wait_until_at_most(window - 1, deadline()) || pending->error()) break;
+    const auto piece = cursor.next(std::min(piece_limit, length - posted));
+    pending->add();
+    if (const error_code e = ep.post_write(mr, posted, piece.length, peer, piece.address, piece.key,
+                                           [pending](error_code done) { pending->done(done); })) {
+      pending->done(e);
       break;
     }
-    // The buffer's pieces (one per token segment it spans) return it when the last completes.
-    std::vector<s3::rdma_segment> pieces;
-    for (std::uint64_t done = 0; done < n; done += pieces.back().length) pieces.push_back(cursor.next(n - done));
-    auto left = std::make_shared<std::atomic<std::size_t>>(pieces.size());
-    auto piece_done = [pending, provider, left, slot = *slot](error_code e) {
-      if (left->fetch_sub(1) == 1) provider->release(slot);
-      pending->done(e);
-    };
-    std::uint64_t local = 0;
-    for (const auto& piece : pieces) {
-      pending->add();
-      if (const error_code e = ep.post_write(mr, local, piece.length, peer, piece.address, piece.key, piece_done)) {
-        piece_done(e);
-      }
-      local += piece.length;
-    }
-    offset += n;
-    posted = offset;
+    posted += piece.length;
   }
-  // Writes complete with FI_DELIVERY_COMPLETE: once none is outstanding, the bytes are in the
-  // client's memory and the server may answer.
+  // The MR must outlive every write posted from it: wait for all of them, however long.
   const bool all_done = pending->wait_idle(deadline());
-  if (failure) return failure;  // the source's own error
+  if (!all_done) pending->wait_idle(steady::time_point::max());
   if (all_done && !pending->error() && posted == length) return {};
-  ep.forget(token.endpoint);  // the next request from this peer starts a fresh connection
+  ep.forget(token.endpoint);
   return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
 }
 

@@ -8,6 +8,7 @@
 #include "conformance/host_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
 
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -44,19 +45,32 @@ endpoint_pair& endpoints(const std::string& provider) {
 }
 
 /// Memory of the remote endpoint, registered for RMA both ways.
+///
+/// Its bytes are freed a few objects later, not at once: ASan's sendmsg interceptor checks the
+/// iovec *after* the real call returned, so when the tcp provider answers an RMA read with
+/// sendmsg, the reader may complete and free the source before the interceptor looks at it (a
+/// false use-after-free; the kernel had already copied the bytes).
 class fabric_remote {
  public:
-  fabric_remote(endpoint_pair& pair, std::span<const std::byte> initial) : bytes_(initial.begin(), initial.end()) {
+  fabric_remote(endpoint_pair& pair, std::span<const std::byte> initial)
+      : bytes_(std::make_shared<std::vector<std::byte>>(initial.begin(), initial.end())) {
     error_code ec;
-    mr_ = pair.remote->register_memory(host_region(bytes_), fabric::access::remote_read_write, ec);
+    mr_ = pair.remote->register_memory(host_region(*bytes_), fabric::access::remote_read_write, ec);
     REQUIRE_MESSAGE(!ec, ec.message());
-    descriptor_ = {pair.remote_address, {mr_.remote_address(0), bytes_.size(), mr_.key()}};
+    descriptor_ = {pair.remote_address, {mr_.remote_address(0), bytes_->size(), mr_.key()}};
+  }
+  fabric_remote(const fabric_remote&) = delete;
+  fabric_remote& operator=(const fabric_remote&) = delete;
+  ~fabric_remote() {
+    static std::deque<std::shared_ptr<std::vector<std::byte>>> resting;
+    resting.push_back(std::move(bytes_));
+    if (resting.size() > 8) resting.pop_front();
   }
   [[nodiscard]] const fabric::remote_memory& descriptor() const { return descriptor_; }
-  [[nodiscard]] std::vector<std::byte> contents() const { return bytes_; }
+  [[nodiscard]] std::vector<std::byte> contents() const { return *bytes_; }
 
  private:
-  std::vector<std::byte> bytes_;
+  std::shared_ptr<std::vector<std::byte>> bytes_;
   fabric::memory_region mr_;
   fabric::remote_memory descriptor_;
 };

@@ -34,10 +34,11 @@ namespace sluice::fabric {
 
 /// What a memory registration lets peers do (local use is always allowed).
 enum class access : std::uint8_t {
-  local = 0,             ///< only this endpoint's own operations use it (staging buffers)
-  remote_read = 1,       ///< peers may RMA-read it
-  remote_write = 2,      ///< peers may RMA-write it
-  remote_read_write = 3  ///< both
+  local = 0,              ///< only this endpoint's own operations use it (staging buffers)
+  remote_read = 1,        ///< peers may RMA-read it
+  remote_write = 2,       ///< peers may RMA-write it
+  remote_read_write = 3,  ///< both
+  write_source = 4,       ///< only the source of this endpoint's RMA writes (may be read-only memory)
 };
 
 class endpoint;

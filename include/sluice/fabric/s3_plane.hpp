@@ -21,9 +21,10 @@ struct server_plane_config {
   /// provider "auto" opens every provider that works here (hardware, shm, tcp;ofi_rxm), so that
   /// each client may use the one its token names; a name opens that one only.
   fabric_config fabric;
-  std::size_t staging_buffer_bytes = 4 * mib;  ///< one staging buffer (one RMA at most this long)
-  std::size_t staging_buffers = 16;            ///< per provider: staging memory = count × size
-  std::size_t buffers_per_transfer = 4;        ///< RMAs in flight for one request
+  /// One staging buffer (PUT: RMA reads land here); also the longest single RMA write of a GET.
+  std::size_t staging_buffer_bytes = 4 * mib;
+  std::size_t staging_buffers = 16;      ///< per provider: staging memory = count × size (PUT only)
+  std::size_t buffers_per_transfer = 4;  ///< RMAs in flight for one request
 
   /// The first problem, or nullopt: fabric invalid, a size or count 0, buffers_per_transfer
   /// more than staging_buffers.
@@ -44,8 +45,7 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] std::shared_ptr<endpoint> endpoint_for(std::string_view provider) const;
 
   [[nodiscard]] bool serves(std::string_view provider) const override;
-  [[nodiscard]] error_code write(const s3::rdma_token& token, std::uint64_t length,
-                                 const s3::rdma_source& source) override;
+  [[nodiscard]] error_code write_from(const s3::rdma_token& token, const region& memory) override;
   [[nodiscard]] error_code read(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_sink& sink) override;
 
   struct provider_state;

@@ -17,9 +17,6 @@
 
 namespace sluice::s3 {
 
-/// Fills `out` with the bytes at `offset` of what a GET sends (offset 0 = the first byte of the
-/// object or range). Called from the plane's threads, in any order, several at once.
-using rdma_source = std::function<error_code(std::uint64_t offset, std::span<std::byte> out)>;
 /// Takes the next bytes of what a PUT receives, in order, one call at a time.
 using rdma_sink = std::function<error_code(std::span<const std::byte> data)>;
 
@@ -31,11 +28,13 @@ class rdma_server_plane {
   virtual ~rdma_server_plane() = default;
   /// Whether this plane has an endpoint on `provider` (a token's provider).
   [[nodiscard]] virtual bool serves(std::string_view provider) const = 0;
-  /// RMA-writes `length` bytes from `source` into the token's segments, in order, and returns
-  /// once they are delivered to the client's memory. Errors: s3::errc::rdma_not_supported when the
+  /// RMA-writes all of `memory` (host memory, e.g. a store's mapping of the object) into the
+  /// token's segments, in order, straight from where it is (registered for the call: no staging
+  /// copy), and returns once the bytes are delivered to the client's memory. `memory` must stay
+  /// valid and unchanged until the call returns. Errors: s3::errc::rdma_not_supported when the
   /// peer could not be reached before any byte moved (the server declines and answers over
-  /// HTTP); s3::errc::rdma_transfer_failed when an RMA failed or timed out; the source's errors.
-  [[nodiscard]] virtual error_code write(const rdma_token& token, std::uint64_t length, const rdma_source& source) = 0;
+  /// HTTP); s3::errc::rdma_transfer_failed when an RMA failed or timed out after that.
+  [[nodiscard]] virtual error_code write_from(const rdma_token& token, const region& memory) = 0;
   /// RMA-reads `length` bytes from the token's segments and hands them to `sink` in order.
   /// Errors as write, and the sink's (which end the transfer).
   [[nodiscard]] virtual error_code read(const rdma_token& token, std::uint64_t length, const rdma_sink& sink) = 0;

@@ -1158,13 +1158,11 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
     if (verdict == token_verdict::reject) co_return co_await send_error(req, s3::errc::invalid_rdma_token, why);
     req.rdma_reply = "501";
     if (verdict == token_verdict::accept) {
+      // Straight from the store's mapping of the object: no staging copy.
       const region bytes = mapping.region();
-      const error_code moved = co_await offload_to(state_->rdma, [&] {
-        return state_->config.rdma->write(token, length, [&](std::uint64_t at, std::span<std::byte> out) {
-          std::memcpy(out.data(), bytes.bytes() + offset + at, out.size());
-          return error_code{};
-        });
-      });
+      const region part{bytes.bytes() + offset, static_cast<std::size_t>(length), bytes.kind, bytes.device};
+      const error_code moved =
+          co_await offload_to(state_->rdma, [&] { return state_->config.rdma->write_from(token, part); });
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
         object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
