@@ -361,7 +361,7 @@ std::shared_ptr<client_plane> client_plane::open(const client_plane_config& conf
       continue;
     }
     ec = {};
-    return std::shared_ptr<client_plane>(new client_plane(std::move(ep), config.cached_registrations));
+    return std::shared_ptr<client_plane>(new client_plane(ep, config.cached_registrations));
   }
   ec = last;
   return nullptr;
