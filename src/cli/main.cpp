@@ -30,9 +30,13 @@
 #include <string_view>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -373,6 +377,40 @@ std::string base_name(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
+// The local address this host uses to reach `host` (a UDP connect sends nothing), so that the
+// fabric endpoint is bound on the interface the server can reach (on a host with several, the
+// provider's first choice may be another); empty when unknown.
+std::string local_address_towards(std::string host) {
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return {};
+  std::string out;
+  for (const addrinfo* a = found; a != nullptr && out.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, static_cast<sockaddr*>(static_cast<void*>(&local)), &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {};
+      if (local.ss_family == AF_INET) {
+        sockaddr_in in{};
+        std::memcpy(&in, &local, sizeof in);
+        if (::inet_ntop(AF_INET, &in.sin_addr, text, sizeof text) != nullptr) out = text;
+      } else if (local.ss_family == AF_INET6) {
+        sockaddr_in6 in6{};
+        std::memcpy(&in6, &local, sizeof in6);
+        if (::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text) != nullptr) out = text;
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return out;
+}
+
 // "rdma 1073741824 bytes in 128 requests, http 0 bytes"
 std::string describe_paths(const s3::transfer_report& r) {
   std::string text = "rdma " + std::to_string(r.rdma_bytes) + " bytes in " + std::to_string(r.rdma_requests) +
@@ -559,7 +597,7 @@ std::optional<int> client_command(std::string_view command, int argc, char** arg
     plane.fabric.provider = provider_name(fabric_choice);
     const std::string host = host_of(config.endpoint);
     const bool local = is_loopback_host(host);
-    if (local) plane.fabric.node = "127.0.0.1";
+    plane.fabric.node = local ? std::string("127.0.0.1") : local_address_towards(host);
     sluice::error_code plane_ec;
     config.rdma = sluice::fabric::client_plane::open(plane, local, plane_ec);
     if (plane_ec && via == s3::transfer_via::rdma) {

@@ -367,7 +367,8 @@ error_code endpoint::post_one(bool write, const memory_region& local, std::uint6
   ++in_flight_;
   void* buffer = local.region().bytes() + local_offset;
   void* desc = local.descriptor();
-  const auto deadline = std::chrono::steady_clock::now() + config_.operation_timeout;
+  // A transmit queue that stays full this long (a peer that stopped answering) is a failure.
+  const auto deadline = std::chrono::steady_clock::now() + std::min(config_.operation_timeout, config_.connect_timeout);
   ssize_t ret = 0;
   for (;;) {
     iovec iov{buffer, static_cast<std::size_t>(length)};

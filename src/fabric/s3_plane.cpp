@@ -218,7 +218,8 @@ std::shared_ptr<server_plane::provider_state> find_provider(const Providers& pro
 
 }  // namespace
 
-error_code server_plane::write_from(const s3::rdma_token& token, const region& memory) {
+error_code server_plane::write_from(const s3::rdma_token& token, const region& memory,
+                                    std::shared_ptr<const void> owner) {
   const auto provider = find_provider(providers_, token);
   if (!provider) return s3::errc::rdma_not_supported;
   const std::uint64_t length = memory.size;
@@ -230,7 +231,7 @@ error_code server_plane::write_from(const s3::rdma_token& token, const region& m
   if (ec) return s3::errc::rdma_not_supported;
   // Registered for this call only: the bytes go from where they are (a page-cache mapping, say)
   // into the client's memory, one copy in all.
-  const memory_region mr = ep.register_memory(memory, access::write_source, ec);
+  auto mr = std::make_shared<const memory_region>(ep.register_memory(memory, access::write_source, ec));
   if (ec) return s3::errc::rdma_not_supported;
 
   auto pending = std::make_shared<batch>();
@@ -246,18 +247,23 @@ error_code server_plane::write_from(const s3::rdma_token& token, const region& m
     if (!pending->wait_until_at_most(window - 1, deadline()) || pending->error()) break;
     const auto piece = cursor.next(std::min(piece_limit, length - posted));
     pending->add();
-    if (const error_code e = ep.post_write(mr, posted, piece.length, peer, piece.address, piece.key,
+    if (const error_code e = ep.post_write(*mr, posted, piece.length, peer, piece.address, piece.key,
                                            [pending](error_code done) { pending->done(done); })) {
       pending->done(e);
       break;
     }
     posted += piece.length;
   }
-  // The MR must outlive every write posted from it: wait for all of them, however long.
   const bool all_done = pending->wait_idle(deadline());
-  if (!all_done) pending->wait_idle(steady::time_point::max());
   if (all_done && !pending->error() && posted == length) return {};
-  ep.forget(token.endpoint);
+  if (all_done) {
+    ep.forget(token.endpoint);  // the next request from this peer starts a fresh connection
+  } else {
+    // Writes still in flight (a peer that vanished; shm may never complete them): the MR and the
+    // memory's owner stay until they do. The peer stays in the address vector meanwhile, since
+    // removing it under outstanding operations is not safe on every provider.
+    pending->abandon([mr, owner] {});
+  }
   return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
 }
 
@@ -321,8 +327,10 @@ error_code server_plane::read(const s3::rdma_token& token, std::uint64_t length,
     window.pop_front();
   }
   // Buffers still being read go back to the pool when their reads complete.
+  const bool quiet = window.empty();
   for (auto& c : window) c.arrived->abandon([provider, slot = c.slot] { provider->release(slot); });
-  if (failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported) ep.forget(token.endpoint);
+  const bool failed = failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported;
+  if (failed && quiet) ep.forget(token.endpoint);  // not under outstanding reads (see write_from)
   return failure;
 }
 

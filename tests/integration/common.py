@@ -10,27 +10,41 @@ MIB = 1024 * 1024
 
 
 class Server:
-    """`sluice serve` on 127.0.0.1:0 with one user (and `extra` arguments); start() reads the port."""
+    """`sluice serve` on 127.0.0.1:0 (or `listen`) with one user (and `extra` arguments); start()
+    reads the port, and what the server said before it (e.g. "sluice serve: rdma: shm, tcp;ofi_rxm")
+    into `banner`. `prefix` runs the server under another command (e.g. ip netns exec NS)."""
 
-    def __init__(self, binary, root, access_key, secret_key, extra=()):
+    def __init__(self, binary, root, access_key, secret_key, extra=(), listen="127.0.0.1:0", prefix=()):
         self.binary, self.root, self.extra = binary, root, list(extra)
         self.access_key, self.secret_key = access_key, secret_key
+        self.listen, self.prefix = listen, list(prefix)
         self.proc = None
         self.port = None
+        self.banner = []
 
     def start(self):
-        self.proc = subprocess.Popen([self.binary, "serve", "--root", self.root, "--listen", "127.0.0.1:0",
-                                      "--access-key", self.access_key, "--secret-key", self.secret_key] + self.extra,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
+        self.proc = subprocess.Popen(self.prefix + [self.binary, "serve", "--root", self.root, "--listen", self.listen,
+                                                    "--access-key", self.access_key, "--secret-key", self.secret_key]
+                                     + self.extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # The server may say other things first (the RDMA providers it opened).
+        self.banner = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line or "listening on" in line:
+                break
+            self.banner.append(line.rstrip("\n"))
         if "listening on" not in line:
-            raise RuntimeError("server did not start: " + line + self.proc.stdout.read())
+            raise RuntimeError("server did not start: " + "\n".join(self.banner) + line + self.proc.stdout.read())
         self.port = int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
         return self
 
     @property
+    def host(self):
+        return self.listen.rsplit(":", 1)[0]
+
+    @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "http://%s:%d" % (self.host, self.port)
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
@@ -39,6 +53,7 @@ class Server:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
                 raise RuntimeError("server did not stop within 20 s")
 
 
@@ -60,7 +75,15 @@ def make_file(path, size, seed):
 
 
 def md5(path):
-    h = hashlib.md5()
+    return file_digest(path, hashlib.md5)
+
+
+def sha256(path):
+    return file_digest(path, hashlib.sha256)
+
+
+def file_digest(path, algorithm):
+    h = algorithm()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(MIB), b""):
             h.update(block)

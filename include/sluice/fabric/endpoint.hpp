@@ -130,7 +130,7 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   /// named by (`remote_address`, `key`). Transfers longer than the provider's max_msg_size are
   /// split; `done` runs once, after the last piece. Returns an error (and never runs `done`)
   /// when nothing could be posted: the span outside `local` (region_too_small) or a posting
-  /// error; FI_EAGAIN is retried for up to operation_timeout. `local` must outlive the completion.
+  /// error; FI_EAGAIN is retried for up to connect_timeout. `local` must outlive the completion.
   [[nodiscard]] error_code post_write(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
                                       fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
                                       completion_function done);

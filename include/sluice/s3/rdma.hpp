@@ -30,11 +30,13 @@ class rdma_server_plane {
   [[nodiscard]] virtual bool serves(std::string_view provider) const = 0;
   /// RMA-writes all of `memory` (host memory, e.g. a store's mapping of the object) into the
   /// token's segments, in order, straight from where it is (registered for the call: no staging
-  /// copy), and returns once the bytes are delivered to the client's memory. `memory` must stay
-  /// valid and unchanged until the call returns. Errors: s3::errc::rdma_not_supported when the
-  /// peer could not be reached before any byte moved (the server declines and answers over
-  /// HTTP); s3::errc::rdma_transfer_failed when an RMA failed or timed out after that.
-  [[nodiscard]] virtual error_code write_from(const rdma_token& token, const region& memory) = 0;
+  /// copy), and returns once the bytes are delivered to the client's memory. `memory` stays valid
+  /// and unchanged while `owner` lives; the plane keeps `owner` until every RMA from `memory`
+  /// completed, which may be after the call returned (an RMA to a peer that vanished). Errors:
+  /// s3::errc::rdma_not_supported when the peer could not be reached before any byte moved (the server declines and
+  /// answers over HTTP); s3::errc::rdma_transfer_failed when an RMA failed or timed out after that.
+  [[nodiscard]] virtual error_code write_from(const rdma_token& token, const region& memory,
+                                              std::shared_ptr<const void> owner) = 0;
   /// RMA-reads `length` bytes from the token's segments and hands them to `sink` in order.
   /// Errors as write, and the sink's (which end the transfer).
   [[nodiscard]] virtual error_code read(const rdma_token& token, std::uint64_t length, const rdma_sink& sink) = 0;

@@ -361,19 +361,15 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
   asio::awaitable<std::invoke_result_t<Work>> offload(Work work) {
     co_return co_await offload_to(state_->blocking, std::move(work));
   }
-  // As offload, on `pool`.
+  // As offload, on `pool`. A coroutine spawned on the pool runs `work` there, and awaiting it
+  // resumes this one on its own executor. (`co_await asio::post(pool, use_awaitable)` would not
+  // move it: the completion is dispatched back to the coroutine's executor, so `work` would run
+  // on a network thread.)
   template <class Work>
   asio::awaitable<std::invoke_result_t<Work>> offload_to(asio::thread_pool& pool, Work work) {
-    auto home = co_await asio::this_coro::executor;
-    co_await asio::post(pool, asio::use_awaitable);
-    if constexpr (std::is_void_v<std::invoke_result_t<Work>>) {
-      work();
-      co_await asio::post(home, asio::use_awaitable);
-    } else {
-      auto result = work();
-      co_await asio::post(home, asio::use_awaitable);
-      co_return result;
-    }
+    using result_type = std::invoke_result_t<Work>;
+    co_return co_await asio::co_spawn(
+        pool.get_executor(), [&work]() -> asio::awaitable<result_type> { co_return work(); }, asio::use_awaitable);
   }
 
   bool owns(const request& req, std::string_view bucket) const;
@@ -1101,8 +1097,12 @@ asio::awaitable<bool> connection<Store>::copy_object(request& req) {
 template <class Store>
 asio::awaitable<bool> connection<Store>::get_object(request& req) {
   error_code ec;
-  auto mapping = state_->store->map({req.where.bucket, req.where.key}, ec);
+  auto mapped = state_->store->map({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
+  // Shared: an RDMA write still in flight when its transfer gives up (a peer that vanished) keeps
+  // this version of the object mapped until libfabric completes it.
+  const auto mapping_owner = std::make_shared<const decltype(mapped)>(std::move(mapped));
+  const auto& mapping = *mapping_owner;
   const object_info& info = mapping.info();
   const std::string etag = "\"" + info.attributes.etag + "\"";
   const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);
@@ -1161,8 +1161,8 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
       // Straight from the store's mapping of the object: no staging copy.
       const region bytes = mapping.region();
       const region part{bytes.bytes() + offset, static_cast<std::size_t>(length), bytes.kind, bytes.device};
-      const error_code moved =
-          co_await offload_to(state_->rdma, [&] { return state_->config.rdma->write_from(token, part); });
+      const error_code moved = co_await offload_to(
+          state_->rdma, [&] { return state_->config.rdma->write_from(token, part, mapping_owner); });
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
         object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));

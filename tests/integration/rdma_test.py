@@ -1,0 +1,554 @@
+#!/usr/bin/python3
+"""The x-amz-rdma-token data plane across processes: a real `sluice serve --fabric P` and the sluice
+CLI (or rdma_probe, a client that hand-makes one request) in other processes, on each libfabric
+provider:  rdma_test.py SLUICE_BINARY RDMA_PROBE SCENARIO
+
+Scenarios (each one CTest test):
+  sizes.P       put and get --via rdma of 0, 1, 4095, 8 MiB + 1 and 256 MiB bytes, byte-exact, all by RDMA
+  multipart.P   a 40 MiB object: several RDMA parts each way, ranged GETs by RDMA (rdma_probe range)
+  decline       a server with --fabric off: --via auto falls back to HTTP, --via rdma fails and stores nothing
+  interop.P     an object put by RDMA reads back byte-exact with curl --aws-sigv4, and the other way round
+  probe.P       rdma_probe: ranges; expired, short, tampered and unsigned tokens are refused untouched
+  vanish.P      clients that exit with a GET by RDMA in flight (mid-transfer, and right after sending it):
+                the server keeps serving, gets its staging buffers back, stays bounded and stops on SIGTERM
+  netns         server and client in two network namespaces joined by a veth pair, tcp;ofi_rxm
+  netns_multihomed  as netns, with a second interface on the client's side that the server cannot reach
+P is tcp or shm. Exit 0: passed; 77: skipped (a missing tool or privilege, with the reason);
+anything else: failed."""
+import glob
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import MIB, Server, expect, make_file, sha256  # noqa: E402
+
+AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
+SKIP = 77
+PROVIDER = {"tcp": "tcp;ofi_rxm", "shm": "shm"}
+REPORT = re.compile(r"rdma (\d+) bytes in (\d+) requests, http (\d+) bytes in (\d+) requests"
+                    r"(?:, (\d+) declined by the server)?")
+
+
+class Skip(Exception):
+    pass
+
+
+# Every process the test started. The shm provider names its shared memory after the process
+# (/dev/shm/PID:EP:N) and removes it only when the endpoint closes: a process that exits with
+# _exit (rdma_probe vanish), crashes or is killed leaves 16 MiB behind.
+PIDS = []
+
+
+def remove_shm_leftovers():
+    for pid in PIDS:
+        if not os.path.exists("/proc/%d" % pid):
+            for path in glob.glob("/dev/shm/%d:*" % pid):
+                print("  removing %s, left by process %d" % (path, pid))
+                os.remove(path)
+
+
+def clean_env():
+    env = dict(os.environ)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        env.pop(name, None)
+    return env
+
+
+def paths_of(output):
+    """The path report the CLI prints: dict rdma_bytes, rdma_requests, http_bytes, http_requests, declined."""
+    m = REPORT.search(output)
+    if not m:
+        raise AssertionError("no path report in: " + output)
+    names = ("rdma_bytes", "rdma_requests", "http_bytes", "http_requests", "declined")
+    return {n: int(v or 0) for n, v in zip(names, m.groups())}
+
+
+class Harness:
+    """A server, the CLI against it, and rdma_probe. `prefix` runs the clients under another command."""
+
+    def __init__(self, binary, probe, tmp, server, prefix=()):
+        self.binary, self.probe, self.tmp, self.server, self.prefix = binary, probe, tmp, server, list(prefix)
+        self.env = clean_env()
+
+    def run(self, cmd, timeout, text):
+        """subprocess.run, remembering the pid (see remove_shm_leftovers)."""
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text, env=self.env) as proc:
+            PIDS.append(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+                raise AssertionError("%s did not finish within %d s (killed): %s%s" %
+                                     (" ".join(cmd[:3]), timeout, out[-1000:], err[-1000:]))
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+    def cli(self, *args, timeout=120):
+        cmd = self.prefix + [self.binary] + list(args) + ["--endpoint", self.server.url, "--access-key", AK,
+                                                          "--secret-key", SK, "--no-progress"]
+        return self.run(cmd, timeout, True)
+
+    def ok(self, *args, timeout=120):
+        r = self.cli(*args, timeout=timeout)
+        if r.returncode != 0:
+            raise AssertionError("sluice %s failed (%d):\nstdout: %s\nstderr: %s\nserver: %s" %
+                                 (" ".join(args), r.returncode, r.stdout[-2000:], r.stderr[-2000:], self.server_log()))
+        return r
+
+    def run_probe(self, provider, *args, timeout=60):
+        cmd = self.prefix + [self.probe, "--provider", provider, "--access-key", AK, "--secret-key", SK] + list(args)
+        return self.run(cmd, timeout, False)
+
+    def probe_ok(self, provider, *args, timeout=60):
+        r = self.run_probe(provider, *args, timeout=timeout)
+        err = r.stderr.decode(errors="replace")
+        if r.returncode != 0:
+            raise AssertionError("rdma_probe %s failed (%d):\n%s\nserver: %s" %
+                                 (" ".join(args), r.returncode, err[-3000:], self.server_log()))
+        for line in err.splitlines():  # what the probe checked
+            if line.startswith("  ok:"):
+                print("    rdma_probe %s:%s" % (args[0], line[4:]))
+        return r
+
+    def server_log(self):
+        proc = self.server.proc
+        if proc is None or proc.poll() is None:
+            return "(running)"
+        return "exited %d: %s" % (proc.returncode, proc.stdout.read()[-2000:])
+
+    def put(self, src, url, via, fabric=None):
+        return self.ok("put", src, url, "--via", via, *(["--fabric", fabric] if fabric else []))
+
+    def get(self, url, out, via, fabric=None):
+        return self.ok("get", url, out, "--via", via, *(["--fabric", fabric] if fabric else []))
+
+    def round_trip(self, size, fabric, name=None, seed=None):
+        """put --via rdma, get --via rdma: byte-exact, and every byte by RDMA."""
+        name = name or "obj-%d" % size
+        seed = size if seed is None else seed
+        src = (make_big_file if size > 16 * MIB else make_file)(os.path.join(self.tmp, name), size, seed)
+        url = "s3://rdma/%s/%s" % (fabric, name)
+        start = time.monotonic()
+        put = paths_of(self.put(src, url, "rdma", fabric).stdout)
+        out = os.path.join(self.tmp, name + ".out")
+        get = paths_of(self.get(url, out, "rdma", fabric).stdout)
+        took = time.monotonic() - start
+        expect(os.path.getsize(out) == size and sha256(out) == sha256(src),
+               "%s: %d bytes put and got back byte-exact (%.1f s)" % (fabric, size, took))
+        for what, paths in (("put", put), ("get", get)):
+            expect(paths["rdma_bytes"] == size and paths["http_bytes"] == 0 and paths["declined"] == 0,
+                   "%s: %s of %d bytes: %d by RDMA, none over HTTP: %s" % (fabric, what, size, size, paths))
+            if size > 0:
+                expect(paths["rdma_requests"] >= 1 and paths["http_requests"] == 0,
+                       "%s: %s of %d bytes: %d RDMA requests, no HTTP body" % (fabric, what, size,
+                                                                               paths["rdma_requests"]))
+        os.remove(out)
+        return src, put, get
+
+
+def make_big_file(path, size, seed):
+    """A file of `size` bytes quickly: windows of one random pool at different offsets, so that
+    every MiB differs from the others (a part landing in the wrong place changes the digest)."""
+    pool = random.Random(seed).randbytes(2 * MIB)
+    with open(path, "wb") as f:
+        for i in range(size // MIB):
+            at = (i * 7919 + seed) % MIB
+            f.write(pool[at:at + MIB])
+        f.write(pool[:size % MIB])
+    return path
+
+
+def rss_anon_kib(pid):
+    """The anonymous resident memory of a process (the file pages it maps are not counted)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+def test_sizes(h, fabric):
+    for size in (0, 1, 4095, 8 * MIB + 1):
+        src, _, _ = h.round_trip(size, fabric)
+        os.remove(src)
+    # 256 MiB: 32 parts of 8 MiB, each its own token.
+    src, put, get = h.round_trip(256 * MIB, fabric, name="big")
+    expect(put["rdma_requests"] == 32, "%s: the 256 MiB put moved in 32 RDMA parts" % fabric)
+    expect(get["rdma_requests"] >= 3, "%s: the 256 MiB get moved in several RDMA requests" % fabric)
+    os.remove(src)
+
+
+def test_multipart(h, fabric):
+    size = 40 * MIB + 12345  # 6 parts of 8 MiB (the last short)
+    src = make_big_file(os.path.join(h.tmp, "multi"), size, 40)
+    url = "s3://rdma/multi"
+    r = h.put(src, url, "rdma", fabric)
+    put = paths_of(r.stdout)
+    expect(put["rdma_bytes"] == size and put["http_bytes"] == 0 and put["rdma_requests"] >= 3,
+           "%s: multipart put: %d RDMA parts, nothing over HTTP" % (fabric, put["rdma_requests"]))
+    expect(re.search(r"etag [0-9a-f]{32}-6;", r.stdout) is not None, "the ETag is a 6-part multipart ETag")
+    out = os.path.join(h.tmp, "multi.out")
+    get = paths_of(h.get(url, out, "rdma", fabric).stdout)
+    expect(sha256(out) == sha256(src), "%s: multipart get byte-exact" % fabric)
+    expect(get["rdma_bytes"] == size and get["http_bytes"] == 0 and get["rdma_requests"] >= 3,
+           "%s: multipart get: %d RDMA requests, nothing over HTTP" % (fabric, get["rdma_requests"]))
+    with open(src, "rb") as f:
+        data = f.read()
+    # Across a part boundary, a whole part's span, the very last byte.
+    ranges = [(8 * MIB - 100, 200), (16 * MIB + 5, 8 * MIB), (size - 1, 1)]
+    for offset, length in ranges:
+        got = os.path.join(h.tmp, "range.out")
+        h.probe_ok(fabric, "range", h.server.url, "rdma", "multi", str(offset), str(length), got)
+        with open(got, "rb") as f:
+            expect(f.read() == data[offset:offset + length],
+                   "%s: ranged GET by RDMA bytes=%d-%d: 206, byte-exact" % (fabric, offset, offset + length - 1))
+
+
+def test_decline(h):
+    expect(any("rdma: off" in line for line in h.server.banner), "the server says rdma: off")
+    size = 1 * MIB + 7
+    src = make_file(os.path.join(h.tmp, "small"), size, 1)
+    url = "s3://rdma/small"
+    put = paths_of(h.put(src, url, "auto", "tcp").stdout)
+    expect(put["http_bytes"] == size and put["rdma_bytes"] == 0 and put["declined"] == 1,
+           "put --via auto: declined once, stored over HTTP: %s" % put)
+    out = os.path.join(h.tmp, "small.out")
+    for fabric in ("tcp", "shm"):
+        get = paths_of(h.get(url, out, "auto", fabric).stdout)
+        expect(sha256(out) == sha256(src), "%s: get --via auto byte-exact" % fabric)
+        expect(get["http_bytes"] == size and get["rdma_bytes"] == 0 and get["declined"] >= 1,
+               "%s: get --via auto: declined, the bytes came over HTTP: %s" % (fabric, get))
+        os.remove(out)
+    r = h.cli("get", url, out, "--via", "rdma", "--fabric", "tcp")
+    expect(r.returncode == 1 and ("RDMANotSupported" in r.stderr or "rdma_not_supported" in r.stderr),
+           "get --via rdma fails with RDMANotSupported: %s" % r.stderr.strip())
+    expect(not os.path.exists(out) and not os.path.exists(out + ".partial"), "and leaves no file")
+    r = h.cli("put", src, "s3://rdma/strict", "--via", "rdma", "--fabric", "tcp")
+    expect(r.returncode == 1 and ("RDMANotSupported" in r.stderr or "rdma_not_supported" in r.stderr),
+           "put --via rdma fails with RDMANotSupported: %s" % r.stderr.strip())
+    # Multipart: every part is declined; --via auto sends them over HTTP, --via rdma stores nothing.
+    big = make_big_file(os.path.join(h.tmp, "big"), 20 * MIB + 1, 2)
+    put = paths_of(h.put(big, "s3://rdma/big", "auto", "tcp").stdout)
+    expect(put["http_bytes"] == 20 * MIB + 1 and put["rdma_bytes"] == 0 and put["declined"] == 3,
+           "multipart put --via auto: each of the 3 parts declined, all over HTTP: %s" % put)
+    r = h.cli("put", big, "s3://rdma/strict-big", "--via", "rdma", "--fabric", "tcp")
+    expect(r.returncode == 1 and "RDMANotSupported" in r.stderr, "multipart put --via rdma fails with RDMANotSupported")
+    listing = h.ok("ls", "--recursive", "s3://rdma").stdout.split()
+    expect(listing[3::4] == ["big", "small"], "nothing stored by the --via rdma puts (ls: %s)" % listing[3::4])
+
+
+def curl(server, *args):
+    cmd = ["curl", "-sS", "--fail-with-body", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", AK + ":" + SK,
+           "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"] + list(args)
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError("curl %s failed (%d): %s %s" % (" ".join(args), r.returncode, r.stdout[-500:], r.stderr))
+    return r
+
+
+def test_interop(h, fabric):
+    if shutil.which("curl") is None:
+        raise Skip("curl is not installed")
+    # Put by RDMA (3 parts, each its own token), read by plain HTTP.
+    size = 20 * MIB + 5
+    src = make_big_file(os.path.join(h.tmp, "parts"), size, 20)
+    put = paths_of(h.put(src, "s3://rdma/by-rdma", "rdma", fabric).stdout)
+    expect(put["rdma_bytes"] == size and put["http_bytes"] == 0 and put["rdma_requests"] == 3,
+           "%s: a %d-byte object put in 3 RDMA parts" % (fabric, size))
+    out = os.path.join(h.tmp, "parts.curl")
+    curl(h.server, "-o", out, h.server.url + "/rdma/by-rdma")
+    expect(sha256(out) == sha256(src), "%s: curl --aws-sigv4 reads it back byte-exact" % fabric)
+    # Put by plain HTTP, read by RDMA.
+    size = 5 * MIB + 1
+    src = make_file(os.path.join(h.tmp, "curl-put"), size, 5)
+    curl(h.server, "-T", src, h.server.url + "/rdma/by-http")
+    out = os.path.join(h.tmp, "curl-put.rdma")
+    get = paths_of(h.get("s3://rdma/by-http", out, "rdma", fabric).stdout)
+    expect(sha256(out) == sha256(src), "%s: an object curl put reads back by RDMA byte-exact" % fabric)
+    expect(get["rdma_bytes"] == size and get["http_bytes"] == 0, "%s: and all of it by RDMA: %s" % (fabric, get))
+
+
+def test_probe(h, fabric):
+    size = 3 * MIB + 5
+    src = make_file(os.path.join(h.tmp, "obj"), size, 3)
+    h.put(src, "s3://rdma/obj", "http")
+    with open(src, "rb") as f:
+        data = f.read()
+    for offset, length in ((0, size), (12345, 1000)):
+        r = h.probe_ok(fabric, "range", h.server.url, "rdma", "obj", str(offset), str(length))
+        expect(r.stdout == data[offset:offset + length],
+               "%s: probe range bytes=%d-%d: 206 by RDMA, byte-exact, nothing written past it" %
+               (fabric, offset, offset + length - 1))
+    for mode, what in (("expired", "expired tokens (an hour ago; this second): 400 InvalidRDMAToken"),
+                       ("short", "a segment 1 byte short of the object: 400 InvalidRDMAToken"),
+                       ("tampered", "a token swapped after signing: 403 SignatureDoesNotMatch"),
+                       ("unsigned", "a token header outside SignedHeaders: 400 InvalidRDMAToken")):
+        h.probe_ok(fabric, mode, h.server.url, "rdma", "obj")
+        expect(True, "%s: %s, the buffer untouched" % (fabric, what))
+    out = os.path.join(h.tmp, "obj.out")
+    get = paths_of(h.get("s3://rdma/obj", out, "rdma", fabric).stdout)
+    expect(sha256(out) == sha256(src) and get["rdma_bytes"] == size, "%s: the server still serves by RDMA" % fabric)
+
+
+def test_vanish(h, fabric):
+    """Clients that exit with a GET by RDMA in flight: mid-transfer (after the first bytes
+    landed) and right after sending the request (before the server reached them)."""
+    size = 64 * MIB  # 16 staging buffers' worth
+    big = make_big_file(os.path.join(h.tmp, "big"), size, 64)
+    h.put(big, "s3://rdma/big", "http")
+    small = make_file(os.path.join(h.tmp, "small"), 100 * 1024 + 1, 5)
+    h.put(small, "s3://rdma/small", "http")
+    out = os.path.join(h.tmp, "out")
+
+    def still_serves(after):
+        start = time.monotonic()
+        for via in ("http", "rdma"):
+            try:
+                r = h.cli("get", "s3://rdma/small", out, "--via", via, "--fabric", fabric, timeout=15)
+            except AssertionError as e:
+                raise AssertionError("%s: after %s, get --via %s: %s" % (fabric, after, via, e))
+            expect(r.returncode == 0 and sha256(out) == sha256(small),
+                   "%s: after %s, a get --via %s works (%.1f s) %s" %
+                   (fabric, after, via, time.monotonic() - start, r.stderr.strip()[-300:]))
+        took = time.monotonic() - start
+        expect(took < 5, "%s: after %s, the server answered both within 5 s (%.1f s)" % (fabric, after, took))
+
+    h.get("s3://rdma/big", out, "rdma", fabric)  # warm up: staging buffers touched, connections made
+    baseline = rss_anon_kib(h.server.proc.pid)
+    # Four rounds hold more staging buffers than a provider has (16, 4 per transfer) if none came back.
+    for mode in ("vanish", "vanish-now", "vanish", "vanish-now"):
+        r = h.probe_ok(fabric, mode, h.server.url, "rdma", "big")
+        said = r.stderr.decode(errors="replace").strip().splitlines()
+        print("  %s: %s" % (mode, said[-1] if said else ""))
+        still_serves("a client vanished (%s)" % mode)
+    start = time.monotonic()
+    get = paths_of(h.get("s3://rdma/big", out, "rdma", fabric).stdout)
+    expect(get["rdma_bytes"] == size and sha256(out) == sha256(big),
+           "%s: then the whole object by RDMA again, byte-exact (%.1f s): no staging buffer lost" %
+           (fabric, time.monotonic() - start))
+    grown = rss_anon_kib(h.server.proc.pid) - baseline
+    expect(grown < 64 * 1024, "%s: the server's anonymous RSS grew by %d KiB over 4 vanished clients (< 64 MiB)" %
+           (fabric, grown))
+    start = time.monotonic()
+    stop(h.server)
+    expect(True, "%s: the server stops on SIGTERM (%.1f s)" % (fabric, time.monotonic() - start))
+
+
+# ------------------------------------------------------------------------------------------
+def ip(*args, check=True):
+    r = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
+    if check and r.returncode != 0:
+        raise RuntimeError("ip %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r
+
+
+class Namespaces:
+    """Network namespaces and veth pairs between them, deleted again on exit (deleting a
+    namespace deletes the veth ends in it). links: (ns_a, ip_a, ns_b, ip_b), /24 each."""
+
+    def __init__(self, names, links):
+        self.tag = str(os.getpid())
+        self.names = {n: "sluice-%s-%s" % (n, self.tag) for n in names}
+        self.links = links
+        self.made = []
+
+    def __enter__(self):
+        if shutil.which("ip") is None:
+            raise Skip("the ip tool (iproute2) is not installed")
+        try:
+            self.create()
+        except BaseException:
+            self.delete()
+            raise
+        return self
+
+    def create(self):
+        for short, name in self.names.items():
+            r = ip("netns", "add", name, check=False)
+            if r.returncode != 0:
+                raise Skip("cannot create a network namespace (ip netns add %s: %s)" % (name, r.stderr.strip()))
+            self.made.append(name)
+            ip("-n", name, "link", "set", "lo", "up")
+        devices = []
+        for i, (a, a_ip, b, b_ip) in enumerate(self.links):
+            a_dev, b_dev = "sl%d%s" % (i, self.tag[-6:]) + "a", "sl%d%s" % (i, self.tag[-6:]) + "b"
+            ip("link", "add", a_dev, "netns", self[a], "type", "veth", "peer", "name", b_dev, "netns", self[b])
+            for ns, dev, addr in ((a, a_dev, a_ip), (b, b_dev, b_ip)):
+                ip("-n", self[ns], "addr", "add", addr + "/24", "dev", dev)
+                ip("-n", self[ns], "link", "set", dev, "up")
+                devices.append((ns, dev))
+            print("  %s (%s) --veth-- %s (%s)" % (self[a], a_ip, self[b], b_ip))
+        # A veth is usable (and reported as such to libfabric) once both ends are up and the
+        # carrier is on; until then the tcp provider ranks it below loopback.
+        deadline = time.monotonic() + 10
+        for ns, dev in devices:
+            while "LOWER_UP" not in ip("-n", self[ns], "link", "show", "dev", dev).stdout:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("%s in %s has no carrier after 10 s" % (dev, self[ns]))
+                time.sleep(0.05)
+
+    def __getitem__(self, short):
+        return self.names[short]
+
+    def exec_prefix(self, short):
+        return ["ip", "netns", "exec", self[short]]
+
+    def delete(self):
+        for name in self.made:
+            ip("netns", "delete", name, check=False)
+        left = ip("netns", "list").stdout
+        return not any(name in left for name in self.made)
+
+    def __exit__(self, *exc):
+        expect(self.delete(), "the namespaces are deleted")
+        return False
+
+
+def netns_server(binary, tmp, ns, address):
+    server = Server(binary, os.path.join(tmp, "root"), AK, SK, extra=["--fabric", "tcp"], listen=address + ":0",
+                    prefix=ns.exec_prefix("srv")).start()
+    expect(any("rdma: tcp;ofi_rxm" in line for line in server.banner),
+           "the server in %s serves rdma on tcp;ofi_rxm, at %s" % (ns["srv"], server.url))
+    return server
+
+
+def stop_quietly(server):
+    if server and server.proc.poll() is None:
+        try:
+            server.stop()
+        except RuntimeError as e:
+            print("and: sluice serve %s" % e)
+
+
+def test_netns(binary, probe, tmp):
+    """Two "hosts": network namespaces joined by a veth pair; the server in one, the clients in
+    the other, on tcp;ofi_rxm."""
+    server_ip, client_ip = "10.77.0.1", "10.77.0.2"
+    server = None
+    with Namespaces(["srv", "cli"], [("srv", server_ip, "cli", client_ip)]) as ns:
+        try:
+            server = netns_server(binary, tmp, ns, server_ip)
+            h = Harness(binary, probe, tmp, server, prefix=ns.exec_prefix("cli"))
+            # The address the client's tcp provider puts in its tokens (the CLI binds 127.0.0.1
+            # only for a loopback endpoint, else lets the provider choose): the veth's, the only
+            # one the server can reach.
+            name = h.probe_ok("tcp", "name", server.url, "rdma", "x").stdout.decode().strip()
+            expect(name.startswith(client_ip + ":"), "the client's fabric endpoint in %s is %s" % (ns["cli"], name))
+            h.ok("mb", "s3://rdma")
+            for size in (1, 1 * MIB + 3, 20 * MIB + 7):
+                src, put, _ = h.round_trip(size, "tcp", name="netns-%d" % size)
+                if size > 16 * MIB:
+                    expect(put["rdma_requests"] == 3, "the %d-byte put moved in 3 RDMA parts across the veth" % size)
+                os.remove(src)
+            src = make_file(os.path.join(tmp, "ranged"), 2 * MIB, 9)
+            h.put(src, "s3://rdma/ranged", "rdma", "tcp")
+            r = h.probe_ok("tcp", "range", server.url, "rdma", "ranged", "1000", str(MIB))
+            with open(src, "rb") as f:
+                expect(r.stdout == f.read()[1000:1000 + MIB], "a ranged GET by RDMA across the veth, byte-exact")
+            stop(server)
+        finally:
+            stop_quietly(server)
+
+
+def test_netns_multihomed(binary, probe, tmp):
+    """As netns, but the client's host has a second interface, on a network the server cannot
+    reach (10.88.0.0/24, towards a third namespace). The tokens must name the client's address
+    on the route to the server, whatever the order libfabric lists the interfaces in: both
+    orders of creating the two links are tried."""
+    server_ip, client_ip, other_client_ip = "10.77.0.1", "10.77.0.2", "10.88.0.2"
+    to_server = ("srv", server_ip, "cli", client_ip)
+    to_other = ("oth", "10.88.0.1", "cli", other_client_ip)
+    for order, links in (("the link to the server first", [to_server, to_other]),
+                         ("the link to the server last", [to_other, to_server])):
+        print("%s:" % order)
+        server = None
+        with Namespaces(["srv", "cli", "oth"], links) as ns:
+            try:
+                server = netns_server(binary, tmp, ns, server_ip)
+                h = Harness(binary, probe, tmp, server, prefix=ns.exec_prefix("cli"))
+                h.ok("mb", "s3://rdma")
+                name = h.probe_ok("tcp", "name", server.url, "rdma", "x").stdout.decode().strip()
+                print("  the tcp provider's own choice of address in %s: %s" % (ns["cli"], name))
+                size = 1 * MIB + 3
+                src = make_file(os.path.join(tmp, "multihomed"), size, 11)
+                r = h.cli("put", src, "s3://rdma/multihomed", "--via", "rdma", "--fabric", "tcp")
+                expect(r.returncode == 0,
+                       "%s: put --via rdma from a client with two interfaces works (exit %d: %s%s); the tokens "
+                       "must carry the address the server can reach (%s); the provider on its own picks %s" %
+                       (order, r.returncode, r.stdout.strip(), r.stderr.strip(), client_ip, name))
+                out = os.path.join(tmp, "multihomed.out")
+                get = paths_of(h.get("s3://rdma/multihomed", out, "rdma", "tcp").stdout)
+                expect(sha256(out) == sha256(src) and get["rdma_bytes"] == size,
+                       "%s: and get --via rdma, byte-exact" % order)
+                stop(server)
+            finally:
+                stop_quietly(server)
+                shutil.rmtree(os.path.join(tmp, "root"), ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    binary, probe, scenario = sys.argv[1:]
+    sys.stdout.reconfigure(line_buffering=True)  # interleave with the tools' output in order
+    test, _, fabric = scenario.partition(".")
+    tmp = tempfile.mkdtemp(prefix="sluice-rdma-")
+    server = None
+    started = time.monotonic()
+    try:
+        if test == "netns":
+            test_netns(binary, probe, tmp)
+        elif test == "netns_multihomed":
+            test_netns_multihomed(binary, probe, tmp)
+        else:
+            server_fabric = "off" if test == "decline" else fabric
+            server = Server(binary, os.path.join(tmp, "root"), AK, SK, extra=["--fabric", server_fabric]).start()
+            PIDS.append(server.proc.pid)
+            print("sluice serve --fabric %s on %s (%s)" % (server_fabric, server.url, "; ".join(server.banner)))
+            if test != "decline":
+                expect(any(("rdma: " in line and PROVIDER[fabric] in line) for line in server.banner),
+                       "the server serves rdma on " + PROVIDER[fabric])
+            h = Harness(binary, probe, tmp, server)
+            h.ok("mb", "s3://rdma")
+            {"sizes": lambda: test_sizes(h, fabric),
+             "multipart": lambda: test_multipart(h, fabric),
+             "decline": lambda: test_decline(h),
+             "interop": lambda: test_interop(h, fabric),
+             "probe": lambda: test_probe(h, fabric),
+             "vanish": lambda: test_vanish(h, fabric)}[test]()
+            stop(server)
+        print("PASSED: rdma %s (%.1f s)" % (scenario, time.monotonic() - started))
+        return 0
+    except Skip as why:
+        print("SKIPPED: rdma %s: %s" % (scenario, why))
+        return SKIP
+    finally:
+        if server and server.proc.poll() is None:
+            try:
+                server.stop()
+            except RuntimeError as e:  # killed; the test has failed already, keep its error
+                print("and: sluice serve %s" % e)
+            server.proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_shm_leftovers()
+
+
+def stop(server):
+    """SIGTERM: the server must stop within 20 s (common.Server kills it otherwise)."""
+    try:
+        server.stop()
+    except RuntimeError as e:
+        raise AssertionError("SIGTERM: sluice serve %s (a thread is stuck in a transfer?)" % e)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
