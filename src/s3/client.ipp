@@ -1479,23 +1479,25 @@ asio::awaitable<response> put_payload(const op_context& op, request_spec spec, t
     by_rdma.headers.emplace_back("x-amz-checksum-crc32c", base64_encode(crc.finish()));
     response res = co_await execute(op, by_rdma, ec);
     if (ec) co_return res;
-    if (res.status < 300) {
-      if (!moved_by_rdma(res)) {
-        ec = sluice::errc::protocol_violation;  // a server that took a body-less PUT it did not read
-        co_return res;
-      }
+    const std::string_view reply = res.field("x-amz-rdma-reply");
+    if (res.status < 300 && moved_by_rdma(res)) {
       paths.rdma(*op.state, data.size());
       if (spec.progress != nullptr) spec.progress->add(data.size());
       co_return res;
     }
     // A decline is x-amz-rdma-reply: 501, or an answer without the header from a server that
-    // does not know the protocol (it saw an empty body that fails the payload's checksums). A
-    // body would not change a refusal of the caller (403) or of the bucket or upload (404).
-    const std::string_view reply = res.field("x-amz-rdma-reply");
+    // does not know the protocol: one that rejected the empty body (its checksums fail), or one
+    // that checks nothing and stored 0 bytes (a 2xx without x-amz-rdma-reply), which the PUT
+    // with a body that follows replaces. A body would not change a refusal of the caller (403)
+    // or of the bucket or upload (404).
     const bool declined = reply == "501" || (reply.empty() && res.status != 403 && res.status != 404);
     if (!declined) co_return res;
     ++paths.declined;
     if (via == transfer_via::rdma) {
+      if (res.status < 300) {  // it stored 0 bytes: put the real ones back before failing
+        error_code repair;
+        static_cast<void>(co_await execute(op, spec, repair));
+      }
       ec = s3::errc::rdma_not_supported;
       co_return res;
     }

@@ -46,15 +46,15 @@ class Server:
     def url(self):
         return "http://%s:%d" % (self.host, self.port)
 
-    def stop(self, sig=signal.SIGTERM):
+    def stop(self, sig=signal.SIGTERM, timeout=20):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise RuntimeError("server did not stop within 20 s")
+                raise RuntimeError("server did not stop within %d s" % timeout)
 
 
 def expect(cond, what):
