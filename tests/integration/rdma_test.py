@@ -164,6 +164,12 @@ def make_big_file(path, size, seed):
     return path
 
 
+def sanitized(binary):
+    """Whether `binary` is built with AddressSanitizer (GCC links libasan dynamically)."""
+    r = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    return "libasan" in r.stdout
+
+
 def rss_anon_kib(pid):
     """The anonymous resident memory of a process (the file pages it maps are not counted)."""
     with open("/proc/%d/status" % pid) as f:
@@ -342,8 +348,12 @@ def test_vanish(h, fabric):
            "%s: then the whole object again (--via %s), byte-exact (%.1f s): no staging buffer lost" %
            (fabric, vias[1], time.monotonic() - start))
     grown = rss_anon_kib(h.server.proc.pid) - baseline
-    expect(grown < 64 * 1024, "%s: the server's anonymous RSS grew by %d KiB over 4 vanished clients (< 64 MiB)" %
-           (fabric, grown))
+    if sanitized(h.binary):
+        # ASan keeps freed memory in quarantine (256 MiB by default): RSS says nothing there.
+        print("  (RSS bound not checked: the server is built with AddressSanitizer; grew %d KiB)" % grown)
+    else:
+        expect(grown < 64 * 1024, "%s: the server's anonymous RSS grew by %d KiB over 4 vanished clients (< 64 MiB)" %
+               (fabric, grown))
     start = time.monotonic()
     # shm: the abandoned transfers' threads wait out operation_timeout (30 s) before the server
     # can join them: stop is bounded by it.
