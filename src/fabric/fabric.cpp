@@ -125,17 +125,17 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
   ep->config_ = config;
 
   // Hints: RDM with RMA both ways; we can handle every MR mode a provider may ask for.
-  const auto get_info = [&](error_code& e) -> info_ptr {
+  const auto get_info = [&](bool hmem, error_code& e) -> info_ptr {
     info_ptr hints(fi_allocinfo());
     if (!hints) {
       e = make_fabric_error(-FI_ENOMEM);
       return nullptr;
     }
-    hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | (config.hmem ? FI_HMEM : 0);
+    hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | (hmem ? FI_HMEM : 0);
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
-                                  (config.hmem ? FI_MR_HMEM : 0);
+                                  (hmem ? FI_MR_HMEM : 0);
     hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->fabric_attr->prov_name = strdup(std::string(provider).c_str());  // fi_freeinfo frees it
     fi_info* found = nullptr;
@@ -145,7 +145,10 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
     e = check(fi_getinfo(api_version, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &found));
     return info_ptr(found);
   };
-  ep->info_ = get_info(ec);
+  ep->info_ = get_info(config.hmem, ec);
+  // A provider without FI_HMEM (or built without CUDA support) still serves host memory: the
+  // endpoint then reports hmem() false and callers stage device memory through host buffers.
+  if (ec && config.hmem) ep->info_ = get_info(false, ec);
   if (ec) return nullptr;
   const fi_info& info = *ep->info_;
 
@@ -201,9 +204,22 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
 }
 
 endpoint::~endpoint() {
-  stopping_ = true;
+  close();
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+  fabric_.reset();
+}
+
+void endpoint::close() noexcept {
+  stopping_ = true;  // first: a post retrying FI_EAGAIN gives up and lets go of the lock
+  {
+    const std::unique_lock lock(close_mutex_);
+    if (closed_) return;
+    closed_ = true;
+  }
   if (progress_.joinable()) progress_.join();
-  ep_.reset();  // no completion is reported after this
+  ep_.reset();  // no completion is reported and no byte moves after this
   std::vector<operation*> left;
   {
     const std::lock_guard lock(operations_mutex_);
@@ -213,10 +229,6 @@ endpoint::~endpoint() {
     op->done(boost::asio::error::operation_aborted);
     delete op;
   }
-  av_.reset();
-  cq_.reset();
-  domain_.reset();
-  fabric_.reset();
 }
 
 endpoint_statistics endpoint::statistics() const noexcept {
@@ -360,6 +372,11 @@ error_code endpoint::post(bool write, const memory_region& local, std::uint64_t 
 
 error_code endpoint::post_one(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
                               fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op) {
+  const std::shared_lock closing(close_mutex_);
+  if (closed_) {
+    delete op;
+    return boost::asio::error::operation_aborted;
+  }
   {
     const std::lock_guard lock(operations_mutex_);
     outstanding_.push_back(op);
@@ -385,7 +402,7 @@ error_code endpoint::post_one(bool write, const memory_region& local, std::uint6
     // that whoever is told "done" may read them.
     ret = write ? fi_writemsg(ep_.native_handle(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
                 : fi_readmsg(ep_.native_handle(), &msg, FI_COMPLETION);
-    if (ret != -FI_EAGAIN || std::chrono::steady_clock::now() >= deadline) break;
+    if (ret != -FI_EAGAIN || std::chrono::steady_clock::now() >= deadline || stopping_.load()) break;
     std::this_thread::sleep_for(std::chrono::microseconds(20));  // the progress thread drains the queue
   }
   if (ret != 0) {

@@ -188,6 +188,10 @@ std::shared_ptr<server_plane> server_plane::open(const server_plane_config& conf
 
 server_plane::~server_plane() = default;
 
+void server_plane::close() noexcept {
+  for (const auto& p : providers_) p->ep->close();
+}
+
 std::vector<std::string> server_plane::providers() const {
   std::vector<std::string> out;
   for (const auto& p : providers_) out.push_back(p->ep->traits().name);

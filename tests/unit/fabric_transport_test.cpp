@@ -8,6 +8,8 @@
 #include "conformance/host_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <future>
 #include <map>
@@ -216,4 +218,45 @@ TEST_CASE("keys we choose are random, not a counter") {
   CHECK(first.key() != second.key());
   CHECK(first.key() + 1 != second.key());
   CHECK(first.key() > 0xFFFF'FFFFu);  // fails with probability 2^-32
+}
+
+TEST_CASE("close() ends what is outstanding with operation_aborted, at once, and refuses later posts") {
+  // close() right behind a large write: the write may be done, in flight or queued, and must have
+  // completed exactly once when close() returns. (A peer that vanished mid-transfer, which shm
+  // never completes, is rdma.vanish.shm: a server stops at once. Closing the peer endpoint in
+  // this process instead crashes libfabric 1.17's shm, which maps a same-process peer's region.)
+  for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
+    CAPTURE(provider);
+    fabric::fabric_config config;
+    config.node = provider == "shm" ? "" : "127.0.0.1";
+    error_code ec;
+    auto local = fabric::endpoint::open(provider, config, ec);
+    REQUIRE(!ec);
+    auto remote = fabric::endpoint::open(provider, config, ec);
+    REQUIRE(!ec);
+    const fi_addr_t peer = local->resolve(remote->name(), ec);
+    REQUIRE(!ec);
+    std::vector<std::byte> source(64 << 20, std::byte{7});
+    auto sink = std::make_shared<std::vector<std::byte>>(source.size());  // outlives a late write
+    auto mr = local->register_memory(host_region(source), fabric::access::local, ec);
+    REQUIRE(!ec);
+    auto target = remote->register_memory(host_region(*sink), fabric::access::remote_write, ec);
+    REQUIRE(!ec);
+    const std::uint64_t address = target.remote_address(0), key = target.key();
+    std::atomic<int> calls{0};
+    std::promise<error_code> done;
+    ec = local->post_write(mr, 0, source.size(), peer, address, key, [&](error_code e) {
+      if (calls++ == 0) done.set_value(e);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    local->close();
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not operation_timeout (30 s)
+    if (!ec) {  // posted: completed (with whatever error) by the time close() returned
+      auto finished = done.get_future();
+      REQUIRE(finished.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+      CHECK(calls == 1);
+    }
+    CHECK(local->post_write(mr, 0, 1, peer, address, key, [](error_code) {}) == boost::asio::error::operation_aborted);
+    local->close();  // idempotent
+  }
 }

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -103,9 +104,13 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
                                                       error_code& ec);
   endpoint(const endpoint&) = delete;
   endpoint& operator=(const endpoint&) = delete;
-  /// Stops the progress thread, completes what is still outstanding with operation_aborted
-  /// and closes the libfabric objects.
+  /// close(), then closes the remaining libfabric objects.
   ~endpoint();
+  /// Closes the libfabric endpoint now: the progress thread stops, no byte moves after this
+  /// returns, what is still outstanding completes with operation_aborted and later posts fail
+  /// with it. Memory regions stay valid (the domain lives on). Idempotent; not from a
+  /// completion function.
+  void close() noexcept;
 
   /// The provider's name and the modes it asked for.
   [[nodiscard]] const provider_traits& traits() const noexcept { return traits_; }
@@ -194,6 +199,8 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   std::mutex key_mutex_;
   std::mt19937_64 key_engine_{std::random_device{}()};
   std::atomic<bool> stopping_{false};
+  std::shared_mutex close_mutex_;  // posts hold it shared; close() exclusively
+  bool closed_ = false;            // guarded by close_mutex_
   std::atomic<std::uint64_t> operations_{0}, bytes_{0}, errors_{0}, registrations_{0};
   std::thread progress_;
 };

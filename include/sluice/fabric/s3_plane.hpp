@@ -48,6 +48,8 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] error_code write_from(const s3::rdma_token& token, const region& memory,
                                       std::shared_ptr<const void> owner) override;
   [[nodiscard]] error_code read(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_sink& sink) override;
+  /// Closes every endpoint (endpoint::close): transfers in flight end with an error now.
+  void close() noexcept override;
 
   struct provider_state;
 

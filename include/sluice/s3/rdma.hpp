@@ -40,6 +40,10 @@ class rdma_server_plane {
   /// RMA-reads `length` bytes from the token's segments and hands them to `sink` in order.
   /// Errors as write, and the sink's (which end the transfer).
   [[nodiscard]] virtual error_code read(const rdma_token& token, std::uint64_t length, const rdma_sink& sink) = 0;
+  /// Aborts the transfers in flight (their calls return at once, with rdma_transfer_failed or
+  /// rdma_not_supported) and declines every later token. server::stop() calls it, so that a
+  /// stop never waits out the operation timeout of a transfer to a peer that vanished.
+  virtual void close() noexcept {}
 };
 
 /// The client's side: grants a server access to memory for one request.

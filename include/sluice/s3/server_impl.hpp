@@ -1394,6 +1394,8 @@ template <multipart_store Store>
 void server<Store>::stop() {
   auto& s = *state_;
   if (s.stopping.exchange(true)) return;
+  // Transfers to peers that vanished would otherwise hold their threads for operation_timeout.
+  if (s.config.rdma) s.config.rdma->close();
   boost::asio::post(s.io, [state = state_] {
     error_code ignored;
     state->acceptor.close(ignored);
@@ -1406,6 +1408,7 @@ void server<Store>::stop() {
   }
   s.threads.clear();
   s.blocking.join();
+  s.rdma.join();
 }
 
 }  // namespace sluice::s3
