@@ -21,6 +21,8 @@
 
 #ifdef SLUICE_DEMO_WITH_CUDA
 #include <sluice/cuda/device.hpp>
+#include <sluice/cuda/device_memory.hpp>
+#include <sluice/cuda/s3.hpp>
 #endif
 
 #include <sys/resource.h>
@@ -295,22 +297,22 @@ struct row {
   }
 };
 
-void print_gpu_line() {
+/// Whether GETs into GPU memory run too (a device is present and the CUDA tier is built).
+bool print_gpu_line() {
 #ifdef SLUICE_DEMO_WITH_CUDA
   error_code ec;
   const int devices = cuda::device_count(ec);
   if (devices > 0) {
     const auto props = cuda::properties(0, ec);
-    std::printf(
-        "GPU present (%d device%s, first: %s): device-memory GET arrives with the GPU issue; this demo lands "
-        "in host memory\n",
-        devices, devices == 1 ? "" : "s", ec ? "?" : props.name.c_str());
-  } else {
-    std::printf("GPU: none (%s); the GETs land in host memory\n", cuda::no_device_reason().c_str());
+    std::printf("GPU present (%d device%s, first: %s): the last GETs land in its memory\n", devices,
+                devices == 1 ? "" : "s", ec ? "?" : props.name.c_str());
+    return true;
   }
+  std::printf("GPU: none (%s); the GETs land in host memory\n", cuda::no_device_reason().c_str());
 #else
   std::printf("GPU: not checked (built without sluice::cuda); the GETs land in host memory\n");
 #endif
+  return false;
 }
 
 }  // namespace
@@ -324,7 +326,7 @@ int main(int argc, char** argv) {
 
   std::printf("sluice S3 RDMA demo: %s object s3://%s/%s at %s\n", format_bytes(size).c_str(), opt.bucket.c_str(),
               key.c_str(), opt.endpoint.c_str());
-  print_gpu_line();
+  const bool gpu = print_gpu_line();
 
   // One client per provider asked for, each with its own RDMA plane (client_config::rdma).
   struct rdma_client {
@@ -335,6 +337,7 @@ int main(int argc, char** argv) {
   for (const std::string& choice : opt.fabrics) {
     fabric::client_plane_config plane_config;
     plane_config.fabric.provider = provider_name(choice);
+    plane_config.fabric.hmem = gpu;  // device memory registered directly where the provider can
     if (local) plane_config.fabric.node = "127.0.0.1";
     error_code ec;
     auto plane = fabric::client_plane::open(plane_config, local, ec);
@@ -475,6 +478,48 @@ int main(int argc, char** argv) {
     }
   }
 
+#ifdef SLUICE_DEMO_WITH_CUDA
+  // Into GPU memory: direct (the provider registers device memory, FI_HMEM) when it can,
+  // else through the pinned ring; then by HTTP through the same ring. Verified on the host.
+  std::vector<row> gpu_rows;
+  if (gpu) {
+    auto device = cuda::device_buffer::allocate(size, 0, ec);
+    if (ec) return fail("cudaMalloc", ec);
+    for (const auto via : {s3::transfer_via::automatic, s3::transfer_via::http}) {
+      std::printf("[%d] GET  %s into GPU memory ...\n", step++, via == s3::transfer_via::http ? "http" : "auto");
+      std::fflush(stdout);
+      if ((ec = cuda::fill(device.region(), std::byte{0xA5}))) return fail("cudaMemset", ec);
+      cuda::device_transfer_report gpu_report;
+      const measurement m = measure(opt.server_pid, [&](s3::transfer_report& report) {
+        cuda::device_transfer_options options;
+        options.via = via;
+        options.progress = terminal_progress();
+        (void)cuda::get_object_to_device(first, opt.bucket, key, device.region(), options, &gpu_report, ec);
+        report.rdma_bytes = gpu_report.rdma_bytes;
+        report.http_bytes = gpu_report.http_bytes;
+      });
+      if (ec) return fail("GET into GPU memory", ec);
+      print_measurement(m, size);
+      std::printf("      device path: %s, pinned staging %s\n", cuda::to_string(gpu_report.path),
+                  format_bytes(gpu_report.pinned_bytes).c_str());
+      host_buffer back(size);
+      if ((ec = cuda::copy(back.region(), device.region()))) return fail("cudaMemcpy", ec);
+      const std::uint32_t crc = crc32c(back.span());
+      const bool ok = std::memcmp(back.bytes.get(), source.bytes.get(), size) == 0 && crc == source_crc;
+      std::printf("      verify (copied back): CRC32C %08x %s source %08x: %s\n", crc, crc == source_crc ? "=" : "!=",
+                  source_crc, ok ? "OK" : "MISMATCH");
+      all_ok = all_ok && ok;
+      row r{std::string("GET  ") + (via == s3::transfer_via::http ? "http" : "auto") + " -> GPU " +
+                cuda::to_string(gpu_report.path),
+            true, false, {}};
+      r.add(m);
+      gpu_rows.push_back(std::move(r));
+    }
+  }
+#else
+  (void)gpu;
+#endif
+
   // Leave nothing behind on a long-lived server (best effort).
   first.delete_object(opt.bucket, key, ec);
 
@@ -506,6 +551,9 @@ int main(int argc, char** argv) {
   };
   print_row(put_row);
   for (const auto& way : ways) print_row(way.result);
+#ifdef SLUICE_DEMO_WITH_CUDA
+  for (const auto& r : gpu_rows) print_row(r);
+#endif
   std::printf("  (PUT: the server makes every object durable before it answers, fsync included.)\n");
   if (!all_ok) {
     std::fprintf(stderr, "sluice_s3_rdma_demo: a GET returned bytes different from the source\n");

@@ -1,11 +1,14 @@
 // Compiled part of sluice::cuda: every call into the CUDA runtime lives here, so the headers
 // need no CUDA headers and a host without a GPU gets error codes, never a crash.
 #include <sluice/cuda/device.hpp>
+#include <sluice/cuda/device_memory.hpp>
 #include <sluice/cuda/error.hpp>
 #include <sluice/cuda/pinned.hpp>
+#include <sluice/cuda/stager.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <string>
 
 namespace sluice::cuda {
@@ -111,6 +114,210 @@ pinned_registration pinning_registrar::register_region(const region& mem, error_
   }
   ec = {};
   return {{mem.data, mem.size, memory_kind::host_pinned, -1}, true};
+}
+
+// -- device memory and streams ----------------------------------------------------------------
+
+device_buffer device_buffer::allocate(std::size_t size, int device, error_code& ec) {
+  if (device_count(ec) == 0) return {};
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+    ec = from(e);
+    return {};
+  }
+  void* data = nullptr;
+  if (size != 0) {
+    if (const cudaError_t e = cudaMalloc(&data, size); e != cudaSuccess) {
+      ec = from(e);
+      return {};
+    }
+  }
+  ec = {};
+  return {data, size, device};
+}
+
+device_buffer device_buffer::allocate(std::size_t size, int device) {
+  error_code ec;
+  device_buffer buffer = allocate(size, device, ec);
+  detail::throw_on_error(ec, "cudaMalloc");
+  return buffer;
+}
+
+void device_buffer::reset() noexcept {
+  if (data_ != nullptr) (void)cudaFree(data_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+stream stream::create(int device, error_code& ec) {
+  stream out;
+  if (device_count(ec) == 0) return out;
+  cudaStream_t handle = nullptr;
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess ||
+                                             (e = cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking)) != cudaSuccess) {
+    ec = from(e);
+    return out;
+  }
+  out.handle_ = handle;
+  out.device_ = device;
+  ec = {};
+  return out;
+}
+
+error_code stream::synchronize() const noexcept { return from(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_))); }
+
+void stream::reset() noexcept {
+  if (handle_ != nullptr) (void)cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+  handle_ = nullptr;
+}
+
+error_code copy(const region& dst, const region& src) noexcept {
+  if (dst.size != src.size || (dst.size != 0 && (dst.data == nullptr || src.data == nullptr))) {
+    return errc::invalid_argument;
+  }
+  if (dst.size == 0) return {};
+  return from(cudaMemcpy(dst.data, src.data, dst.size, cudaMemcpyDefault));
+}
+
+error_code fill(const region& dst, std::byte value) noexcept {
+  if (dst.size == 0) return {};
+  if (dst.data == nullptr) return errc::invalid_argument;
+  if (dst.host_accessible()) {
+    std::memset(dst.data, static_cast<int>(value), dst.size);
+    return {};
+  }
+  if (const cudaError_t e = cudaSetDevice(dst.device); e != cudaSuccess) return from(e);
+  if (const cudaError_t e = cudaMemset(dst.data, static_cast<int>(value), dst.size); e != cudaSuccess) return from(e);
+  return from(cudaDeviceSynchronize());
+}
+
+// -- stager -----------------------------------------------------------------------------------
+
+std::optional<config_error> stager_config::validate() const {
+  if (slot_bytes == 0 || slot_bytes % 4096 != 0) return config_error{"slot_bytes", "must be a positive multiple of 4096"};
+  if (slots < 2) return config_error{"slots", "must be at least 2 (one filling while one copies)"};
+  if (slot_bytes > (std::size_t{1} << 40) / slots) return config_error{"slots", "slots × slot_bytes is too large"};
+  if (device < 0) return config_error{"device", "must be a device ordinal"};
+  return std::nullopt;
+}
+
+std::unique_ptr<stager> stager::create(const stager_config& config, error_code& ec) {
+  if (config.validate()) {
+    ec = errc::invalid_config;
+    return nullptr;
+  }
+  std::unique_ptr<stager> out(new stager());
+  out->config_ = config;
+  if (const cudaError_t e = cudaSetDevice(config.device); e != cudaSuccess) {
+    ec = device_count(ec) == 0 ? error_code(errc::no_device) : from(e);
+    return nullptr;
+  }
+  out->memory_ = pinned_buffer::allocate(config.slot_bytes * config.slots, ec);
+  if (ec) return nullptr;
+  out->slots_.resize(config.slots);
+  for (std::size_t i = 0; i < config.slots; ++i) {
+    slot_state& s = out->slots_[i];
+    s.copies = stream::create(config.device, ec);
+    if (ec) return nullptr;
+    cudaEvent_t event = nullptr;
+    if (const cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming); e != cudaSuccess) {
+      ec = from(e);
+      return nullptr;
+    }
+    s.done = event;
+    out->ring_.push_back(i);
+  }
+  ec = {};
+  return out;
+}
+
+stager::~stager() {
+  for (slot_state& s : slots_) {
+    (void)wait(s);
+    if (s.done != nullptr) (void)cudaEventDestroy(static_cast<cudaEvent_t>(s.done));
+  }
+}
+
+error_code stager::wait(slot_state& s) noexcept {
+  if (!s.pending) return {};
+  s.pending = false;
+  return from(cudaEventSynchronize(static_cast<cudaEvent_t>(s.done)));
+}
+
+std::optional<stager::slot> stager::acquire(error_code& ec) {
+  std::size_t index = 0;
+  {
+    std::unique_lock lock(mutex_);
+    returned_.wait(lock, [&] { return !ring_.empty(); });
+    index = ring_.front();
+    ring_.pop_front();
+  }
+  // The slot is ours now: nobody else waits on or records its event.
+  ec = wait(slots_[index]);
+  if (ec) {
+    release({index, {}});
+    return std::nullopt;
+  }
+  return slot{index, {memory_.region().bytes() + index * config_.slot_bytes, config_.slot_bytes,
+                      memory_kind::host_pinned, -1}};
+}
+
+error_code stager::to_device(const slot& s, const region& dst) {
+  slot_state& state = slots_[s.index];
+  error_code ec;
+  if (dst.size > config_.slot_bytes || dst.kind != memory_kind::cuda_device || (dst.data == nullptr && dst.size != 0)) {
+    ec = errc::invalid_argument;
+  } else if (dst.size != 0) {
+    const auto copies = static_cast<cudaStream_t>(state.copies.native_handle());
+    cudaError_t e = cudaSetDevice(config_.device);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst.data, s.host.data, dst.size, cudaMemcpyHostToDevice, copies);
+    if (e == cudaSuccess) e = cudaEventRecord(static_cast<cudaEvent_t>(state.done), copies);
+    if (e == cudaSuccess) state.pending = true;
+    ec = from(e);
+  }
+  release(s);
+  return ec;
+}
+
+error_code stager::from_device(const slot& s, const region& src) {
+  if (src.size > config_.slot_bytes || src.kind != memory_kind::cuda_device || (src.data == nullptr && src.size != 0)) {
+    return errc::invalid_argument;
+  }
+  if (src.size == 0) return {};
+  slot_state& state = slots_[s.index];
+  const auto copies = static_cast<cudaStream_t>(state.copies.native_handle());
+  cudaError_t e = cudaSetDevice(config_.device);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(s.host.data, src.data, src.size, cudaMemcpyDeviceToHost, copies);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(copies);
+  return from(e);
+}
+
+void stager::release(const slot& s) {
+  {
+    const std::lock_guard lock(mutex_);
+    ring_.push_back(s.index);
+  }
+  returned_.notify_one();
+}
+
+error_code stager::drain() {
+  // Slots held by callers have nothing pending of theirs to wait for; the others may.
+  std::vector<std::size_t> idle;
+  {
+    std::unique_lock lock(mutex_);
+    idle.assign(ring_.begin(), ring_.end());
+    ring_.clear();
+  }
+  error_code first;
+  for (const std::size_t i : idle) {
+    const error_code e = wait(slots_[i]);
+    if (e && !first) first = e;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    ring_.insert(ring_.end(), idle.begin(), idle.end());
+  }
+  returned_.notify_all();
+  return first;
 }
 
 }  // namespace sluice::cuda

@@ -1201,8 +1201,13 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   outcome<std::uint64_t> out;
   const client_config& config = op.config();
   if (!destination.host_accessible()) {
-    out.ec = sluice::errc::unsupported_memory;
-    co_return out;
+    // Device memory cannot take an HTTP body: every part goes by RDMA (a plane that can
+    // register it, FI_HMEM), and a decline is an error. cuda::get_object_to_device stages instead.
+    if (options.via == transfer_via::http) {
+      out.ec = sluice::errc::unsupported_memory;
+      co_return out;
+    }
+    options.via = transfer_via::rdma;
   }
   if (destination.data == nullptr && destination.size > 0) {
     out.ec = sluice::errc::invalid_argument;
@@ -1352,18 +1357,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
 
 // -- PUT --------------------------------------------------------------------------------------
 
-/// Where the bytes of an upload come from.
-class byte_source {
- public:
-  byte_source() = default;
-  byte_source(const byte_source&) = delete;
-  byte_source& operator=(const byte_source&) = delete;
-  virtual ~byte_source() = default;
-  [[nodiscard]] virtual std::uint64_t size() const noexcept = 0;
-  /// Bytes [offset, offset + length): a view into the source, or into `scratch` once read there.
-  virtual std::span<const std::byte> read(std::uint64_t offset, std::size_t length, std::vector<std::byte>& scratch,
-                                          error_code& ec) = 0;
-};
+using byte_source = upload_source;
 
 class region_source final : public byte_source {
  public:
@@ -1703,6 +1697,16 @@ asio::awaitable<outcome<std::string>> put_region_op(op_context op, std::string b
   co_return co_await put_op(std::move(op), std::move(bucket), std::move(key), std::move(bytes), std::move(options));
 }
 
+asio::awaitable<outcome<std::string>> put_source_op(op_context op, std::string bucket, std::string key,
+                                                    std::shared_ptr<byte_source> source, put_options options) {
+  if (!source) {
+    outcome<std::string> out;
+    out.ec = sluice::errc::invalid_argument;
+    co_return out;
+  }
+  co_return co_await put_op(std::move(op), std::move(bucket), std::move(key), std::move(source), std::move(options));
+}
+
 asio::awaitable<outcome<std::string>> put_file_op(op_context op, std::string bucket, std::string key,
                                                   std::filesystem::path file, put_options options) {
   outcome<std::string> out;
@@ -1890,6 +1894,14 @@ void client::start_put_object(std::string bucket, std::string key, region source
         std::move(handler));
 }
 
+void client::start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source,
+                              put_options options, detail::client_handler<std::string> handler) {
+  using namespace detail::client_impl;
+  spawn(state_,
+        put_source_op(make_op(state_), std::move(bucket), std::move(key), std::move(source), std::move(options)),
+        std::move(handler));
+}
+
 void client::start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,
                             detail::client_handler<std::string> handler) {
   using namespace detail::client_impl;
@@ -1944,6 +1956,13 @@ std::uint64_t client::get_object(const std::string& bucket, const std::string& k
   const std::uint64_t bytes = get_object(bucket, key, destination, std::move(options), ec);
   sluice::detail::throw_on_error(ec, "sluice s3 get_object");
   return bytes;
+}
+
+std::string client::put_object(const std::string& bucket, const std::string& key,
+                               std::shared_ptr<upload_source> source, put_options options, error_code& ec) {
+  return sluice::detail::run_blocking<std::string>(
+      [&](auto handler) { async_put_object(bucket, key, std::move(source), std::move(options), std::move(handler)); },
+      ec);
 }
 
 std::string client::put_object(const std::string& bucket, const std::string& key, region source, put_options options,

@@ -210,6 +210,24 @@ class client_handler {
 
 }  // namespace detail
 
+/// Where the bytes of an upload come from, for sources that are neither host memory nor a file
+/// (device memory, a generator). Parts are read by several workers at once: read() must be
+/// thread-safe. The source must not change until the upload completes.
+class upload_source {
+ public:
+  upload_source() = default;
+  upload_source(const upload_source&) = delete;
+  upload_source& operator=(const upload_source&) = delete;
+  virtual ~upload_source() = default;
+  /// The upload's length.
+  [[nodiscard]] virtual std::uint64_t size() const noexcept = 0;
+  /// Bytes [offset, offset + length): a view into the source, or into `scratch` (the caller's,
+  /// one per worker; resize it as needed) once copied there. The view stays valid until the
+  /// next read with the same scratch.
+  virtual std::span<const std::byte> read(std::uint64_t offset, std::size_t length, std::vector<std::byte>& scratch,
+                                          error_code& ec) = 0;
+};
+
 /// An S3 client. Thread-safe: any thread may start operations at any time. Not movable (its
 /// threads refer to it). The destructor cancels what is in flight (as cancel() does), waits
 /// for those operations to complete, then joins its threads.
@@ -259,8 +277,9 @@ class client {
 
   // -- GetObject -----------------------------------------------------------------------------
 
-  /// Reads `options.range` of `bucket`/`key` into the start of `destination` (host memory), the
-  /// body straight from the socket into the caller's buffer. A transfer larger than
+  /// Reads `options.range` of `bucket`/`key` into the start of `destination`, the body straight
+  /// from the socket into the caller's buffer. Device memory is read by RDMA only (the plane must
+  /// register it: a provider with FI_HMEM); cuda::get_object_to_device also stages it. A transfer larger than
   /// multipart_threshold is read as ranged GETs of part_size, parts_in_flight at once, each
   /// conditional on the ETag of the first answer (an object replaced meanwhile fails with
   /// s3::errc::precondition_failed instead of mixing versions).
@@ -268,7 +287,8 @@ class client {
   /// Completion: `void(error_code, std::uint64_t bytes)`, the bytes written. errc::region_too_small
   /// when `destination` cannot hold them (nothing is read past its end; the start may have been
   /// written), errc::bad_range for a range outside the object, errc::unsupported_memory for
-  /// device memory. `destination` must stay valid until the completion; its bytes are
+  /// device memory with via http or a plane that cannot register it, s3::errc::rdma_not_supported
+  /// when the server declines a part into device memory. `destination` must stay valid until the completion; its bytes are
   /// unspecified after an error.
   template <class CompletionToken>
   auto async_get_object(std::string bucket, std::string key, region destination, get_options options,
@@ -320,6 +340,21 @@ class client {
         },
         token, std::move(bucket), std::move(key), std::move(file), std::move(options));
   }
+  /// As async_put_object with a region, reading the bytes from `source` a part at a time
+  /// (memory stays bounded by parts_in_flight × part_size of scratch).
+  template <class CompletionToken>
+  auto async_put_object(std::string bucket, std::string key, std::shared_ptr<upload_source> source,
+                        put_options options, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [this](auto handler, std::string b, std::string k, std::shared_ptr<upload_source> s, put_options o) {
+          start_put_source(std::move(b), std::move(k), std::move(s), std::move(o),
+                           detail::client_handler<std::string>(std::move(handler), get_executor()));
+        },
+        token, std::move(bucket), std::move(key), std::move(source), std::move(options));
+  }
+  /// Blocking async_put_object from an upload_source.
+  std::string put_object(const std::string& bucket, const std::string& key, std::shared_ptr<upload_source> source,
+                         put_options options, error_code& ec);
   /// Blocking async_put_object from memory.
   std::string put_object(const std::string& bucket, const std::string& key, region source, put_options options,
                          error_code& ec);
@@ -436,6 +471,8 @@ class client {
                         detail::client_handler<std::uint64_t> handler);
   void start_put_object(std::string bucket, std::string key, region source, put_options options,
                         detail::client_handler<std::string> handler);
+  void start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source,
+                        put_options options, detail::client_handler<std::string> handler);
   void start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,
                       detail::client_handler<std::string> handler);
   void start_delete_object(std::string bucket, std::string key, detail::client_handler<> handler);

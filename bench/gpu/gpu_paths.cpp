@@ -1,0 +1,419 @@
+// The GPU set of the benchmark harness: every storage → GPU path of sluice beside its baseline,
+// in one run, on one object / file of --size bytes (default 4 GiB).
+//
+//   S3 GET → GPU: direct (RMA into device memory, FI_HMEM), staged over RDMA, staged over HTTP,
+//                 and naive (HTTP GET into pageable memory, then cudaMemcpy), against a running
+//                 `sluice serve --fabric auto` (bench/gpu.sh starts one).
+//   file → GPU:   io_uring + O_DIRECT through the pinned ring, cuFile, and naive (pread into
+//                 pageable memory, then cudaMemcpy), on --file.
+//   ceilings:     pinned host → device copy (cudaMemcpy from cudaMallocHost memory), and the
+//                 pageable one.
+//
+// Each case runs --repeat times (default 3); the median wall time is reported, with the client
+// CPU seconds per GiB (getrusage of this process) of that run and the pinned bytes the path
+// held. Every copy into the GPU is checked against the source (a sample of 64 spans). Output: a
+// table on stdout and, with --json FILE, one JSON object per case.
+#include <sluice/cuda/device.hpp>
+#include <sluice/cuda/device_memory.hpp>
+#include <sluice/cuda/pinned.hpp>
+#include <sluice/cuda/s3.hpp>
+#include <sluice/fabric/s3_plane.hpp>
+#if __has_include(<sluice/cuda/file.hpp>)
+#include <sluice/cuda/file.hpp>
+#define SLUICE_BENCH_FILE 1
+#endif
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using namespace sluice;
+
+struct options {
+  std::string endpoint;
+  std::string access_key = "SLUICEBENCH";
+  std::string secret_key = "sluice-bench-secret";
+  std::string fabric = "auto";
+  std::string file = "/tmp/sluice-gpu-bench.bin";
+  std::string json;
+  std::uint64_t size = 4 * gib;
+  unsigned repeat = 3;
+};
+
+struct measured {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  std::uint64_t pinned = 0;
+  std::string note;
+};
+
+struct result {
+  std::string group;
+  std::string name;
+  std::optional<measured> value;  // nullopt: not run (note says why)
+  std::string note;
+};
+
+double cpu_now() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](timeval t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// Runs `body` repeat times; the run with the median wall time. `body` returns false (with a
+/// note) when the case cannot run here.
+std::optional<measured> median_of(unsigned repeat, const std::function<bool(measured&)>& body, std::string& note) {
+  std::vector<measured> runs;
+  for (unsigned i = 0; i < repeat; ++i) {
+    measured m;
+    const double cpu = cpu_now();
+    const auto start = std::chrono::steady_clock::now();
+    if (!body(m)) {
+      note = m.note;
+      return std::nullopt;
+    }
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    m.cpu_seconds = cpu_now() - cpu;
+    note = m.note;
+    runs.push_back(m);
+  }
+  std::sort(runs.begin(), runs.end(), [](const measured& a, const measured& b) { return a.seconds < b.seconds; });
+  return runs[runs.size() / 2];
+}
+
+std::vector<std::byte> pattern(std::uint64_t n) {
+  std::vector<std::byte> out(n);
+  std::uint64_t x = 0x243F6A8885A308D3ULL;
+  std::uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    const std::uint64_t v = x * 0x2545F4914F6CDD1DULL;
+    std::memcpy(out.data() + i, &v, 8);
+  }
+  for (; i < n; ++i) out[i] = static_cast<std::byte>(i);
+  return out;
+}
+
+/// 64 spans of 64 KiB (first, last and evenly between) of device memory equal the source.
+bool verify(const region& device, const std::vector<std::byte>& source) {
+  const std::uint64_t span = std::min<std::uint64_t>(64 * kib, source.size());
+  std::vector<std::byte> back(span);
+  for (int i = 0; i < 64; ++i) {
+    const std::uint64_t offset = source.size() <= span ? 0 : (source.size() - span) / 63 * static_cast<unsigned>(i);
+    const region part{static_cast<std::byte*>(device.data) + offset, span, memory_kind::cuda_device, device.device};
+    if (cuda::copy(host_region(back), part) || std::memcmp(back.data(), source.data() + offset, span) != 0) {
+      std::fprintf(stderr, "MISMATCH at offset %llu\n", static_cast<unsigned long long>(offset));
+      return false;
+    }
+  }
+  return true;
+}
+
+void print_table(const std::vector<result>& results, std::uint64_t size, double ceiling) {
+  std::printf("\n| group | path | GiB/s | vs pinned H2D | client CPU s/GiB | pinned MiB | note |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---|\n");
+  const double gibs = static_cast<double>(size) / static_cast<double>(gib);
+  for (const auto& r : results) {
+    if (!r.value) {
+      std::printf("| %s | %s | n/a | | | | %s |\n", r.group.c_str(), r.name.c_str(), r.note.c_str());
+      continue;
+    }
+    const double rate = gibs / r.value->seconds;
+    std::printf("| %s | %s | %.2f | %.2f | %.3f | %.0f | %s |\n", r.group.c_str(), r.name.c_str(), rate,
+                ceiling > 0 ? rate / ceiling : 0.0, r.value->cpu_seconds / gibs,
+                static_cast<double>(r.value->pinned) / static_cast<double>(mib), r.note.c_str());
+  }
+}
+
+void write_json(const std::string& path, const std::vector<result>& results, std::uint64_t size) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return;
+  const double gibs = static_cast<double>(size) / static_cast<double>(gib);
+  std::fprintf(f, "[\n");
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    std::fprintf(f, "  {\"group\": \"%s\", \"path\": \"%s\", \"bytes\": %llu", r.group.c_str(), r.name.c_str(),
+                 static_cast<unsigned long long>(size));
+    if (r.value) {
+      std::fprintf(f, ", \"seconds\": %.6f, \"gib_per_s\": %.4f, \"cpu_s_per_gib\": %.5f, \"pinned_bytes\": %llu",
+                   r.value->seconds, gibs / r.value->seconds, r.value->cpu_seconds / gibs,
+                   static_cast<unsigned long long>(r.value->pinned));
+    }
+    std::fprintf(f, ", \"note\": \"%s\"}%s\n", r.note.c_str(), i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "]\n");
+  std::fclose(f);
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
+               "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
+               "                        [--json FILE]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--endpoint") opt.endpoint = value;
+    else if (flag == "--access-key") opt.access_key = value;
+    else if (flag == "--secret-key") opt.secret_key = value;
+    else if (flag == "--fabric") opt.fabric = value;
+    else if (flag == "--file") opt.file = value;
+    else if (flag == "--json") opt.json = value;
+    else if (flag == "--repeat") opt.repeat = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--size") {
+      const auto n = parse_size(value);
+      if (!n || *n == 0) return usage();
+      opt.size = *n;
+    } else {
+      return usage();
+    }
+  }
+  if (opt.endpoint.empty() || argc % 2 == 0) return usage();
+  error_code ec;
+  if (cuda::device_count(ec) == 0) {
+    std::printf("SKIPPED: needs a CUDA device: %s\n", cuda::no_device_reason().c_str());
+    return 77;
+  }
+  const auto props = cuda::properties(0, ec);
+  std::printf("device: %s; object/file size %.2f GiB; %u runs per case (median)\n", props.name.c_str(),
+              static_cast<double>(opt.size) / static_cast<double>(gib), opt.repeat);
+
+  const std::vector<std::byte> source = pattern(opt.size);
+  auto device = cuda::device_buffer::allocate(opt.size);
+  std::vector<result> results;
+  std::string note;
+
+  // -- ceilings ------------------------------------------------------------------------------
+  const std::uint64_t chunk = std::min<std::uint64_t>(256 * mib, opt.size);
+  auto pinned = cuda::pinned_buffer::allocate(chunk);
+  std::memcpy(pinned.native_handle(), source.data(), chunk);
+  const auto h2d = [&](const region& from, measured& m) {
+    for (std::uint64_t offset = 0; offset < opt.size; offset += chunk) {
+      const std::uint64_t n = std::min(chunk, opt.size - offset);
+      const region to{static_cast<std::byte*>(device.native_handle()) + offset, n, memory_kind::cuda_device, 0};
+      const region src{from.data, n, from.kind, -1};
+      if (const auto e = cuda::copy(to, src)) {
+        m.note = e.message();
+        return false;
+      }
+    }
+    return true;
+  };
+  results.push_back({"ceiling", "pinned H2D (cudaMemcpy, 256 MiB chunks)",
+                     median_of(opt.repeat, [&](measured& m) { m.pinned = chunk; return h2d(pinned.region(), m); }, note),
+                     "the bound every path is measured against"});
+  const double ceiling = results.back().value ? static_cast<double>(opt.size) / gib / results.back().value->seconds : 0;
+  {
+    std::vector<std::byte> pageable(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(chunk));
+    results.push_back({"ceiling", "pageable H2D (cudaMemcpy, 256 MiB chunks)",
+                       median_of(opt.repeat, [&](measured& m) { return h2d(host_region(pageable), m); }, note), ""});
+  }
+
+  // -- S3 GET → GPU --------------------------------------------------------------------------
+  s3::client_config config;
+  config.endpoint = opt.endpoint;
+  config.creds = {opt.access_key, opt.secret_key};
+  fabric::client_plane_config plane;
+  plane.fabric.provider = opt.fabric;
+  plane.fabric.node = "127.0.0.1";
+  plane.fabric.hmem = true;
+  auto rdma = fabric::client_plane::open(plane, true, ec);
+  if (ec) {
+    std::fprintf(stderr, "sluice_gpu_bench: no RDMA plane (%s): %s\n", opt.fabric.c_str(), ec.message().c_str());
+    return 1;
+  }
+  const bool hmem = rdma->get_endpoint()->traits().hmem;
+  const std::string provider(rdma->provider());
+  std::printf("client RDMA plane: %s, FI_HMEM %s\n", provider.c_str(), hmem ? "yes" : "no");
+  config.rdma = rdma;
+  s3::client client(config);
+  client.create_bucket("bench", ec);  // exists already: fine
+  {
+    s3::put_options put;
+    const auto start = std::chrono::steady_clock::now();
+    client.put_object("bench", "object", region{const_cast<std::byte*>(source.data()), source.size(),
+                                                memory_kind::host_pageable, -1},
+                      put, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice_gpu_bench: PUT failed: %s\n", ec.message().c_str());
+      return 1;
+    }
+    std::printf("uploaded %.2f GiB in %.1f s\n", static_cast<double>(opt.size) / gib,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  bool all_ok = true;
+  const auto s3_case = [&](const char* name, cuda::device_path path, s3::transfer_via via) {
+    std::string why;
+    auto value = median_of(
+        opt.repeat,
+        [&](measured& m) {
+          (void)cuda::fill(device.region(), std::byte{0xAB});
+          cuda::device_transfer_options o;
+          o.path = path;
+          o.via = via;
+          cuda::device_transfer_report report;
+          error_code e;
+          (void)cuda::get_object_to_device(client, "bench", "object", device.region(), o, &report, e);
+          if (e) {
+            m.note = e.message();
+            return false;
+          }
+          m.pinned = report.pinned_bytes;
+          m.note = std::string(cuda::to_string(report.path)) + ", rdma " + std::to_string(report.rdma_bytes >> 20) +
+                   " MiB, http " + std::to_string(report.http_bytes >> 20) + " MiB";
+          if (!verify(device.region(), source)) all_ok = false;
+          return true;
+        },
+        why);
+    results.push_back({"S3 GET → GPU (" + provider + ")", name, value, why});
+  };
+  if (hmem) {
+    s3_case("direct (RMA into HBM)", cuda::device_path::direct, s3::transfer_via::rdma);
+  } else {
+    results.push_back({"S3 GET → GPU (" + provider + ")", "direct (RMA into HBM)", std::nullopt,
+                       "provider " + provider + " has no FI_HMEM here"});
+  }
+  s3_case("staged, RDMA parts", cuda::device_path::staged, s3::transfer_via::rdma);
+  s3_case("staged, HTTP parts", cuda::device_path::staged, s3::transfer_via::http);
+  {
+    std::string why;
+    std::vector<std::byte> pageable;
+    auto value = median_of(
+        opt.repeat,
+        [&](measured& m) {
+          (void)cuda::fill(device.region(), std::byte{0xAB});
+          pageable.assign(opt.size, std::byte{0});  // a fresh pageable buffer, as a naive loader has
+          s3::get_options get;
+          get.via = s3::transfer_via::http;
+          error_code e;
+          (void)client.get_object("bench", "object", host_region(pageable), get, e);
+          if (!e) e = cuda::copy(device.region(), host_region(pageable));
+          if (e) {
+            m.note = e.message();
+            return false;
+          }
+          m.note = "HTTP into a pageable buffer, then one cudaMemcpy";
+          if (!verify(device.region(), source)) all_ok = false;
+          return true;
+        },
+        why);
+    results.push_back({"S3 GET → GPU (" + provider + ")", "naive (HTTP → pageable → cudaMemcpy)", value, why});
+  }
+
+  // -- file → GPU ----------------------------------------------------------------------------
+  {
+    const int fd = ::open(opt.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool written = fd >= 0;
+    for (std::uint64_t done = 0; written && done < opt.size;) {
+      const ssize_t n = ::write(fd, source.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib));
+      if (n <= 0) written = false;
+      else done += static_cast<std::uint64_t>(n);
+    }
+    if (fd >= 0) {
+      written = written && ::fsync(fd) == 0;
+      ::close(fd);
+    }
+    if (!written) std::fprintf(stderr, "sluice_gpu_bench: cannot write %s\n", opt.file.c_str());
+  }
+  // Every case starts with the file out of the page cache (written and fsynced, so DONTNEED
+  // drops it): each reads from the disk, as a cold load does.
+  const auto drop_cache = [&] {
+    const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  };
+#ifdef SLUICE_BENCH_FILE
+  const auto file_case = [&](const char* name, cuda::file_method method) {
+    std::string why;
+    auto value = median_of(
+        opt.repeat,
+        [&](measured& m) {
+          (void)cuda::fill(device.region(), std::byte{0xAB});
+          drop_cache();
+          cuda::file_to_device_options o;
+          o.method = method;
+          cuda::file_to_device_report report;
+          error_code e;
+          (void)cuda::read_file_to_device(opt.file, 0, device.region(), o, &report, e);
+          if (e) {
+            m.note = e.message();
+            return false;
+          }
+          m.pinned = report.pinned_bytes;
+          m.note = report.direct_io ? "O_DIRECT" : "buffered";
+          if (!verify(device.region(), source)) all_ok = false;
+          return true;
+        },
+        why);
+    results.push_back({"file → GPU", name, value, why});
+  };
+  file_case("io_uring through the pinned ring", cuda::file_method::uring);
+  file_case("cuFile", cuda::file_method::cufile);
+#else
+  results.push_back({"file → GPU", "io_uring / cuFile", std::nullopt, "built without the file tier (liburing)"});
+#endif
+  {
+    std::string why;
+    std::vector<std::byte> pageable;
+    auto value = median_of(
+        opt.repeat,
+        [&](measured& m) {
+          (void)cuda::fill(device.region(), std::byte{0xAB});
+          drop_cache();
+          pageable.assign(opt.size, std::byte{0});
+          const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
+          std::uint64_t done = 0;
+          while (fd >= 0 && done < opt.size) {
+            const ssize_t n = ::pread(fd, pageable.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib),
+                                      static_cast<off_t>(done));
+            if (n <= 0) break;
+            done += static_cast<std::uint64_t>(n);
+          }
+          if (fd >= 0) ::close(fd);
+          if (done != opt.size) {
+            m.note = "pread failed";
+            return false;
+          }
+          if (const auto e = cuda::copy(device.region(), host_region(pageable))) {
+            m.note = e.message();
+            return false;
+          }
+          m.note = "pread into a pageable buffer, then one cudaMemcpy";
+          if (!verify(device.region(), source)) all_ok = false;
+          return true;
+        },
+        why);
+    results.push_back({"file → GPU", "naive (pread → pageable → cudaMemcpy)", value, why});
+  }
+  ::unlink(opt.file.c_str());
+
+  print_table(results, opt.size, ceiling);
+  if (!opt.json.empty()) write_json(opt.json, results, opt.size);
+  std::printf("\nverification: %s\n", all_ok ? "every copy matched its source" : "MISMATCH");
+  return all_ok ? 0 : 1;
+}

@@ -1,0 +1,74 @@
+// Local files (NVMe, any file system) into GPU memory. Compiled into sluice::cuda when the file
+// tier (liburing) is built.
+//
+// Three methods:
+// - uring: O_DIRECT io_uring reads into the pinned slots of a stager, each slot copied to the
+//   device (cudaMemcpyAsync) while the next chunks are read; no page cache, one PCIe crossing.
+// - buffered: the same pipeline with buffered reads (through the page cache): for files that are
+//   hot in the cache, or file systems without O_DIRECT.
+// - cufile: NVIDIA cuFile (GPUDirect Storage) reads straight into device memory where the host
+//   has a direct path (nvidia-fs or P2PDMA), else cuFile's own compatibility mode.
+// Pinned memory is bounded by the stager (default 64 MiB) whatever the file size.
+#pragma once
+
+#include <sluice/cuda/stager.hpp>
+#include <sluice/file/cufile.hpp>
+
+#include <cstdint>
+#include <filesystem>
+
+namespace sluice::cuda {
+
+/// How a file reaches device memory.
+enum class file_method : std::uint8_t {
+  uring,     ///< O_DIRECT io_uring reads into pinned slots, then to the device (buffered where O_DIRECT is refused)
+  buffered,  ///< the same with buffered reads
+  cufile,    ///< cuFile straight into device memory (errc::unavailable without libcufile)
+};
+
+/// "uring", "buffered", "cufile".
+[[nodiscard]] const char* to_string(file_method m) noexcept;
+
+/// What read_file_to_device does and with which resources.
+struct file_to_device_options {
+  file_method method = file_method::uring;
+  /// The ring of the uring and buffered methods (slot_bytes = bytes per read); its device is
+  /// replaced by the destination's.
+  stager_config staging;
+  /// A ring to use instead of making one from `staging` for the call (allocating pinned memory
+  /// costs milliseconds: reuse one across files). Its device must be the destination's.
+  stager* ring = nullptr;
+  /// Chunk reads in flight (uring, buffered); at most the ring's slots are used.
+  std::uint32_t queue_depth = 4;
+  /// The cufile method's settings. Each call opens and closes a reference to the cuFile driver:
+  /// hold a file::cufile_driver across calls so that cuFile sets itself up once.
+  file::cufile_config cufile;
+};
+
+/// What a read did.
+struct file_to_device_report {
+  file_method method = file_method::uring;  ///< the method that ran
+  bool direct_io = false;                   ///< O_DIRECT reads (cufile: the descriptor cuFile was given)
+  std::uint64_t bytes = 0;                  ///< bytes now in device memory
+  std::uint64_t pinned_bytes = 0;           ///< pinned staging memory used (0 for cufile)
+  /// cufile: no nvidia-fs driver and compatibility mode allowed, so cuFile most likely bounced the
+  /// bytes through host memory itself (file::cufile_properties::compat_mode_likely()).
+  bool cufile_compat_mode = false;
+};
+
+/// Reads the file range [file_offset, file_offset + destination.size) of `path` into
+/// `destination` (device memory) and returns destination.size, or 0 on error; blocks until the
+/// bytes are in device memory. Errors: errc::bad_range (the range is not inside the file),
+/// errc::unsupported_memory (destination not device memory), errc::no_device,
+/// errc::invalid_config, errc::invalid_argument (a ring on another device), errc::unavailable
+/// (cufile without libcufile), the errno of open or a read, a cufile or cuda error.
+std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,
+                                  const region& destination, const file_to_device_options& options,
+                                  file_to_device_report* report, error_code& ec);
+
+/// Throwing overload.
+std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,
+                                  const region& destination, const file_to_device_options& options = {},
+                                  file_to_device_report* report = nullptr);
+
+}  // namespace sluice::cuda

@@ -1,0 +1,59 @@
+// S3 objects into and out of GPU memory through sluice::s3::client. Compiled into sluice::cuda
+// when the S3 tier is built.
+//
+// GET picks one of two paths (or is told which):
+// - direct: the client's RDMA plane registers the device memory itself (a provider with FI_HMEM)
+//   and the server's RMA writes land in HBM; no host copy at all.
+// - staged: each part is a ranged GET into a slot of a stager (pinned host ring, by RDMA or
+//   over HTTP); the slot is copied to the device while the next parts are in flight.
+// PUT from device memory is staged: each part is copied device → pinned slot, then uploaded.
+// Pinned memory is bounded by the stager (default 64 MiB) whatever the object size.
+#pragma once
+
+#include <sluice/cuda/stager.hpp>
+#include <sluice/s3/client.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace sluice::cuda {
+
+/// How device memory meets the network.
+enum class device_path : std::uint8_t {
+  automatic,  ///< direct when the RDMA plane can register device memory, else staged
+  direct,     ///< RDMA into/out of device memory (errc::unsupported_memory when it cannot)
+  staged,     ///< through the stager's pinned slots (RDMA or HTTP per `via`)
+};
+
+[[nodiscard]] const char* to_string(device_path p) noexcept;
+
+struct device_transfer_options {
+  s3::transfer_via via = s3::transfer_via::automatic;  ///< for the staged path's parts; direct is RDMA
+  device_path path = device_path::automatic;
+  stager_config staging;  ///< the ring of the staged path (slot_bytes = part size); device = the region's
+  std::uint32_t parts_in_flight = 4;  ///< staged parts moving at once (at most staging.slots)
+  s3::progress_callback progress;     ///< called as parts complete
+};
+
+/// What a transfer did.
+struct device_transfer_report {
+  device_path path = device_path::automatic;  ///< direct or staged, as taken
+  std::uint64_t rdma_bytes = 0;               ///< object bytes that moved by RDMA
+  std::uint64_t http_bytes = 0;               ///< object bytes that came in an HTTP body
+  std::uint64_t pinned_bytes = 0;             ///< pinned staging memory held (0 for direct)
+};
+
+/// GETs the whole object `bucket`/`key` into `destination` (device memory, at least as large as
+/// the object); returns its size. Errors: the client's (NoSuchKey, …), errc::region_too_small,
+/// errc::unsupported_memory (path direct without an FI_HMEM provider), a cuda error.
+std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket, const std::string& key,
+                                   const region& destination, const device_transfer_options& options,
+                                   device_transfer_report* report, error_code& ec);
+
+/// PUTs all of `source` (device memory) as `bucket`/`key` (multipart when it is larger than
+/// one slot); returns the ETag. Errors as get_object_to_device.
+std::string put_object_from_device(s3::client& client, const std::string& bucket, const std::string& key,
+                                   const region& source, const device_transfer_options& options,
+                                   device_transfer_report* report, error_code& ec);
+
+}  // namespace sluice::cuda
