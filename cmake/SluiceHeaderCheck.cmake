@@ -28,7 +28,7 @@ function(sluice_header_check tier glob_dir target)
 endfunction()
 
 sluice_header_check(core sluice sluice::core)
-foreach(tier s3 fabric cuda)
+foreach(tier s3 fabric cuda file)
   if(TARGET sluice::${tier})
     sluice_header_check(${tier} sluice/${tier} sluice::${tier})
   endif()
@@ -37,7 +37,7 @@ endforeach()
 # Visible in the suite as a test: rebuilding the checks is a no-op when they are up to date,
 # and fails with the compiler's message when a header stopped being self-contained.
 set(_sluice_header_targets)
-foreach(tier core s3 fabric cuda)
+foreach(tier core s3 fabric cuda file)
   if(TARGET sluice_header_check_${tier})
     list(APPEND _sluice_header_targets --target sluice_header_check_${tier})
   endif()

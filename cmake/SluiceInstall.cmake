@@ -17,8 +17,8 @@ install(TARGETS ${_sluice_targets} EXPORT sluiceTargets
 # Headers of the tiers that were built; nothing outside include/sluice/.
 install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp"
-        PATTERN "s3" EXCLUDE PATTERN "fabric" EXCLUDE PATTERN "cuda" EXCLUDE)
-foreach(tier s3 fabric cuda)
+        PATTERN "s3" EXCLUDE PATTERN "fabric" EXCLUDE PATTERN "cuda" EXCLUDE PATTERN "file" EXCLUDE)
+foreach(tier s3 fabric cuda file)
   if(TARGET sluice_${tier})
     install(DIRECTORY include/sluice/${tier} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sluice
             FILES_MATCHING PATTERN "*.hpp")

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ pkg-config git       # build
+  cmake ninja-build g++ pkg-config git liburing-dev  # build (liburing: the file tier)
   libboost-dev libboost-system-dev           # Asio, Beast, System (core, s3)
   libsimdjson-dev                            # JSON config and metadata
   libpugixml-dev                             # S3 XML bodies

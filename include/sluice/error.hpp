@@ -35,6 +35,7 @@ enum class errc : int {
   no_such_upload,        ///< the multipart upload does not exist (or was completed/aborted)
   invalid_part,          ///< a listed part was not uploaded, or its ETag does not match
   invalid_part_order,    ///< parts listed out of ascending order
+  unavailable,           ///< a library or driver this path needs is not installed here (libcufile)
 };
 
 namespace detail {
@@ -61,6 +62,7 @@ class sluice_category_impl final : public boost::system::error_category {
       case errc::no_such_upload: return "no such multipart upload";
       case errc::invalid_part: return "invalid part";
       case errc::invalid_part_order: return "parts not in ascending order";
+      case errc::unavailable: return "a library or driver this path needs is not available on this host";
     }
     return "unknown sluice error";
   }
