@@ -15,6 +15,9 @@ function(sluice_header_check tier glob_dir target)
     if(header STREQUAL "sluice/fabric/s3_plane.hpp" AND NOT TARGET sluice::s3)
       continue()  # the S3 glue of the fabric tier exists only with the S3 tier
     endif()
+    if(header STREQUAL "sluice/cuda/file.hpp" AND NOT TARGET sluice::file)
+      continue()  # files into device memory exist only with the file tier
+    endif()
     string(MAKE_C_IDENTIFIER ${header} id)
     set(src ${CMAKE_CURRENT_BINARY_DIR}/header_check/${id}.cpp)
     file(CONFIGURE OUTPUT ${src} CONTENT "#include <${header}>\n")

@@ -20,8 +20,12 @@ install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         PATTERN "s3" EXCLUDE PATTERN "fabric" EXCLUDE PATTERN "cuda" EXCLUDE PATTERN "file" EXCLUDE)
 foreach(tier s3 fabric cuda file)
   if(TARGET sluice_${tier})
+    set(_sluice_excluded)
+    if(tier STREQUAL "cuda" AND NOT TARGET sluice_file)
+      set(_sluice_excluded PATTERN "file.hpp" EXCLUDE)  # files into device memory come with the file tier
+    endif()
     install(DIRECTORY include/sluice/${tier} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sluice
-            FILES_MATCHING PATTERN "*.hpp")
+            FILES_MATCHING PATTERN "*.hpp" ${_sluice_excluded})
   endif()
 endforeach()
 

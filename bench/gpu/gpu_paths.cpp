@@ -51,6 +51,7 @@ struct options {
   std::string json;
   std::uint64_t size = 4 * gib;
   unsigned repeat = 3;
+  std::size_t endpoints = 4;  // of the client's RDMA plane
 };
 
 struct measured {
@@ -165,7 +166,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
                "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
-               "                        [--json FILE]\n");
+               "                        [--endpoints 4] [--json FILE]\n");
   return 2;
 }
 
@@ -183,6 +184,7 @@ int main(int argc, char** argv) {
     else if (flag == "--file") opt.file = value;
     else if (flag == "--json") opt.json = value;
     else if (flag == "--repeat") opt.repeat = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--endpoints") opt.endpoints = std::stoul(value);
     else if (flag == "--size") {
       const auto n = parse_size(value);
       if (!n || *n == 0) return usage();
@@ -240,6 +242,7 @@ int main(int argc, char** argv) {
   plane.fabric.provider = opt.fabric;
   plane.fabric.node = "127.0.0.1";
   plane.fabric.hmem = true;
+  plane.endpoints = opt.endpoints;
   auto rdma = fabric::client_plane::open(plane, true, ec);
   if (ec) {
     std::fprintf(stderr, "sluice_gpu_bench: no RDMA plane (%s): %s\n", opt.fabric.c_str(), ec.message().c_str());
@@ -247,7 +250,8 @@ int main(int argc, char** argv) {
   }
   const bool hmem = rdma->get_endpoint()->traits().hmem;
   const std::string provider(rdma->provider());
-  std::printf("client RDMA plane: %s, FI_HMEM %s\n", provider.c_str(), hmem ? "yes" : "no");
+  std::printf("client RDMA plane: %s, %zu endpoints, FI_HMEM %s\n", provider.c_str(), rdma->endpoint_count(),
+              hmem ? "yes" : "no");
   config.rdma = rdma;
   s3::client client(config);
   client.create_bucket("bench", ec);  // exists already: fine
@@ -265,7 +269,14 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   bool all_ok = true;
-  const auto s3_case = [&](const char* name, cuda::device_path path, s3::transfer_via via) {
+  // The same staged RDMA path through a plane of one endpoint: what spreading parts buys.
+  plane.endpoints = 1;
+  auto single = fabric::client_plane::open(plane, true, ec);
+  s3::client_config single_config = config;
+  single_config.rdma = single;
+  s3::client single_client(single_config);
+  const auto s3_case = [&](const char* name, cuda::device_path path, s3::transfer_via via,
+                           s3::client& through) {
     std::string why;
     auto value = median_of(
         opt.repeat,
@@ -276,7 +287,7 @@ int main(int argc, char** argv) {
           o.via = via;
           cuda::device_transfer_report report;
           error_code e;
-          (void)cuda::get_object_to_device(client, "bench", "object", device.region(), o, &report, e);
+          (void)cuda::get_object_to_device(through, "bench", "object", device.region(), o, &report, e);
           if (e) {
             m.note = e.message();
             return false;
@@ -291,13 +302,15 @@ int main(int argc, char** argv) {
     results.push_back({"S3 GET → GPU (" + provider + ")", name, value, why});
   };
   if (hmem) {
-    s3_case("direct (RMA into HBM)", cuda::device_path::direct, s3::transfer_via::rdma);
+    s3_case("direct (RMA into HBM)", cuda::device_path::direct, s3::transfer_via::rdma, client);
   } else {
     results.push_back({"S3 GET → GPU (" + provider + ")", "direct (RMA into HBM)", std::nullopt,
                        "provider " + provider + " has no FI_HMEM here"});
   }
-  s3_case("staged, RDMA parts", cuda::device_path::staged, s3::transfer_via::rdma);
-  s3_case("staged, HTTP parts", cuda::device_path::staged, s3::transfer_via::http);
+  const std::string staged_rdma = "staged, RDMA parts, " + std::to_string(rdma->endpoint_count()) + " endpoints";
+  s3_case(staged_rdma.c_str(), cuda::device_path::staged, s3::transfer_via::rdma, client);
+  s3_case("staged, RDMA parts, 1 endpoint", cuda::device_path::staged, s3::transfer_via::rdma, single_client);
+  s3_case("staged, HTTP parts", cuda::device_path::staged, s3::transfer_via::http, client);
   {
     std::string why;
     std::vector<std::byte> pageable;

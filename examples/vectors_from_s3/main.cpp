@@ -20,7 +20,7 @@
 // device is usable. Exit status: 0 when everything matched, 1 on a mismatch or a failed step, 2 on
 // bad arguments, 77 when there is no CUDA device. examples/vectors_from_s3/run.sh starts a server
 // and runs it.
-#include "topk.cuh"
+#include "topk.hpp"
 
 #include <sluice/config.hpp>
 #include <sluice/cuda/device.hpp>
@@ -255,6 +255,8 @@ std::optional<connection> connect(const options& opt) {
     fabric::client_plane_config plane_config;
     plane_config.fabric.provider = provider_name(opt.fabric);
     if (local) plane_config.fabric.node = "127.0.0.1";
+    plane_config.fabric.hmem = true;  // direct into GPU memory where the provider can
+    plane_config.endpoints = 4;       // the staged parts land through 4 progress threads at once
     error_code ec;
     c.plane = fabric::client_plane::open(plane_config, local, ec);
     if (ec) {

@@ -7,7 +7,7 @@
 //   3. select_final: one block per query merges the blocks' candidates the same way.
 // Everything is deterministic (no atomics, fixed reduction order), so two copies of the same
 // bytes give bit-identical results; ties are broken by the lower id.
-#include "topk.cuh"
+#include "topk.hpp"
 
 #include <cuda_runtime.h>
 

@@ -356,9 +356,6 @@ class fabric_grant final : public s3::rdma_client_plane::grant {
 
 }  // namespace
 
-client_plane::client_plane(const std::shared_ptr<fabric::endpoint>& ep, std::size_t cached)
-    : endpoint_(ep), write_cache_(ep, access::remote_write, cached), read_cache_(ep, access::remote_read, cached) {}
-
 std::shared_ptr<client_plane> client_plane::open(const client_plane_config& config, bool peer_local, error_code& ec) {
   if (config.validate()) {
     ec = errc::invalid_config;
@@ -366,36 +363,44 @@ std::shared_ptr<client_plane> client_plane::open(const client_plane_config& conf
   }
   error_code last = make_fabric_error(-FI_ENODATA);
   for (const std::string& name : candidate_providers(config.fabric.provider, peer_local)) {
+    std::shared_ptr<client_plane> plane(new client_plane());
     error_code e;
-    auto ep = endpoint::open(name, config.fabric, e);
+    for (std::size_t i = 0; i < config.endpoints && !e; ++i) {
+      auto ep = endpoint::open(name, config.fabric, e);
+      if (!e) plane->lanes_.push_back(std::make_unique<lane>(ep, config.cached_registrations));
+    }
     if (e) {
       last = e;
       continue;
     }
     ec = {};
-    return std::shared_ptr<client_plane>(new client_plane(ep, config.cached_registrations));
+    return plane;
   }
   ec = last;
   return nullptr;
 }
 
-std::string_view client_plane::provider() const noexcept { return endpoint_->traits().name; }
+std::string_view client_plane::provider() const noexcept { return lanes_.front()->ep->traits().name; }
 
 void client_plane::invalidate(const region& memory) {
-  write_cache_.invalidate(memory);
-  read_cache_.invalidate(memory);
+  for (const auto& l : lanes_) {
+    l->write_cache.invalidate(memory);
+    l->read_cache.invalidate(memory);
+  }
 }
 
 std::unique_ptr<s3::rdma_client_plane::grant> client_plane::grant_access(const region& memory, s3::rdma_op op,
                                                                          std::chrono::system_clock::time_point expires,
                                                                          error_code& ec) {
-  registration reg = (op == s3::rdma_op::write ? write_cache_ : read_cache_).register_region(memory, ec);
+  lane& l = *lanes_[next_++ % lanes_.size()];
+  const std::shared_ptr<endpoint>& ep = l.ep;
+  registration reg = (op == s3::rdma_op::write ? l.write_cache : l.read_cache).register_region(memory, ec);
   if (ec) return nullptr;
   s3::rdma_token token;
   token.op = op;
-  token.virtual_addresses = endpoint_->traits().virtual_addresses();
-  token.provider = endpoint_->traits().name;
-  const auto name = endpoint_->name();
+  token.virtual_addresses = ep->traits().virtual_addresses();
+  token.provider = ep->traits().name;
+  const auto name = ep->name();
   token.endpoint.assign(name.begin(), name.end());
   token.expires = static_cast<std::uint64_t>(
       std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count()));
@@ -411,7 +416,7 @@ std::unique_ptr<s3::rdma_client_plane::grant> client_plane::grant_access(const r
     return nullptr;
   }
   ec = {};
-  return std::make_unique<fabric_grant>(std::move(reg), endpoint_, std::move(text));
+  return std::make_unique<fabric_grant>(std::move(reg), ep, std::move(text));
 }
 
 }  // namespace sluice::fabric

@@ -7,6 +7,7 @@
 #include <sluice/fabric/registrar.hpp>
 #include <sluice/s3/rdma.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -67,7 +68,14 @@ struct client_plane_config {
   /// transfers into the same buffers skip registration, and the caller must invalidate() memory
   /// before freeing it (providers that pin pages would otherwise keep the old pages).
   std::size_t cached_registrations = 0;
-  [[nodiscard]] std::optional<config_error> validate() const { return fabric.validate(); }
+  /// Endpoints the grants are spread over, round robin (1..64). With shm and tcp;ofi_rxm the
+  /// bytes of a server's RMA write are copied by the receiving endpoint's progress thread, one
+  /// transfer after another: several endpoints let the parts of a transfer land in parallel.
+  std::size_t endpoints = 1;
+  [[nodiscard]] std::optional<config_error> validate() const {
+    if (endpoints == 0 || endpoints > 64) return config_error{"endpoints", "must be 1..64"};
+    return fabric.validate();
+  }
 };
 
 /// The client side: registers memory and writes tokens. Thread-safe; hold it by shared_ptr
@@ -83,16 +91,25 @@ class client_plane final : public s3::rdma_client_plane {
   [[nodiscard]] std::unique_ptr<grant> grant_access(const region& memory, s3::rdma_op op,
                                                     std::chrono::system_clock::time_point expires,
                                                     error_code& ec) override;
-  [[nodiscard]] const std::shared_ptr<fabric::endpoint>& get_endpoint() const noexcept { return endpoint_; }
+  /// The first endpoint (all of them share its provider and attributes).
+  [[nodiscard]] const std::shared_ptr<fabric::endpoint>& get_endpoint() const noexcept { return lanes_.front()->ep; }
+  /// How many endpoints grants are spread over.
+  [[nodiscard]] std::size_t endpoint_count() const noexcept { return lanes_.size(); }
   /// Drops cached registrations overlapping `memory`; call it before freeing memory that was
   /// used for transfers when the provider pins pages (verbs, efa).
   void invalidate(const region& memory);
 
  private:
-  client_plane(const std::shared_ptr<fabric::endpoint>& ep, std::size_t cached);
-  std::shared_ptr<fabric::endpoint> endpoint_;
-  registrar write_cache_;  // GET targets: the server writes into them
-  registrar read_cache_;   // PUT sources: the server reads
+  struct lane {
+    lane(const std::shared_ptr<fabric::endpoint>& e, std::size_t cached)
+        : ep(e), write_cache(e, access::remote_write, cached), read_cache(e, access::remote_read, cached) {}
+    std::shared_ptr<fabric::endpoint> ep;
+    registrar write_cache;  // GET targets: the server writes into them
+    registrar read_cache;   // PUT sources: the server reads
+  };
+  client_plane() = default;
+  std::vector<std::unique_ptr<lane>> lanes_;
+  std::atomic<std::size_t> next_{0};
 };
 
 }  // namespace sluice::fabric
