@@ -177,14 +177,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--endpoint") opt.endpoint = value;
-    else if (flag == "--access-key") opt.access_key = value;
-    else if (flag == "--secret-key") opt.secret_key = value;
-    else if (flag == "--fabric") opt.fabric = value;
-    else if (flag == "--file") opt.file = value;
-    else if (flag == "--json") opt.json = value;
-    else if (flag == "--repeat") opt.repeat = static_cast<unsigned>(std::stoul(value));
-    else if (flag == "--endpoints") opt.endpoints = std::stoul(value);
+    if (flag == "--endpoint")
+      opt.endpoint = value;
+    else if (flag == "--access-key")
+      opt.access_key = value;
+    else if (flag == "--secret-key")
+      opt.secret_key = value;
+    else if (flag == "--fabric")
+      opt.fabric = value;
+    else if (flag == "--file")
+      opt.file = value;
+    else if (flag == "--json")
+      opt.json = value;
+    else if (flag == "--repeat")
+      opt.repeat = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--endpoints")
+      opt.endpoints = std::stoul(value);
     else if (flag == "--size") {
       const auto n = parse_size(value);
       if (!n || *n == 0) return usage();
@@ -225,13 +233,21 @@ int main(int argc, char** argv) {
     return true;
   };
   results.push_back({"ceiling", "pinned H2D (cudaMemcpy, 256 MiB chunks)",
-                     median_of(opt.repeat, [&](measured& m) { m.pinned = chunk; return h2d(pinned.region(), m); }, note),
+                     median_of(
+                         opt.repeat,
+                         [&](measured& m) {
+                           m.pinned = chunk;
+                           return h2d(pinned.region(), m);
+                         },
+                         note),
                      "the bound every path is measured against"});
   const double ceiling = results.back().value ? static_cast<double>(opt.size) / gib / results.back().value->seconds : 0;
   {
     std::vector<std::byte> pageable(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(chunk));
     results.push_back({"ceiling", "pageable H2D (cudaMemcpy, 256 MiB chunks)",
-                       median_of(opt.repeat, [&](measured& m) { return h2d(host_region(pageable), m); }, note), ""});
+                       median_of(
+                           opt.repeat, [&](measured& m) { return h2d(host_region(pageable), m); }, note),
+                       ""});
   }
 
   // -- S3 GET → GPU --------------------------------------------------------------------------
@@ -258,9 +274,9 @@ int main(int argc, char** argv) {
   {
     s3::put_options put;
     const auto start = std::chrono::steady_clock::now();
-    client.put_object("bench", "object", region{const_cast<std::byte*>(source.data()), source.size(),
-                                                memory_kind::host_pageable, -1},
-                      put, ec);
+    client.put_object("bench", "object",
+                      region{const_cast<std::byte*>(source.data()), source.size(), memory_kind::host_pageable, -1}, put,
+                      ec);
     if (ec) {
       std::fprintf(stderr, "sluice_gpu_bench: PUT failed: %s\n", ec.message().c_str());
       return 1;
@@ -275,8 +291,7 @@ int main(int argc, char** argv) {
   s3::client_config single_config = config;
   single_config.rdma = single;
   s3::client single_client(single_config);
-  const auto s3_case = [&](const char* name, cuda::device_path path, s3::transfer_via via,
-                           s3::client& through) {
+  const auto s3_case = [&](const char* name, cuda::device_path path, s3::transfer_via via, s3::client& through) {
     std::string why;
     auto value = median_of(
         opt.repeat,
@@ -342,8 +357,10 @@ int main(int argc, char** argv) {
     bool written = fd >= 0;
     for (std::uint64_t done = 0; written && done < opt.size;) {
       const ssize_t n = ::write(fd, source.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib));
-      if (n <= 0) written = false;
-      else done += static_cast<std::uint64_t>(n);
+      if (n <= 0)
+        written = false;
+      else
+        done += static_cast<std::uint64_t>(n);
     }
     if (fd >= 0) {
       written = written && ::fsync(fd) == 0;

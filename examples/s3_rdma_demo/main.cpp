@@ -506,12 +506,14 @@ int main(int argc, char** argv) {
       if ((ec = cuda::copy(back.region(), device.region()))) return fail("cudaMemcpy", ec);
       const std::uint32_t crc = crc32c(back.span());
       const bool ok = std::memcmp(back.bytes.get(), source.bytes.get(), size) == 0 && crc == source_crc;
-      std::printf("      verify (copied back): CRC32C %08x %s source %08x: %s\n", crc, crc == source_crc ? "=" : "!=",
-                  source_crc, ok ? "OK" : "MISMATCH");
+      std::printf("      verify (copied back): CRC32C %08x %s source %08x: %s\n", crc,
+                  crc == source_crc ? "=" : "!=", source_crc, ok ? "OK" : "MISMATCH");
       all_ok = all_ok && ok;
       row r{std::string("GET  ") + (via == s3::transfer_via::http ? "http" : "auto") + " -> GPU " +
                 cuda::to_string(gpu_report.path),
-            true, false, {}};
+            true,
+            false,
+            {}};
       r.add(m);
       gpu_rows.push_back(std::move(r));
     }

@@ -152,8 +152,8 @@ stream stream::create(int device, error_code& ec) {
   stream out;
   if (device_count(ec) == 0) return out;
   cudaStream_t handle = nullptr;
-  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess ||
-                                             (e = cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking)) != cudaSuccess) {
+  if (cudaError_t e = cudaSetDevice(device);
+      e != cudaSuccess || (e = cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking)) != cudaSuccess) {
     ec = from(e);
     return out;
   }
@@ -163,7 +163,9 @@ stream stream::create(int device, error_code& ec) {
   return out;
 }
 
-error_code stream::synchronize() const noexcept { return from(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_))); }
+error_code stream::synchronize() const noexcept {
+  return from(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+}
 
 void stream::reset() noexcept {
   if (handle_ != nullptr) (void)cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
@@ -193,7 +195,8 @@ error_code fill(const region& dst, std::byte value) noexcept {
 // -- stager -----------------------------------------------------------------------------------
 
 std::optional<config_error> stager_config::validate() const {
-  if (slot_bytes == 0 || slot_bytes % 4096 != 0) return config_error{"slot_bytes", "must be a positive multiple of 4096"};
+  if (slot_bytes == 0 || slot_bytes % 4096 != 0)
+    return config_error{"slot_bytes", "must be a positive multiple of 4096"};
   if (slots < 2) return config_error{"slots", "must be at least 2 (one filling while one copies)"};
   if (slot_bytes > (std::size_t{1} << 40) / slots) return config_error{"slots", "slots × slot_bytes is too large"};
   if (device < 0) return config_error{"device", "must be a device ordinal"};
@@ -257,8 +260,8 @@ std::optional<stager::slot> stager::acquire(error_code& ec) {
     release({index, {}});
     return std::nullopt;
   }
-  return slot{index, {memory_.region().bytes() + index * config_.slot_bytes, config_.slot_bytes,
-                      memory_kind::host_pinned, -1}};
+  return slot{
+      index, {memory_.region().bytes() + index * config_.slot_bytes, config_.slot_bytes, memory_kind::host_pinned, -1}};
 }
 
 error_code stager::to_device(const slot& s, const region& dst) {

@@ -17,12 +17,9 @@ namespace sluice::cuda {
 
 const char* to_string(device_path p) noexcept {
   switch (p) {
-    case device_path::automatic:
-      return "automatic";
-    case device_path::direct:
-      return "direct";
-    case device_path::staged:
-      return "staged";
+    case device_path::automatic: return "automatic";
+    case device_path::direct: return "direct";
+    case device_path::staged: return "staged";
   }
   return "?";
 }

@@ -56,10 +56,10 @@ struct guarded_device {
   [[nodiscard]] bool holds(const std::vector<std::byte>& expected) const {
     const auto got = all();
     const auto* first = got.data() + guard;
-    const bool guards = std::all_of(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(guard),
-                                    [](std::byte b) { return b == poison; }) &&
-                        std::all_of(got.end() - static_cast<std::ptrdiff_t>(guard), got.end(),
-                                    [](std::byte b) { return b == poison; });
+    const bool guards =
+        std::all_of(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(guard),
+                    [](std::byte b) { return b == poison; }) &&
+        std::all_of(got.end() - static_cast<std::ptrdiff_t>(guard), got.end(), [](std::byte b) { return b == poison; });
     return guards && expected.size() == size && std::memcmp(first, expected.data(), size) == 0;
   }
 

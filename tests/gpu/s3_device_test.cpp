@@ -59,7 +59,7 @@ struct gpu_pair {
   memory_store store{memory_store_config{.max_bytes = 12 * gib, .max_object_bytes = 5 * gib}};
   std::unique_ptr<s3::server<memory_store>> server;
   std::unique_ptr<s3::client> client;
-  bool hmem = false;          ///< device memory registers on this provider
+  bool hmem = false;         ///< device memory registers on this provider
   std::string hmem_failure;  ///< why not, when the provider advertised FI_HMEM
 };
 
@@ -135,9 +135,10 @@ TEST_CASE("S3 GET into GPU memory: direct, staged (rdma, http), automatic; shm a
   for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
     CAPTURE(provider);
     gpu_pair pair(provider);
-    std::printf("  %s: device memory registers: %s: direct GETs %s\n", provider.c_str(),
-                pair.hmem ? "yes" : ("no (" + (pair.hmem_failure.empty() ? "no FI_HMEM" : pair.hmem_failure) + ")").c_str(),
-                pair.hmem ? "land in device memory" : "are refused, automatic stages");
+    std::printf(
+        "  %s: device memory registers: %s: direct GETs %s\n", provider.c_str(),
+        pair.hmem ? "yes" : ("no (" + (pair.hmem_failure.empty() ? "no FI_HMEM" : pair.hmem_failure) + ")").c_str(),
+        pair.hmem ? "land in device memory" : "are refused, automatic stages");
     for (const auto& c : cases) {
       for (const std::size_t n : {std::size_t{1}, std::size_t{4095}, (std::size_t{8} << 20) + 1}) get_case(pair, c, n);
     }

@@ -30,7 +30,7 @@ enum class device_path : std::uint8_t {
 struct device_transfer_options {
   s3::transfer_via via = s3::transfer_via::automatic;  ///< for the staged path's parts; direct is RDMA
   device_path path = device_path::automatic;
-  stager_config staging;  ///< the ring of the staged path (slot_bytes = part size); device = the region's
+  stager_config staging;              ///< the ring of the staged path (slot_bytes = part size); device = the region's
   std::uint32_t parts_in_flight = 4;  ///< staged parts moving at once (at most staging.slots)
   s3::progress_callback progress;     ///< called as parts complete
 };

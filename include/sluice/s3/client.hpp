@@ -288,8 +288,8 @@ class client {
   /// when `destination` cannot hold them (nothing is read past its end; the start may have been
   /// written), errc::bad_range for a range outside the object, errc::unsupported_memory for
   /// device memory with via http or a plane that cannot register it, s3::errc::rdma_not_supported
-  /// when the server declines a part into device memory. `destination` must stay valid until the completion; its bytes are
-  /// unspecified after an error.
+  /// when the server declines a part into device memory. `destination` must stay valid until the completion; its bytes
+  /// are unspecified after an error.
   template <class CompletionToken>
   auto async_get_object(std::string bucket, std::string key, region destination, get_options options,
                         CompletionToken&& token) {
@@ -343,8 +343,8 @@ class client {
   /// As async_put_object with a region, reading the bytes from `source` a part at a time
   /// (memory stays bounded by parts_in_flight × part_size of scratch).
   template <class CompletionToken>
-  auto async_put_object(std::string bucket, std::string key, std::shared_ptr<upload_source> source,
-                        put_options options, CompletionToken&& token) {
+  auto async_put_object(std::string bucket, std::string key, std::shared_ptr<upload_source> source, put_options options,
+                        CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
         [this](auto handler, std::string b, std::string k, std::shared_ptr<upload_source> s, put_options o) {
           start_put_source(std::move(b), std::move(k), std::move(s), std::move(o),
@@ -471,8 +471,8 @@ class client {
                         detail::client_handler<std::uint64_t> handler);
   void start_put_object(std::string bucket, std::string key, region source, put_options options,
                         detail::client_handler<std::string> handler);
-  void start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source,
-                        put_options options, detail::client_handler<std::string> handler);
+  void start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source, put_options options,
+                        detail::client_handler<std::string> handler);
   void start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,
                       detail::client_handler<std::string> handler);
   void start_delete_object(std::string bucket, std::string key, detail::client_handler<> handler);
