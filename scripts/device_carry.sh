@@ -49,6 +49,21 @@ what=${1:-all}
 shift || true
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
   --format=csv,noheader || true
+# cuFile classifies a file's block device through the udev database, which a container
+# lacks: registering a file reads the udev properties ID_FS_USAGE and ID_FS_TYPE of the
+# device under it (libudev, /run/udev/data/b<major>:<minor>), and without them every
+# registration fails ("udev property not found: ID_FS_USAGE" in cufile.log, then "file
+# descriptor not registered"), even in compat mode. Describe the device under /tmp (the
+# suite's and the benchmark's files) there as udev's blkid builtin would, and say so.
+source_dev=$(df --output=source /tmp | tail -1)
+if [[ ! -e /run/udev/data && ${source_dev} == /dev/* && -b ${source_dev} ]]; then
+  id=$((16#$(stat -L -c %t "${source_dev}"))):$((16#$(stat -L -c %T "${source_dev}")))
+  fstype=$(df --output=fstype /tmp | tail -1)
+  mkdir -p /run/udev/data
+  printf 'E:ID_FS_TYPE=%s\nE:ID_FS_USAGE=filesystem\n' "${fstype}" >"/run/udev/data/b${id}"
+  echo "cuFile: no udev database here; described ${source_dev} (${fstype}) in /run/udev/data/b${id}:" \
+    "$(paste -sd ' ' "/run/udev/data/b${id}")"
+fi
 status=0
 if [[ ${what} == all || ${what} == tests ]]; then
   echo "== GPU suite"

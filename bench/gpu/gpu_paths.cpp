@@ -51,7 +51,8 @@ struct options {
   std::string json;
   std::uint64_t size = 4 * gib;
   unsigned repeat = 3;
-  std::size_t endpoints = 4;  // of the client's RDMA plane
+  std::size_t endpoints = 4;         // of the client's RDMA plane
+  std::uint32_t parts_in_flight = 4;  // staged parts moving at once
 };
 
 struct measured {
@@ -166,7 +167,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
                "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
-               "                        [--endpoints 4] [--json FILE]\n");
+               "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n");
   return 2;
 }
 
@@ -300,6 +301,7 @@ int main(int argc, char** argv) {
           cuda::device_transfer_options o;
           o.path = path;
           o.via = via;
+          o.parts_in_flight = opt.parts_in_flight;
           cuda::device_transfer_report report;
           error_code e;
           (void)cuda::get_object_to_device(through, "bench", "object", device.region(), o, &report, e);
