@@ -51,7 +51,7 @@ struct options {
   std::string json;
   std::uint64_t size = 4 * gib;
   unsigned repeat = 3;
-  std::size_t endpoints = 4;         // of the client's RDMA plane
+  std::size_t endpoints = 4;          // of the client's RDMA plane
   std::uint32_t parts_in_flight = 4;  // staged parts moving at once
 };
 
