@@ -564,7 +564,7 @@ bool check_on_cpu(const neighbours& result, std::span<const float> dataset, cons
   std::printf(
       "    cpu check: %zu of %llu (id, distance) pairs wrong or out of order; query 0 full scan: %zu of %llu "
       "distances differ; nearest is the query's own source vector for %zu of %llu queries\n",
-      wrong, static_cast<unsigned long long>(opt.queries * opt.k), scan_wrong, static_cast<unsigned long long>(opt.k),
+      wrong, static_cast<unsigned long long>(opt.queries) * opt.k, scan_wrong, static_cast<unsigned long long>(opt.k),
       self_first, static_cast<unsigned long long>(opt.queries));
   return wrong == 0 && scan_wrong == 0;
 }

@@ -222,11 +222,13 @@ TEST_CASE("keys we choose are random, not a counter") {
 
 TEST_CASE("close() ends what is outstanding with operation_aborted, at once, and refuses later posts") {
   // close() right behind a large write: the write may be done, in flight or queued, and must have
-  // completed exactly once when close() returns. (A peer that vanished mid-transfer, which shm
-  // never completes, is rdma.vanish.shm: a server stops at once. Closing the peer endpoint in
-  // this process instead crashes libfabric 1.17's shm, which maps a same-process peer's region.)
+  // completed exactly once when close() returns. On tcp;ofi_rxm only: with shm, a peer endpoint
+  // in this same process still processes the write after our close and touches our unmapped
+  // region (libfabric 1.17 crashes); across processes, where it matters, shm is covered by
+  // rdma.vanish.shm (a server with transfers to vanished clients stops at once).
   for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
     CAPTURE(provider);
+    const bool in_flight = provider != "shm";
     fabric::fabric_config config;
     config.node = provider == "shm" ? "" : "127.0.0.1";
     error_code ec;
@@ -245,18 +247,21 @@ TEST_CASE("close() ends what is outstanding with operation_aborted, at once, and
     const std::uint64_t address = target.remote_address(0), key = target.key();
     std::atomic<int> calls{0};
     std::promise<error_code> done;
-    ec = local->post_write(mr, 0, source.size(), peer, address, key, [&](error_code e) {
-      if (calls++ == 0) done.set_value(e);
-    });
+    if (in_flight) {
+      ec = local->post_write(mr, 0, source.size(), peer, address, key, [&](error_code e) {
+        if (calls++ == 0) done.set_value(e);
+      });
+    }
     const auto start = std::chrono::steady_clock::now();
     local->close();
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not operation_timeout (30 s)
-    if (!ec) {  // posted: completed (with whatever error) by the time close() returned
+    if (in_flight && !ec) {  // posted: completed (with whatever error) by the time close() returned
       auto finished = done.get_future();
       REQUIRE(finished.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
       CHECK(calls == 1);
     }
     CHECK(local->post_write(mr, 0, 1, peer, address, key, [](error_code) {}) == boost::asio::error::operation_aborted);
+    CHECK(local->post_read(mr, 0, 1, peer, address, key, [](error_code) {}) == boost::asio::error::operation_aborted);
     local->close();  // idempotent
   }
 }
