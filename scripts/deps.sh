@@ -14,6 +14,7 @@ packages=(
   doctest-dev                                # tests
   clang clang-format clang-tidy              # fuzz preset, lint
   curl awscli python3-boto3 s3cmd rclone     # S3 interop tests (real clients)
+  nginx wrk python3-matplotlib               # bench/run.py: the nginx baseline, small objects, plots
   nodejs npm                                 # JS SDK interop, s3rver (npm packages fetched by the tests)
 )
 
@@ -21,6 +22,8 @@ missing=()
 for p in "${packages[@]}"; do
   # node and npm may come from elsewhere than Debian (NodeSource, nvm): a working command is enough.
   if [[ $p == nodejs || $p == npm ]] && command -v "${p/nodejs/node}" >/dev/null; then continue; fi
+  # Any nginx flavour (nginx-light, nginx-core) serves the benchmark's files.
+  if [[ $p == nginx ]] && { command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]]; }; then continue; fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 

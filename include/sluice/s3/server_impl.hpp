@@ -1367,6 +1367,10 @@ void server<Store>::listen(error_code& ec) {
             socket.close(ignored);  // over the limit: refuse rather than queue without bound
             continue;
           }
+          // Answers are written header then body: without TCP_NODELAY a small body waits for the
+          // client's delayed ACK of the header (40 ms on Linux) on a kept-alive connection.
+          error_code ignored_option;
+          socket.set_option(tcp::no_delay(true), ignored_option);
           auto executor = socket.get_executor();
           auto conn = std::make_shared<detail::connection<Store>>(state, std::move(socket));
           asio::co_spawn(

@@ -1,0 +1,1361 @@
+#!/usr/bin/env python3
+"""The benchmark harness: runs a scenario set, each scenario beside its baseline in the same run,
+and writes results.json, table.md (printed at the end) and PNG plots.
+
+  bench/run.py [--set cpu|gpu|all] [--quick] [--gpu-json FILE] [--build DIR] [--out DIR]
+
+cpu: starts `sluice serve --fabric auto` (store on tmpfs) and nginx (sendfile) on loopback, then
+  large GET 1 GiB   sluice rdma (shm), rdma (tcp;ofi_rxm), http; nginx with the same client; curl
+                    and the AWS CLI against sluice serve; curl against nginx; ceilings (memcpy,
+                    loopback TCP, libfabric RMA write over shm and tcp); part size x parts in flight
+  large PUT 1 GiB   sluice rdma (shm), http; curl -T
+  small objects     4 KiB and 64 KiB with wrk: presigned GET URLs of sluice serve against nginx
+  size sweep        rdma shm GET (and http) from 4 KiB up to --sweep-max (default 1 GiB)
+gpu: reads the JSON that sluice_gpu_bench writes on the device machine (--gpu-json, repeatable)
+  and evaluates the GPU targets from it. Targets are reported as pass/miss, never asserted.
+"""
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUCKET = "bench"
+ACCESS_KEY, SECRET_KEY = "SLUICEBENCH", "sluice-bench-secret"
+SEED = 7
+T0 = time.monotonic()
+
+
+def log(message):
+    elapsed = time.monotonic() - T0
+    print("[%2d:%02d] %s" % (elapsed // 60, elapsed % 60, message), flush=True)
+
+
+def size_name(n):
+    for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
+        if n >= unit and n % unit == 0:
+            return "%d %s" % (n // unit, name)
+    return "%d B" % n
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]i?B?|B)?\s*", text, re.I)
+    if not m:
+        raise argparse.ArgumentTypeError("not a size: " + text)
+    unit = (m.group(2) or "B").upper()[0]
+    return int(m.group(1)) * {"B": 1, "K": KIB, "M": MIB, "G": GIB, "T": GIB * 1024}[unit]
+
+
+def tail(text, n=400):
+    text = (text or "").split("\nusage:")[0].strip()
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cleanup: every server and temporary directory is registered here; run at exit, on SIGTERM and
+# from main's finally (each action once).
+
+_cleanups = []
+
+
+def on_cleanup(action):
+    _cleanups.append(action)
+
+
+def cleanup():
+    while _cleanups:
+        action = _cleanups.pop()
+        try:
+            action()
+        except Exception as e:  # noqa: BLE001 - cleanup goes on
+            print("cleanup: %s" % e, file=sys.stderr)
+
+
+atexit.register(cleanup)
+
+
+def _terminate(signum, _frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
+def _die_with_parent():
+    """preexec_fn: the child gets SIGTERM when this process dies (even by SIGKILL): no server outlives the run."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes, measured: wall time, CPU (user + system) and peak RSS of the child alone (wait4).
+
+class Measured:
+    def __init__(self, rc, wall, cpu, maxrss, stdout, stderr, timed_out):
+        self.rc, self.wall, self.cpu, self.maxrss = rc, wall, cpu, maxrss
+        self.stdout, self.stderr, self.timed_out = stdout, stderr, timed_out
+
+
+def run_measured(cmd, timeout, env=None, stdout_devnull=False, cwd=None):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL if stdout_devnull else out, stderr=err, env=env,
+                                cwd=cwd, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        timed_out = []
+        timer = threading.Timer(timeout, lambda: (timed_out.append(1), proc.kill()))
+        timer.start()
+        try:
+            while True:
+                try:
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Measured(proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024,
+                        out.read().decode(errors="replace"), err.read().decode(errors="replace"), bool(timed_out))
+
+
+def proc_cpu_seconds(pid):
+    """CPU seconds (user + system, all threads) of pid and of its children still running."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [pid]
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            pids += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def mount_type(path):
+    best, kind = "", "?"
+    path = os.path.realpath(path)
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and (path == parts[1] or path.startswith(parts[1].rstrip("/") + "/")) \
+                    and len(parts[1]) >= len(best):
+                best, kind = parts[1], parts[2]
+    return kind
+
+
+# ---------------------------------------------------------------------------------------------
+# Servers
+
+class SluiceServer:
+    def __init__(self, cli, root, logdir):
+        self.cli, self.root, self.log_path = cli, root, os.path.join(logdir, "sluice-serve.log")
+        self.proc, self.port, self.banner = None, None, []
+
+    def start(self):
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([self.cli, "serve", "--root", self.root, "--listen", "127.0.0.1:0", "--fabric",
+                                      "auto", "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY],
+                                     stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_parent)
+        on_cleanup(self.stop)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(self.log_path) as f:
+                text = f.read()
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
+            if m:
+                self.port = int(m.group(1))
+                self.banner = [line.replace("sluice serve: ", "", 1) for line in text.splitlines() if line.strip()]
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("sluice serve did not start: " + tail(open(self.log_path).read()))
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "_log", None):
+            self._log.close()
+
+
+NGINX_CONF = """# written by bench/run.py
+{user}
+worker_processes {workers};
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    default_type application/octet-stream;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+class Nginx:
+    """nginx in the foreground (daemon off), sendfile on, serving root as http://127.0.0.1:PORT/;
+    as many workers as sluice serve has io threads (2)."""
+
+    def __init__(self, binary, root, prefix, workers=2):
+        self.binary, self.root, self.prefix, self.workers = binary, root, prefix, workers
+        self.proc, self.port = None, None
+
+    def start(self):
+        os.makedirs(self.prefix, exist_ok=True)
+        for attempt in range(5):
+            self.port = free_port()
+            conf = os.path.join(self.prefix, "nginx.conf")
+            with open(conf, "w") as f:
+                f.write(NGINX_CONF.format(user="user root;" if os.geteuid() == 0 else "", workers=self.workers,
+                                          prefix=self.prefix, port=self.port, root=self.root))
+            self.proc = subprocess.Popen([self.binary, "-p", self.prefix, "-c", conf, "-e",
+                                          os.path.join(self.prefix, "error.log"), "-g", "daemon off;"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            on_cleanup(self.stop)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    urllib.request.urlopen("http://127.0.0.1:%d/" % self.port, timeout=1).close()
+                    return self
+                except urllib.error.HTTPError:
+                    return self  # 403/404 on /: it answers
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()
+        raise RuntimeError("nginx did not start: " + tail(read_text(os.path.join(self.prefix, "error.log"))))
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: the workers exit, then the master
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def remove_stale_work_dirs(parent):
+    """Work dirs (GiBs of tmpfs) of earlier runs that were killed before they could clean up."""
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if not name.startswith("sluice-bench.") or not os.path.isdir(path):
+            continue
+        try:
+            with open(os.path.join(path, "owner.pid")) as fh:
+                pid = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue  # not ours to judge
+        if not os.path.exists("/proc/%d" % pid) or "run.py" not in read_text("/proc/%d/cmdline" % pid):
+            log("removing %s (left by a run that was killed, pid %d)" % (path, pid))
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+class NotRun(Exception):
+    """A scenario that cannot run here (a tool or program is missing): recorded, not an error."""
+
+
+class Results:
+    def __init__(self):
+        self.scenarios = []  # dicts: id, group, label, kind, status, ... (see add)
+        self.by_id = {}
+
+    def add(self, entry):
+        self.scenarios.append(entry)
+        self.by_id[entry["id"]] = entry
+        if entry["status"] == "ok":
+            parts = []
+            if entry.get("gib_per_s") is not None:
+                parts.append("%.3f GiB/s" % entry["gib_per_s"])
+            if entry.get("ops_per_s") is not None:
+                parts.append("%.0f ops/s, p50 %.3f ms, p99 %.3f ms" % (entry["ops_per_s"], entry["p50_ms"],
+                                                                       entry["p99_ms"]))
+            if entry.get("cpu_s_per_gib") is not None:
+                parts.append("%.3f CPU-s/GiB" % entry["cpu_s_per_gib"])
+            log("  %-42s %s" % (entry["label"], ", ".join(parts)))
+        else:
+            log("  %-42s %s: %s" % (entry["label"], entry["status"], entry.get("error", "")))
+        return entry
+
+    def rate(self, sid, field="gib_per_s"):
+        entry = self.by_id.get(sid)
+        if entry and entry["status"] == "ok" and entry.get(field):
+            return entry[field]
+        return None
+
+
+def scenario(results, sid, group, label, kind, body):
+    """Runs body() -> dict of measured fields; records it, or its error, and goes on."""
+    entry = {"id": sid, "group": group, "label": label, "kind": kind}
+    try:
+        entry.update(body())
+        entry.setdefault("status", "ok")
+    except NotRun as e:
+        entry.update(status="not run", error=str(e))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failing scenario is recorded and the run goes on
+        entry.update(status="error", error=tail(str(e) or type(e).__name__))
+    return results.add(entry)
+
+
+# ---------------------------------------------------------------------------------------------
+# The harness
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.results = Results()
+        self.meta = {}
+        self.build = os.path.abspath(args.build)
+        self.cli = os.path.join(self.build, "src", "sluice")
+        self.s3_bench = os.path.join(self.build, "bench", "sluice_s3_bench")
+        self.ceilings = os.path.join(self.build, "bench", "sluice_ceilings")
+        self.missing = {}  # program path -> why it is not there
+        self.server = self.nginx = None
+        self.objects = {}  # key -> size, on both servers
+
+    # -- build -----------------------------------------------------------------------------
+    def ensure_built(self):
+        wanted = [("sluice_cli", self.cli), ("sluice_s3_bench", self.s3_bench), ("sluice_ceilings", self.ceilings)]
+        need = [(t, p) for t, p in wanted if not os.access(p, os.X_OK)]
+        if need:
+            started = time.monotonic()
+            if not os.path.exists(os.path.join(self.build, "CMakeCache.txt")):
+                log("configuring %s (cmake --preset release)" % self.build)
+                r = subprocess.run(["cmake", "--preset", "release", "-B", self.build], cwd=REPO, capture_output=True,
+                                   text=True)
+                if r.returncode:
+                    raise RuntimeError("cmake --preset release -B %s failed: %s" % (self.build, tail(r.stderr)))
+            jobs = str(os.cpu_count() or 2)
+            log("building %s in %s" % (" ".join(t for t, _ in need), self.build))
+            r = subprocess.run(["cmake", "--build", self.build, "-j", jobs, "--target"] + [t for t, _ in need],
+                               cwd=REPO, capture_output=True, text=True)
+            if r.returncode:  # one of them may not exist yet: build each alone and say which failed
+                for target, path in need:
+                    r = subprocess.run(["cmake", "--build", self.build, "-j", jobs, "--target", target], cwd=REPO,
+                                       capture_output=True, text=True)
+                    if r.returncode:
+                        why = (r.stdout + r.stderr).strip().splitlines()
+                        self.missing[path] = "%s not built: %s" % (target, why[-1] if why else "cmake failed")
+                        log("  " + self.missing[path])
+            self.meta["build_seconds"] = round(time.monotonic() - started, 1)
+        if self.cli in self.missing:
+            raise RuntimeError(self.missing[self.cli])
+        self.meta["binaries"] = {os.path.basename(p): {"path": p, "mtime": datetime.datetime.fromtimestamp(
+            os.path.getmtime(p), datetime.timezone.utc).isoformat(timespec="seconds")}
+            for _, p in wanted if os.path.exists(p)}
+
+    def need(self, program):
+        if not os.access(program, os.X_OK):
+            raise NotRun(self.missing.get(program, "%s is not built" % os.path.basename(program)))
+
+    def tool(self, name):
+        path = shutil.which(name)
+        if not path:
+            raise NotRun("%s is not installed (scripts/deps.sh)" % name)
+        return path
+
+    # -- setup -----------------------------------------------------------------------------
+    def setup(self):
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        remove_stale_work_dirs(shm or tempfile.gettempdir())
+        self.work = tempfile.mkdtemp(prefix="sluice-bench.", dir=shm)
+        on_cleanup(lambda: shutil.rmtree(self.work, ignore_errors=True))
+        with open(os.path.join(self.work, "owner.pid"), "w") as fh:
+            fh.write(str(os.getpid()))
+        self.store = os.path.join(self.work, "store")
+        self.www = os.path.join(self.work, "www")
+        os.makedirs(os.path.join(self.www, BUCKET))
+        os.makedirs(os.path.join(self.out, "logs"), exist_ok=True)
+        fs = mount_type(self.work)
+        self.meta["store"] = {"path": self.store, "filesystem": fs, "nginx_root": self.www,
+                              "note": "sluice's store and nginx's files on %s (%s): PUTs fsync, and this machine's "
+                                      "disk does ~146 MB/s" % (fs, os.path.dirname(self.work))}
+        log("store and nginx root on %s (%s)" % (fs, self.work))
+        self.server = SluiceServer(self.cli, self.store, os.path.join(self.out, "logs")).start()
+        self.meta["sluice_serve"] = {"url": self.server.url, "banner": self.server.banner}
+        log("sluice serve: %s" % " | ".join(self.server.banner))
+        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
+        if nginx:
+            try:
+                self.nginx = Nginx(nginx, self.www, os.path.join(self.work, "nginx")).start()
+                log("nginx (sendfile on, 2 workers): %s" % self.nginx.url)
+                on_cleanup(lambda: shutil.copy(os.path.join(self.nginx.prefix, "error.log"),
+                                               os.path.join(self.out, "logs", "nginx-error.log")))
+            except Exception as e:  # noqa: BLE001
+                self.nginx = None
+                self.nginx_missing = "nginx did not start: %s" % e
+                log(self.nginx_missing)
+        else:
+            self.nginx_missing = "nginx is not installed (apt-get install nginx-light)"
+        self.curl_sign = None
+        if shutil.which("curl"):
+            self.curl_sign = ["curl", "-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                              "%s:%s" % (ACCESS_KEY, SECRET_KEY), "-H", "x-amz-content-sha256:UNSIGNED-PAYLOAD"]
+        self.create_bucket()
+
+    def create_bucket(self):
+        if self.curl_sign:
+            r = subprocess.run(self.curl_sign + ["-X", "PUT", "-o", "/dev/null", "-w", "%{http_code}",
+                                                 "%s/%s" % (self.server.url, BUCKET)], capture_output=True, text=True)
+            log("bucket %s: HTTP %s" % (BUCKET, r.stdout.strip()))
+
+    def need_nginx(self):
+        if not self.nginx:
+            raise NotRun(self.nginx_missing)
+
+    def object(self, key, size, nginx_copy=True):
+        """The object on sluice serve (PUT by sluice_s3_bench, pattern of SEED) and nginx's copy of the
+        same bytes (gen). Without sluice_s3_bench: random bytes, written for nginx and PUT by curl."""
+        if key in self.objects:
+            return key
+        path = os.path.join(self.www, BUCKET, key)
+        if os.access(self.s3_bench, os.X_OK):
+            if nginx_copy:
+                self.gen(path, size)
+            self.bench(op="put", key=key, size=size, via="auto", timeout=600)
+        else:
+            if not self.curl_sign:
+                raise NotRun("neither sluice_s3_bench nor curl to create the object")
+            with open(path, "wb") as f:
+                left = size
+                while left:
+                    n = min(left, 64 * MIB)
+                    f.write(os.urandom(n))
+                    left -= n
+            self.curl_put(key, path)
+        self.objects[key] = size
+        return key
+
+    def curl_put(self, key, path):
+        r = subprocess.run(self.curl_sign + ["-T", path, "-o", "/dev/null", "-w", "%{http_code}",
+                                             "%s/%s/%s" % (self.server.url, BUCKET, key)], capture_output=True,
+                           text=True)
+        if r.returncode or r.stdout.strip() != "200":
+            raise RuntimeError("curl PUT %s: HTTP %s %s" % (key, r.stdout.strip(), tail(r.stderr)))
+
+    # -- sluice_s3_bench / sluice_ceilings ------------------------------------------------------
+    def gen(self, path, size):
+        """nginx's copy: the bytes sluice_s3_bench puts for SEED."""
+        cmd = [self.s3_bench, "--endpoint", "http://127.0.0.1:1", "--bucket", BUCKET, "--key", "gen", "--op", "gen",
+               "--size", str(size), "--seed", str(SEED), "--out", path, "--anonymous"]
+        r = run_measured(cmd, 120)
+        if r.rc != 0 or not os.path.exists(path) or os.path.getsize(path) != size:
+            raise RuntimeError("sluice_s3_bench --op gen: exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
+
+    def bench(self, op, key, size, via=None, fabric=None, part_size=None, parts_in_flight=None, repeat=None,
+              endpoint=None, anonymous=False, extra=(), timeout=None):
+        self.need(self.s3_bench)
+        cmd = [self.s3_bench, "--endpoint", endpoint or self.server.url, "--bucket", BUCKET, "--key", key, "--op", op,
+               "--size", str(size), "--seed", str(SEED)]
+        cmd += ["--anonymous"] if anonymous else ["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]
+        for flag, value in (("--via", via), ("--fabric", fabric), ("--part-size", part_size),
+                            ("--parts-in-flight", parts_in_flight), ("--repeat", repeat)):
+            if value is not None:
+                cmd += [flag, str(value)]
+        cmd += list(extra)
+        server_pid = self.nginx.proc.pid if (self.nginx and endpoint == self.nginx.url) else self.server.proc.pid
+        cpu0 = proc_cpu_seconds(server_pid)
+        r = run_measured(cmd, timeout or 120 + (repeat or 1) * size / GIB * 30)
+        server_cpu = proc_cpu_seconds(server_pid) - cpu0
+        line = next((s for s in reversed(r.stdout.splitlines()) if s.strip().startswith("{")), None)
+        if r.timed_out:
+            raise RuntimeError("timed out: %s" % " ".join(cmd[1:]))
+        if r.rc != 0 or line is None:
+            raise RuntimeError("exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
+        data = json.loads(line)
+        if data.get("verified") is False:
+            raise RuntimeError("the bytes did not verify: %s" % line)
+        runs = len(data.get("seconds_all") or []) or data.get("repeat") or 1
+        moved = data.get("bytes", size) * runs / GIB
+        return {
+            "gib_per_s": data.get("gib_per_s"),
+            "seconds": data.get("seconds_median"),
+            "cpu_s_per_gib": data.get("cpu_s_per_gib"),
+            "peak_rss_bytes": data.get("peak_rss_bytes"),
+            "pinned_bytes": data.get("pinned_bytes", data.get("registered_bytes")),
+            "server_cpu_s_per_gib": server_cpu / moved if moved else None,
+            "part_size": data.get("part_size"),
+            "parts_in_flight": data.get("parts_in_flight"),
+            "raw": data,
+            "process": {"wall_s": round(r.wall, 3), "cpu_s": round(r.cpu, 3), "maxrss_bytes": r.maxrss},
+            "cmd": " ".join(cmd[1:]).replace(SECRET_KEY, "***"),
+            "note": "; ".join(x for x in (
+                "provider %s" % data["provider"] if data.get("provider") else "",
+                "rdma %s / http %s" % (size_name(data.get("rdma_bytes") or 0), size_name(data.get("http_bytes") or 0))
+                if "rdma_bytes" in data else "",
+                "verified" if data.get("verified") else "") if x),
+        }
+
+    def ceiling(self, what, size, provider=None, repeat=3):
+        self.need(self.ceilings)
+        cmd = [self.ceilings, "--what", what, "--size", str(size), "--repeat", str(repeat)]
+        if provider:
+            cmd += ["--provider", provider]
+        r = run_measured(cmd, 180)
+        line = next((s for s in reversed(r.stdout.splitlines()) if s.strip().startswith("{")), None)
+        if r.rc != 0 or line is None:
+            raise RuntimeError("exit %d%s: %s" % (r.rc, " (timed out)" if r.timed_out else "", tail(r.stderr or r.stdout)))
+        data = json.loads(line)
+        return {"gib_per_s": data.get("gib_per_s"), "seconds": data.get("seconds_median"),
+                "cpu_s_per_gib": data.get("cpu_s_per_gib"), "peak_rss_bytes": r.maxrss, "raw": data,
+                "cmd": " ".join(cmd[1:]),
+                "note": "; ".join(x for x in ("provider %s" % data["provider"] if data.get("provider") else "",
+                                              "chunk %s" % size_name(data["chunk"]) if data.get("chunk") else "",
+                                              "CPU of both ends" if what != "memcpy" else "") if x)}
+
+    # -- external clients (curl, AWS CLI): repeat runs, the median by wall time ------------------------
+    def external(self, cmd, size, repeat, server_pid, check, env=None, stdout_devnull=False, note=""):
+        runs = []
+        for _ in range(repeat):
+            cpu0 = proc_cpu_seconds(server_pid) if server_pid else 0
+            r = run_measured(cmd, 120 + size / GIB * 60, env=env, stdout_devnull=stdout_devnull)
+            server_cpu = proc_cpu_seconds(server_pid) - cpu0 if server_pid else None
+            if r.timed_out or r.rc != 0:
+                raise RuntimeError("exit %d%s: %s" % (r.rc, " (timed out)" if r.timed_out else "",
+                                                      tail(r.stderr or r.stdout)))
+            check(r)
+            runs.append((r, server_cpu))
+        runs.sort(key=lambda x: x[0].wall)
+        r, server_cpu = runs[len(runs) // 2]
+        gib = size / GIB
+        return {"gib_per_s": gib / r.wall, "seconds": r.wall, "cpu_s_per_gib": r.cpu / gib,
+                "peak_rss_bytes": max(x[0].maxrss for x in runs),
+                "server_cpu_s_per_gib": server_cpu / gib if server_cpu is not None else None,
+                "seconds_all": [round(x[0].wall, 4) for x in runs],
+                "cmd": " ".join(cmd).replace(SECRET_KEY, "***"), "note": note}
+
+    def curl_get(self, url, size, signed, repeat, server_pid):
+        self.tool("curl")
+        cmd = (self.curl_sign if signed else ["curl", "-sS"]) + ["-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                                                url]
+
+        def check(r):
+            code, got = (r.stdout.split() + ["?", "?"])[:2]
+            if code != "200" or got != str(size):
+                raise RuntimeError("HTTP %s, %s bytes of %d" % (code, got, size))
+        return self.external(cmd, size, repeat, server_pid, check, note="process wall and CPU; HTTP 200 and length "
+                                                                         "checked")
+
+    # -- the scenario groups ------------------------------------------------------------------------
+    def large_get(self):
+        size = GIB
+        group = "Large GET 1 GiB"
+        rep = 1 if self.quick else 3
+        log("== %s (%d run%s each, median)" % (group, rep, "s" if rep > 1 else ""))
+        key = "object-1g"
+        try:
+            log("creating %s on sluice serve and nginx's copy" % size_name(size))
+            self.object(key, size)
+        except Exception as e:  # noqa: BLE001
+            self.results.add({"id": "get.setup", "group": group, "label": "object setup", "kind": "setup",
+                              "status": "error", "error": tail(str(e))})
+            return
+        R = self.results
+        scenario(R, "get.rdma_shm", group, "sluice rdma (shm)", "sluice",
+                 lambda: self.bench("get", key, size, via="rdma", fabric="shm", repeat=rep))
+        scenario(R, "get.rdma_tcp", group, "sluice rdma (tcp;ofi_rxm)", "sluice",
+                 lambda: self.bench("get", key, size, via="rdma", fabric="tcp", repeat=rep))
+        scenario(R, "get.http", group, "sluice http", "sluice",
+                 lambda: self.bench("get", key, size, via="http", repeat=rep))
+
+        def nginx_same_client():
+            self.need_nginx()
+            return self.bench("get", key, size, via="http", anonymous=True, endpoint=self.nginx.url, repeat=rep)
+        scenario(R, "get.nginx", group, "nginx (sendfile), same client", "baseline", nginx_same_client)
+        url = "%s/%s/%s" % (self.server.url, BUCKET, key)
+        scenario(R, "get.curl_sluice", group, "curl → sluice serve", "baseline",
+                 lambda: self.curl_get(url, size, True, rep, self.server.proc.pid))
+
+        def curl_nginx():
+            self.need_nginx()
+            return self.curl_get("%s/%s/%s" % (self.nginx.url, BUCKET, key), size, False, rep, self.nginx.proc.pid)
+        scenario(R, "get.curl_nginx", group, "curl → nginx (sendfile)", "baseline", curl_nginx)
+        scenario(R, "get.aws", group, "AWS CLI → sluice serve", "baseline",
+                 lambda: self.aws_get(key, size, 1 if self.quick else 2))
+        scenario(R, "ceil.memcpy", group, "ceiling: memcpy", "ceiling", lambda: self.ceiling("memcpy", size))
+        scenario(R, "ceil.tcp", group, "ceiling: loopback TCP", "ceiling", lambda: self.ceiling("tcp", size))
+        scenario(R, "ceil.fi_rma_shm", group, "ceiling: libfabric RMA write (shm)", "ceiling",
+                 lambda: self.ceiling("fi_rma", size, "shm"))
+        scenario(R, "ceil.fi_rma_tcp", group, "ceiling: libfabric RMA write (tcp)", "ceiling",
+                 lambda: self.ceiling("fi_rma", size, "tcp"))
+
+    def aws_get(self, key, size, repeat):
+        aws = self.tool("aws")
+        cfg = os.path.join(self.work, "aws-config")
+        with open(cfg, "w") as f:
+            f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+                   AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=cfg,
+                   AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
+                   AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        version = subprocess.run([aws, "--version"], capture_output=True, text=True, env=env)
+        start_up = run_measured([aws, "--version"], 60, env=env)
+        self.meta["aws_cli"] = (version.stdout + version.stderr).strip()
+        cmd = [aws, "s3", "cp", "s3://%s/%s" % (BUCKET, key), "-", "--endpoint-url", self.server.url, "--no-progress"]
+        result = self.external(cmd, size, repeat, self.server.proc.pid, lambda r: None, env=env, stdout_devnull=True,
+                               note="%s; process wall incl. Python start (`aws --version`: %.2f s, %.2f CPU-s)" % (
+                                   self.meta["aws_cli"].split()[0], start_up.wall, start_up.cpu))
+        return result
+
+    def part_sweep(self):
+        group = "Part size × parts in flight (sluice rdma shm GET 1 GiB)"
+        key, size = "object-1g", GIB
+        if key not in self.objects:
+            return
+        parts = [8 * MIB, 64 * MIB] if self.quick else [8 * MIB, 32 * MIB, 64 * MIB]
+        flights = [1, 16] if self.quick else [1, 4, 16]
+        rep = 1 if self.quick else 2
+        log("== %s: %s × %s, %d run%s each" % (group, "/".join(size_name(p) for p in parts),
+                                               "/".join(map(str, flights)), rep, "s" if rep > 1 else ""))
+        # The client takes parts of 5 MiB and more (S3's rule): try 1 MiB once, and say what it said.
+        try:
+            self.bench("get", key, size, via="rdma", fabric="shm", part_size=MIB, parts_in_flight=4, repeat=1)
+            parts = [MIB] + parts
+        except Exception as e:  # noqa: BLE001 - recorded
+            self.results.add({"id": "parts.1MiB", "group": group, "label": "1 MiB parts", "kind": "sweep",
+                              "status": "not run", "error": "refused by the client (S3 parts are ≥ 5 MiB): " + tail(str(e))})
+        for p in parts:
+            for n in flights:
+                scenario(self.results, "parts.%d.%d" % (p // MIB, n), group,
+                         "%s parts × %d in flight" % (size_name(p), n), "sweep",
+                         lambda p=p, n=n: dict(self.bench("get", key, size, via="rdma", fabric="shm", part_size=p,
+                                                          parts_in_flight=n, repeat=rep), sweep_part=p, sweep_flight=n))
+
+    def large_put(self):
+        size = GIB
+        group = "Large PUT 1 GiB"
+        rep = 1 if self.quick else 3
+        log("== %s (%d run%s each, median)" % (group, rep, "s" if rep > 1 else ""))
+        R = self.results
+        def put(**kw):
+            r = self.bench("put", "put-1g", size, repeat=rep, **kw)
+            r["note"] += "; server CPU includes the untimed verifying read-back"
+            return r
+        scenario(R, "put.rdma_shm", group, "sluice rdma (shm)", "sluice", lambda: put(via="rdma", fabric="shm"))
+        scenario(R, "put.http", group, "sluice http", "sluice", lambda: put(via="http"))
+
+        def curl_upload():
+            self.tool("curl")
+            source = os.path.join(self.www, BUCKET, "object-1g")
+            if not os.path.exists(source):
+                raise NotRun("no 1 GiB source file (the GET setup failed)")
+            cmd = self.curl_sign + ["-T", source, "-o", "/dev/null", "-w", "%{http_code}",
+                                    "%s/%s/put-curl-1g" % (self.server.url, BUCKET)]
+
+            def check(r):
+                if r.stdout.strip() != "200":
+                    raise RuntimeError("HTTP %s" % r.stdout.strip())
+            return self.external(cmd, size, rep, self.server.proc.pid, check,
+                                 note="curl -T, SigV4 with UNSIGNED-PAYLOAD; process wall and CPU")
+        scenario(R, "put.curl", group, "curl -T → sluice serve", "baseline", curl_upload)
+
+    def small_objects(self):
+        group = "Small objects (wrk)"
+        duration = 2 if self.quick else 5
+        log("== %s: wrk -t2 -c16 -d%ds --latency, presigned GET on sluice serve vs nginx" % (group, duration))
+        for size, tag in ((4 * KIB, "4k"), (64 * KIB, "64k")):
+            key = "small-" + tag
+            ready = {}
+
+            def prepare(key=key, size=size):
+                if "url" in ready:
+                    return ready
+                self.tool("wrk")
+                self.tool("curl")
+                try:
+                    import boto3
+                    from botocore.config import Config
+                except ImportError as e:
+                    raise NotRun("boto3 is missing (python3-boto3): %s" % e)
+                path = os.path.join(self.www, BUCKET, key)
+                data = os.urandom(size)
+                with open(path, "wb") as f:
+                    f.write(data)
+                self.curl_put(key, path)
+                s3 = boto3.client("s3", endpoint_url=self.server.url, aws_access_key_id=ACCESS_KEY,
+                                  aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+                                  config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+                url = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": key}, ExpiresIn=3600)
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    if response.read() != data:
+                        raise RuntimeError("the presigned GET did not return the object")
+                ready["url"] = url
+                return ready
+
+            def sluice_wrk(size=size, prepare=prepare):
+                return self.wrk(prepare()["url"], size, duration, self.server.proc.pid,
+                                "presigned URL (SigV4 query auth checked per request)")
+
+            def nginx_wrk(key=key, size=size, prepare=prepare):
+                self.need_nginx()
+                prepare()
+                return self.wrk("%s/%s/%s" % (self.nginx.url, BUCKET, key), size, duration, self.nginx.proc.pid,
+                                "static file, sendfile")
+            scenario(self.results, "small.%s.sluice" % tag, group, "%s GET: sluice serve" % size_name(size), "sluice",
+                     sluice_wrk)
+            scenario(self.results, "small.%s.nginx" % tag, group, "%s GET: nginx" % size_name(size), "baseline",
+                     nginx_wrk)
+
+    def wrk(self, url, size, duration, server_pid, note):
+        wrk = self.tool("wrk")
+        cmd = [wrk, "-t2", "-c16", "-d%ds" % duration, "--latency", url]
+        cpu0 = proc_cpu_seconds(server_pid)
+        r = run_measured(cmd, duration + 60)
+        server_cpu = proc_cpu_seconds(server_pid) - cpu0
+        if r.rc != 0 or r.timed_out:
+            raise RuntimeError("wrk exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
+        text = r.stdout
+        rps = re.search(r"Requests/sec:\s*([\d.]+)", text)
+        lat = {p: re.search(r"^\s*%s%%\s+([\d.]+)(us|ms|s)\s*$" % p, text, re.M) for p in ("50", "99")}
+        total = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
+        if not rps or not all(lat.values()) or not total:
+            raise RuntimeError("cannot read wrk's output: " + tail(text))
+        bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
+        if bad:
+            raise RuntimeError("%s non-2xx responses of %s" % (bad.group(1), total.group(1)))
+        errors = re.search(r"Socket errors: (.*)", text)
+
+        def ms(m):
+            return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+        requests = int(total.group(1))
+        gib = requests * size / GIB
+        return {"ops_per_s": float(rps.group(1)), "p50_ms": ms(lat["50"]), "p99_ms": ms(lat["99"]),
+                "requests": requests, "gib_per_s": float(rps.group(1)) * size / GIB,
+                "cpu_s_per_gib": r.cpu / gib if gib else None, "peak_rss_bytes": r.maxrss,
+                "server_cpu_us_per_op": server_cpu / requests * 1e6 if requests else None,
+                "server_cpu_s_per_gib": server_cpu / gib if gib else None,
+                "cmd": " ".join(cmd[1:]).split("?")[0] + ("?X-Amz-…" if "?" in url else ""),
+                "note": note + ("; socket errors: " + errors.group(1) if errors else ""), "raw": text}
+
+    def size_sweep(self):
+        group = "Size sweep (GET)"
+        sizes = [s for s in (4 * KIB, 64 * KIB, MIB, 16 * MIB, 256 * MIB, GIB, 4 * GIB) if s <= self.args.sweep_max]
+        if self.quick:
+            sizes = [s for s in sizes if s != 64 * KIB and s != 4 * GIB] or sizes
+        log("== %s: %s; sluice rdma shm and http; 1 GiB from the large GET" % (
+            group, ", ".join(size_name(s) for s in sizes)))
+
+        def repeat(size):
+            if size <= MIB:
+                return 10 if self.quick else 20
+            if size <= 16 * MIB:
+                return 5 if self.quick else 10
+            if size <= 256 * MIB:
+                return 2 if self.quick else 3
+            return 1 if self.quick else 2
+        for size in sizes:
+            for via, fabric, base in (("rdma", "shm", "get.rdma_shm"), ("http", None, "get.http")):
+                sid = "size.%s.%d" % (via, size)
+                label = "%s %s" % ("sluice rdma (shm)" if via == "rdma" else "sluice http", size_name(size))
+                if size == GIB and base in self.results.by_id:
+                    entry = dict(self.results.by_id[base], id=sid, group=group, label=label, kind="sweep",
+                                 size=size, note="the large GET's run")
+                    self.results.add(entry)
+                    continue
+
+                def body(size=size, via=via, fabric=fabric):
+                    self.need(self.s3_bench)
+                    key = self.object("sweep-%d" % size, size, nginx_copy=False) if size != GIB else \
+                        self.object("object-1g", size)
+                    return dict(self.bench("get", key, size, via=via, fabric=fabric, repeat=repeat(size)), size=size)
+                scenario(self.results, sid, group, label, "sweep", body)
+
+    # -- ratios and targets -----------------------------------------------------------------
+    RATIOS = [  # (numerator, denominator, label); the first one with a row as numerator is its "vs" cell
+        ("get.rdma_shm", "get.http", "sluice rdma shm ÷ sluice http"),
+        ("get.rdma_tcp", "get.http", "sluice rdma tcp ÷ sluice http"),
+        ("get.http", "get.nginx", "sluice http ÷ nginx (same client)"),
+        ("get.curl_sluice", "get.curl_nginx", "curl: sluice serve ÷ nginx"),
+        ("get.aws", "get.http", "AWS CLI ÷ sluice http (both → sluice serve)"),
+        ("get.http", "get.curl_sluice", "sluice client ÷ curl (both http → sluice serve)"),
+        ("get.rdma_shm", "ceil.fi_rma_shm", "sluice rdma shm ÷ RMA write ceiling (shm)"),
+        ("get.rdma_shm", "ceil.memcpy", "sluice rdma shm ÷ memcpy ceiling"),
+        ("get.rdma_tcp", "ceil.fi_rma_tcp", "sluice rdma tcp ÷ RMA write ceiling (tcp)"),
+        ("get.http", "ceil.tcp", "sluice http ÷ loopback TCP ceiling"),
+        ("get.nginx", "ceil.tcp", "nginx ÷ loopback TCP ceiling"),
+        ("put.rdma_shm", "put.http", "PUT sluice rdma shm ÷ sluice http"),
+        ("put.http", "put.curl", "PUT sluice http ÷ curl -T"),
+        ("small.4k.sluice", "small.4k.nginx", "4 KiB ops/s sluice ÷ nginx"),
+        ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
+    ]
+
+    def ratios(self):
+        out = []
+        sizes = sorted({s["size"] for s in self.results.scenarios if s["id"].startswith("size.") and s.get("size")})
+        extra = [("size.rdma.%d" % n, "size.http.%d" % n, "%s GET rdma shm ÷ http" % size_name(n)) for n in sizes]
+        for num, den, label in self.RATIOS + extra:
+            field = "ops_per_s" if num.startswith("small.") else "gib_per_s"
+            a, b = self.results.rate(num, field), self.results.rate(den, field)
+            out.append({"numerator": num, "denominator": den, "label": label,
+                        "value": a / b if a and b else None})
+        return out
+
+    def cpu_targets(self):
+        def target(name, num, den, field, threshold):
+            a, b = self.results.rate(num, field), self.results.rate(den, field)
+            if a is None or b is None:
+                missing = [self.results.by_id.get(x, {"label": x, "error": "not run"}) for x in (num, den)
+                           if self.results.rate(x, field) is None]
+                return {"target": name, "status": "not measured", "required": "≥ %.2f×" % threshold,
+                        "measured": "; ".join("%s: %s" % (m["label"], m.get("error") or m.get("status"))
+                                              for m in missing)}
+            value = a / b
+            unit = "ops/s" if field == "ops_per_s" else "GiB/s"
+            return {"target": name, "ratio": value, "required": "≥ %.2f×" % threshold,
+                    "measured": "%s (%.3g vs %.3g %s)" % (ratio(value), a, b, unit),
+                    "status": "pass" if value >= threshold else "miss"}
+        return [
+            target("CPU: GET 1 GiB rdma/shm ≥ 2 × sluice http", "get.rdma_shm", "get.http", "gib_per_s", 2.0),
+            target("CPU: sluice http ≥ 1.0 × nginx (same client)", "get.http", "get.nginx", "gib_per_s", 1.0),
+            target("CPU: 4 KiB GET ops/s ≥ 0.8 × nginx (wrk)", "small.4k.sluice", "small.4k.nginx", "ops_per_s", 0.8),
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: the JSON array of sluice_gpu_bench (group, path, bytes, seconds, gib_per_s, cpu_s_per_gib,
+# pinned_bytes, note); rows without numbers were not run (the note says why).
+
+def load_gpu(paths):
+    rows, errors = [], []
+    for path in paths or []:
+        try:
+            with open(path) as f:
+                text = f.read()
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:  # its notes are not escaped: a backslash or quote breaks it
+                data = json.loads(text.replace("\\", "\\\\"))
+            for row in data:
+                row["source"] = path
+                rows.append(row)
+        except Exception as e:  # noqa: BLE001
+            errors.append("%s: %s" % (path, e))
+    return rows, errors
+
+
+def gpu_targets(rows, why_none):
+    def has(r):
+        return r.get("gib_per_s") is not None
+
+    def not_measured(name, reason, required):
+        return {"target": name, "status": "not measured", "measured": reason, "required": required}
+    names = ["GPU: S3 GET 4 GiB → GPU token path ≥ 0.80 × pinned H2D", "GPU: token path ≥ 4 × naive",
+             "GPU: token path client CPU-s/GiB ≤ 0.10 × naive", "GPU: file → GPU io_uring ≥ 1.2 × cuFile",
+             "GPU: pinned staging ≤ 64 MiB per client path"]
+    required = ["≥ 0.80×", "≥ 4×", "≤ 0.10×", "≥ 1.20×", "≤ 64 MiB"]
+    if not rows:
+        return [not_measured(n, why_none, q) for n, q in zip(names, required)]
+    s3 = [r for r in rows if r.get("group", "").startswith("S3 GET")]
+    token_rows = [r for r in s3 if r.get("path", "").startswith(("direct", "staged, RDMA parts"))]
+    token = max((r for r in token_rows if has(r)), key=lambda r: r["gib_per_s"], default=None)
+
+    def same_run(candidates):  # from the token path's file (run) when it has one, else the first
+        candidates = list(candidates)
+        return next((r for r in candidates if token and r["source"] == token["source"]),
+                    candidates[0] if candidates else None)
+    naive = same_run(r for r in s3 if r.get("path", "").startswith("naive") and has(r)
+                     and (token is None or r.get("group") == token.get("group")))
+    ceiling = same_run(r for r in rows if r.get("group") == "ceiling" and r.get("path", "").startswith("pinned H2D")
+                       and has(r))
+    files = [r for r in rows if r.get("group", "").startswith("file")]
+    uring = next((r for r in files if r.get("path", "").startswith("io_uring") and has(r)),
+                 next((r for r in files if r.get("path", "").startswith("io_uring")), None))
+    cufile = next((r for r in files if r.get("path", "").startswith("cuFile") and has(r)),
+                  next((r for r in files if r.get("path", "").startswith("cuFile")), None))
+    skipped = "; ".join(sorted({"%s: %s" % (r["path"], r.get("note", "")) for r in token_rows if not has(r)}))
+
+    def token_name():
+        where = token.get("group", "").split("(")[-1].rstrip(")")
+        return "%s, %s%s" % (token["path"], where, " (not run: %s)" % skipped if skipped else "")
+    out = []
+    if token is None or ceiling is None:
+        out.append(not_measured(names[0], "token path: %s; pinned H2D: %s" % (
+            "none measured (%s)" % skipped if token is None else "ok", "ok" if ceiling else "not measured"),
+            required[0]))
+    else:
+        ratio = token["gib_per_s"] / ceiling["gib_per_s"]
+        size_note = "" if token.get("bytes") == 4 * GIB else " — measured at %s, not 4 GiB" % size_name(
+            token.get("bytes", 0))
+        out.append({"target": names[0], "ratio": ratio, "required": required[0],
+                    "measured": "%.2f× (%.2f vs %.2f GiB/s; %s)%s" % (ratio, token["gib_per_s"], ceiling["gib_per_s"],
+                                                                      token_name(), size_note),
+                    "status": "pass" if ratio >= 0.80 else "miss"})
+    if token is None or naive is None:
+        out.append(not_measured(names[1], "token path or naive row not measured", required[1]))
+        out.append(not_measured(names[2], "token path or naive row not measured", required[2]))
+    else:
+        ratio = token["gib_per_s"] / naive["gib_per_s"]
+        out.append({"target": names[1], "ratio": ratio, "required": required[1],
+                    "measured": "%.2f× (%.2f vs %.2f GiB/s; %s)" % (ratio, token["gib_per_s"], naive["gib_per_s"],
+                                                                    token["path"]),
+                    "status": "pass" if ratio >= 4 else "miss"})
+        a, b = token.get("cpu_s_per_gib"), naive.get("cpu_s_per_gib")
+        if a is None or not b:
+            out.append(not_measured(names[2], "no CPU numbers", required[2]))
+        else:
+            out.append({"target": names[2], "ratio": a / b, "required": required[2],
+                        "measured": "%.2f× (%.3f vs %.3f CPU-s/GiB; %s)" % (a / b, a, b, token["path"]),
+                        "status": "pass" if a / b <= 0.10 else "miss"})
+    if not (uring and has(uring)) or not (cufile and has(cufile)):
+        reasons = [r.get("note") if r.get("note", "").startswith(r["path"]) else "%s: %s" % (
+            r["path"], r.get("note") or "not run") for r in (uring, cufile) if r and not has(r)]
+        out.append(not_measured(names[3], "; ".join(reasons) or "no io_uring / cuFile rows", required[3]))
+    else:
+        ratio = uring["gib_per_s"] / cufile["gib_per_s"]
+        out.append({"target": names[3], "ratio": ratio, "required": required[3],
+                    "measured": "%.2f× (%.2f vs %.2f GiB/s)" % (ratio, uring["gib_per_s"], cufile["gib_per_s"]),
+                    "status": "pass" if ratio >= 1.2 else "miss"})
+    client = [r for r in rows if r.get("group") != "ceiling" and r.get("pinned_bytes") is not None and has(r)]
+    if not client:
+        out.append(not_measured(names[4], "no client path reported its pinned bytes", required[4]))
+    else:
+        worst = max(client, key=lambda r: r["pinned_bytes"])
+        out.append({"target": names[4], "required": required[4],
+                    "measured": "max %.0f MiB (%s) over %d client paths" % (worst["pinned_bytes"] / MIB, worst["path"],
+                                                                              len(client)),
+                    "status": "pass" if worst["pinned_bytes"] <= 64 * MIB else "miss"})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: table.md and plots
+
+def f(x, digits=2):
+    if x is None:
+        return "—"
+    if isinstance(x, float) and (abs(x) >= 1000 or digits == 0):
+        return "%.0f" % x
+    if x and abs(x) < 10 ** (1 - digits):  # small: 2 significant digits rather than 0.00
+        return "%.2g" % x
+    return ("%%.%df" % digits) % x
+
+
+def ratio(x):
+    return "%s×" % f(x, 2)
+
+
+def mib(x):
+    return "—" if x is None else "%.0f" % (x / MIB)
+
+
+def write_table(path, meta, results, ratios, targets, gpu_rows, gpu_errors):
+    L = []
+    L.append("# sluice benchmark — %s" % meta["date"])
+    L.append("")
+    L.append("- machine: %s; %s cores; %.0f GiB RAM; load average %s at start, %s at end" % (
+        meta["machine"], meta["cores"], meta["ram_gib"], meta["load_start"], meta.get("load_end", "?")))
+    L.append("- commit %s; set %s%s; wall %.0f s%s" % (
+        meta["commit"], meta["set"], " (--quick)" if meta["quick"] else "", meta.get("wall_s", 0),
+        " (building %.0f s, benchmarks %.0f s)" % (meta["build_seconds"], meta.get("bench_wall_s", 0))
+        if meta.get("build_seconds") else ""))
+    if meta.get("fatal"):
+        L.append("- **stopped early: %s** — the tables hold what ran before" % meta["fatal"])
+    if "store" in meta:
+        L.append("- store: **%s** — %s" % (meta["store"]["filesystem"], meta["store"]["note"]))
+    if "sluice_serve" in meta:
+        L.append("- sluice serve: %s" % "; ".join(meta["sluice_serve"]["banner"]))
+    if meta.get("set") != "gpu":
+        L.append("- sizes: 1 GiB objects, size sweep up to %s (the issue's 4 GiB point: `--sweep-max 4GiB`; this "
+                 "machine has 24 GiB and 2 cores, shared)" % size_name(meta["sweep_max"]))
+        L.append("- client CPU s/GiB: the client's own getrusage (sluice_s3_bench, sluice_ceilings) or the whole "
+                 "process (curl, AWS CLI, wrk: wait4); server CPU s/GiB: /proc of sluice serve or nginx over the "
+                 "run ÷ bytes moved; median of the runs")
+    L.append("")
+    first_ratio = {}
+    for r in ratios:
+        if r["value"] is not None and r["numerator"] not in first_ratio and not r["denominator"].startswith("ceil."):
+            first_ratio[r["numerator"]] = r
+    groups = []
+    for s in results.scenarios:
+        if s["group"] not in groups:
+            groups.append(s["group"])
+    for group in groups:
+        rows = [s for s in results.scenarios if s["group"] == group]
+        L.append("## " + group)
+        L.append("")
+        if group.startswith("Small"):
+            L.append("| case | ops/s | vs | p50 ms | p99 ms | client CPU s/GiB | server CPU µs/op | wrk RSS MiB | note |")
+            L.append("|---|---:|---|---:|---:|---:|---:|---:|---|")
+            for s in rows:
+                if s["status"] != "ok":
+                    L.append("| %s | %s | | | | | | | %s |" % (s["label"], s["status"], s.get("error", "")))
+                    continue
+                vs = first_ratio.get(s["id"])
+                L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    s["label"], f(s["ops_per_s"], 0), "%s nginx" % ratio(vs["value"]) if vs else "baseline",
+                    f(s["p50_ms"], 3), f(s["p99_ms"], 3), f(s.get("cpu_s_per_gib")), f(s.get("server_cpu_us_per_op"), 1),
+                    mib(s.get("peak_rss_bytes")), s.get("note", "")))
+        elif group.startswith("Part size"):
+            ok = [s for s in rows if s["status"] == "ok" and "sweep_part" in s]
+            flights = sorted({s["sweep_flight"] for s in ok})
+            L.append("| part size | " + " | ".join("%d in flight" % n for n in flights) + " |")
+            L.append("|---|" + "---:|" * len(flights))
+            for p in sorted({s["sweep_part"] for s in ok}):
+                cells = []
+                for n in flights:
+                    s = next((x for x in ok if x["sweep_part"] == p and x["sweep_flight"] == n), None)
+                    cells.append("%.2f GiB/s, %.3f CPU-s/GiB" % (s["gib_per_s"], s["cpu_s_per_gib"] or 0) if s else "—")
+                L.append("| %s | %s |" % (size_name(p), " | ".join(cells)))
+            for s in rows:
+                if s["status"] != "ok":
+                    L.append("")
+                    L.append("- %s: %s — %s" % (s["label"], s["status"], s.get("error", "")))
+        else:
+            L.append("| case | GiB/s | vs | client CPU s/GiB | server CPU s/GiB | peak RSS MiB | pinned MiB | parts "
+                     "| note |")
+            L.append("|---|---:|---|---:|---:|---:|---:|---|---|")
+            for s in rows:
+                if s["status"] != "ok":
+                    L.append("| %s | %s | | | | | | | %s |" % (s["label"], s["status"], s.get("error", "")))
+                    continue
+                vs = first_ratio.get(s["id"])
+                parts = "%s × %s" % (size_name(s["part_size"]), s["parts_in_flight"]) if s.get("part_size") else ""
+                L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    s["label"], f(s.get("gib_per_s"), 3), "%s %s" % (ratio(vs["value"]), vs["label"].split(" ÷ ")[1])
+                    if vs else (s["kind"] if s["kind"] in ("baseline", "ceiling") else ""),
+                    f(s.get("cpu_s_per_gib"), 3), f(s.get("server_cpu_s_per_gib"), 3), mib(s.get("peak_rss_bytes")),
+                    mib(s.get("pinned_bytes")), parts, s.get("note", "")))
+        L.append("")
+    shown = [r for r in ratios if r["value"] is not None]
+    if shown:
+        L.append("## Ratios")
+        L.append("")
+        L.append("| ratio | value |")
+        L.append("|---|---:|")
+        for r in shown:
+            L.append("| %s | %s |" % (r["label"], ratio(r["value"])))
+        L.append("")
+    if gpu_rows or gpu_errors:
+        L.append("## GPU (from %s)" % ", ".join(sorted({r["source"] for r in gpu_rows}) or ["—"]))
+        L.append("")
+        for e in gpu_errors:
+            L.append("- cannot read %s" % e)
+        ceiling = next((r for r in gpu_rows if r.get("group") == "ceiling" and r.get("path", "").startswith("pinned")
+                        and r.get("gib_per_s")), None)
+        L.append("| group | path | size | GiB/s | vs pinned H2D | client CPU s/GiB | pinned MiB | note |")
+        L.append("|---|---|---|---:|---:|---:|---:|---|")
+        for r in gpu_rows:
+            rate = r.get("gib_per_s")
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r.get("group"), r.get("path"), size_name(r.get("bytes", 0)), f(rate) if rate else "n/a",
+                f(rate / ceiling["gib_per_s"]) if rate and ceiling else "", f(r.get("cpu_s_per_gib"), 3),
+                mib(r.get("pinned_bytes")), r.get("note", "")))
+        L.append("")
+    L.append("## Targets (reported, not asserted)")
+    L.append("")
+    L.append("| target | required | measured | status |")
+    L.append("|---|---|---|---|")
+    for t in targets:
+        L.append("| %s | %s | %s | **%s** |" % (t["target"], t["required"], t["measured"], t["status"]))
+    L.append("")
+    if meta.get("plots"):
+        L.append("Plots: " + ", ".join(meta["plots"]))
+        L.append("")
+    text = "\n".join(L)
+    with open(path, "w") as fh:
+        fh.write(text)
+    return text
+
+
+def plots(out, results, gpu_rows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        log("no plots: matplotlib is missing (python3-matplotlib): %s" % e)
+        return []
+    colors = {"sluice": "#1f77b4", "baseline": "#ff7f0e", "ceiling": "#7f7f7f", "sweep": "#2ca02c"}
+    made = []
+
+    def bars(name, group, title):
+        rows = [s for s in results.scenarios if s["group"] == group and s["status"] == "ok" and s.get("gib_per_s")]
+        if not rows:
+            return
+        fig, axes = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 1.6), sharey=True)
+        labels = [s["label"] for s in rows]
+        y = range(len(rows))
+        axes[0].barh(y, [s["gib_per_s"] for s in rows], color=[colors.get(s["kind"], "k") for s in rows])
+        axes[0].set_xlabel("GiB/s")
+        axes[0].set_yticks(list(y), labels)
+        axes[0].invert_yaxis()
+        axes[1].barh(y, [s.get("cpu_s_per_gib") or 0 for s in rows], color=[colors.get(s["kind"], "k") for s in rows])
+        axes[1].set_xlabel("client CPU s / GiB")
+        for ax in axes:
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        made.append(name)
+    bars("large_get.png", "Large GET 1 GiB", "GET 1 GiB over loopback (blue: sluice, orange: baselines, grey: ceilings)")
+    bars("large_put.png", "Large PUT 1 GiB", "PUT 1 GiB over loopback")
+
+    sweep = [s for s in results.scenarios if s["group"].startswith("Size") and s["status"] == "ok" and s.get("size")]
+    if sweep:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for label, prefix in (("sluice rdma (shm)", "size.rdma."), ("sluice http", "size.http.")):
+            pts = sorted((s["size"], s["gib_per_s"], s.get("cpu_s_per_gib")) for s in sweep if s["id"].startswith(prefix))
+            if pts:
+                axes[0].plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+                axes[1].plot([p[0] for p in pts], [p[2] for p in pts], "o-", label=label)
+        ticks = sorted({s["size"] for s in sweep})
+        for ax, ylabel in ((axes[0], "GiB/s"), (axes[1], "client CPU s / GiB")):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ticks, [size_name(t) for t in ticks])
+            ax.minorticks_off()
+            ax.set_yscale("log")
+            ax.set_xlabel("object size")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3, which="both")
+            ax.legend()
+        fig.suptitle("GET cost vs object size")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "size_sweep.png"), dpi=110)
+        plt.close(fig)
+        made.append("size_sweep.png")
+
+    parts = [s for s in results.scenarios if s["status"] == "ok" and "sweep_part" in s]
+    if parts:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for p in sorted({s["sweep_part"] for s in parts}):
+            pts = sorted((s["sweep_flight"], s["gib_per_s"]) for s in parts if s["sweep_part"] == p)
+            ax.plot([x[0] for x in pts], [x[1] for x in pts], "o-", label="%s parts" % size_name(p))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("parts in flight")
+        ax.set_ylabel("GiB/s")
+        ax.set_title("sluice rdma (shm) GET 1 GiB: part size × parts in flight")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "part_sweep.png"), dpi=110)
+        plt.close(fig)
+        made.append("part_sweep.png")
+
+    small = [s for s in results.scenarios if s["group"].startswith("Small") and s["status"] == "ok"]
+    if small:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        sizes = ["4k", "64k"]
+        for i, (server, color) in enumerate((("sluice", colors["sluice"]), ("nginx", colors["baseline"]))):
+            vals = [next((s["ops_per_s"] for s in small if s["id"] == "small.%s.%s" % (t, server)), 0) for t in sizes]
+            xs = [j + (i - 0.5) * 0.38 for j in range(len(sizes))]
+            ax.bar(xs, vals, 0.38, label=server if server == "nginx" else "sluice serve (presigned)", color=color)
+            for x, v, t in zip(xs, vals, sizes):
+                s = next((s for s in small if s["id"] == "small.%s.%s" % (t, server)), None)
+                if s:
+                    ax.annotate("%.0f/s\np99 %.2f ms" % (v, s["p99_ms"]), (x, v), ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(sizes)), ["4 KiB", "64 KiB"])
+        ax.set_yscale("log")
+        ax.set_ylim(top=max(s["ops_per_s"] for s in small) * 8)
+        ax.set_ylabel("GET ops/s (wrk -t2 -c16, log)")
+        ax.set_title("Small objects")
+        ax.legend()
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "small_objects.png"), dpi=110)
+        plt.close(fig)
+        made.append("small_objects.png")
+
+    measured = [r for r in gpu_rows if r.get("gib_per_s")]
+    if measured:
+        fig, ax = plt.subplots(figsize=(10, 0.45 * len(measured) + 1.6))
+        labels = ["%s: %s" % (r["group"], r["path"]) for r in measured]
+        ax.barh(range(len(measured)), [r["gib_per_s"] for r in measured],
+                color=["#7f7f7f" if r["group"] == "ceiling" else "#1f77b4" for r in measured])
+        ax.set_yticks(range(len(measured)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("GiB/s (log)")
+        ax.set_title("GPU paths (%s)" % size_name(measured[0].get("bytes", 0)))
+        ax.grid(axis="x", alpha=0.3, which="both")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "gpu.png"), dpi=110)
+        plt.close(fig)
+        made.append("gpu.png")
+    return made
+
+
+# ---------------------------------------------------------------------------------------------
+
+def reexec_for_matplotlib():
+    """pyenv's python3 may lack matplotlib where Debian's (python3-matplotlib) has it: use that one."""
+    try:
+        import matplotlib  # noqa: F401
+        return
+    except ImportError:
+        pass
+    system = "/usr/bin/python3"
+    if os.environ.get("SLUICE_BENCH_REEXEC") or not os.access(system, os.X_OK) or \
+            os.path.realpath(system) == os.path.realpath(sys.executable):
+        return
+    if subprocess.run([system, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+        os.execve(system, [system, os.path.abspath(__file__)] + sys.argv[1:],
+                  dict(os.environ, SLUICE_BENCH_REEXEC="1"))
+
+
+def machine_meta(args):
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        commit += " (+ uncommitted changes)" if dirty else ""
+    except OSError:
+        commit = "?"
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": "%s, %s %s" % (cpu, platform.system(), platform.release()), "cores": os.cpu_count(),
+            "ram_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB,
+            "load_start": "%.2f" % os.getloadavg()[0], "commit": commit, "set": args.set, "quick": args.quick,
+            "sweep_max": args.sweep_max, "python": sys.executable, "argv": sys.argv[1:]}
+
+
+def main():
+    reexec_for_matplotlib()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", choices=("cpu", "gpu", "all"), default="cpu")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and sweep points (a minute or two)")
+    parser.add_argument("--gpu-json", action="append", default=[], metavar="FILE",
+                        help="gpu_bench.json of a device run (sluice_gpu_bench --json); repeatable")
+    parser.add_argument("--build", default=os.path.join(REPO, "build", "release"), help="build dir (release preset)")
+    parser.add_argument("--out", help="output dir (default bench/results/<UTC timestamp>/)")
+    parser.add_argument("--sweep-max", type=parse_size, default=GIB, metavar="SIZE",
+                        help="largest object of the size sweep (default 1GiB; 4GiB needs ~10 GiB free memory)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _terminate)
+
+    out = os.path.abspath(args.out or os.path.join(REPO, "bench", "results",
+                                                   datetime.datetime.now(datetime.timezone.utc)
+                                                   .strftime("%Y%m%dT%H%M%SZ")))
+    os.makedirs(out, exist_ok=True)
+    meta = machine_meta(args)
+    harness = Harness(args)
+    harness.out = out
+    harness.meta = meta
+    log("sluice bench: set %s%s → %s" % (args.set, " (quick)" if args.quick else "", out))
+    fatal = None
+    try:
+        if args.set in ("cpu", "all"):
+            harness.ensure_built()
+            bench_started = time.monotonic()
+            harness.setup()
+            harness.large_get()
+            harness.part_sweep()
+            harness.large_put()
+            harness.small_objects()
+            harness.size_sweep()
+            meta["bench_wall_s"] = round(time.monotonic() - bench_started, 1)
+    except KeyboardInterrupt as e:
+        fatal = "interrupted (%s)" % (e or "Ctrl-C")
+        log(fatal)
+    except Exception as e:  # noqa: BLE001 - still write what was measured
+        fatal = "%s: %s" % (type(e).__name__, e)
+        log("stopped: " + fatal)
+    finally:
+        cleanup()
+    if fatal:
+        meta["fatal"] = fatal
+
+    gpu_rows, gpu_errors = load_gpu(args.gpu_json)
+    targets = harness.cpu_targets() if args.set in ("cpu", "all") else []
+    if args.set in ("gpu", "all") or args.gpu_json:
+        why = "no --gpu-json given (the device run writes gpu_bench.json: scripts/device_carry.sh, then " \
+              "build/device-carry/run.sh bench there)" if not args.gpu_json else "; ".join(gpu_errors) or "no rows"
+        targets += gpu_targets(gpu_rows, why)
+    ratios = harness.ratios()
+    meta["load_end"] = "%.2f" % os.getloadavg()[0]
+    meta["wall_s"] = round(time.monotonic() - T0, 1)
+    meta["plots"] = plots(out, harness.results, gpu_rows)
+    text = write_table(os.path.join(out, "table.md"), meta, harness.results, ratios, targets, gpu_rows, gpu_errors)
+    with open(os.path.join(out, "results.json"), "w") as fh:
+        json.dump({"meta": meta, "scenarios": harness.results.scenarios, "ratios": ratios, "targets": targets,
+                   "gpu": gpu_rows}, fh, indent=1, default=str)
+    print()
+    print(text)
+    print("results: %s (results.json, table.md%s)" % (out, "".join(", " + p for p in meta["plots"])))
+    log("done in %.0f s" % meta["wall_s"])
+    return 1 if fatal else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
