@@ -28,6 +28,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -198,6 +199,18 @@ int serve(const arguments& args) {
     int received = 0;
     sigwait(&signals, &received);
     std::printf("sluice serve: stopping (signal %d)\n", received);
+    std::fflush(stdout);
+    // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm
+    // spins on a lock in the shared region of a peer that died holding it. Such a thread can
+    // never be joined; after a grace period the process exits and the kernel reclaims it all
+    // (every object is already published or absent: PUTs write a temporary file and rename).
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::fprintf(stderr,
+                   "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric "
+                   "provider); exiting\n");
+      std::_Exit(0);
+    }).detach();
     server.stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice serve: %s\n", e.what());
