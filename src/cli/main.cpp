@@ -8,6 +8,7 @@
 // environment; the library never does).
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/local_plane.hpp>
 #include <sluice/s3/server.hpp>
 
 #ifdef SLUICE_CLI_WITH_FABRIC
@@ -104,8 +105,21 @@ std::string host_of(std::string_view url) {
 int usage() {
   std::fprintf(stderr,
                "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
-               "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n");
+               "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n"
+               "                    [--grant-socket PATH|off]\n"
+               "  --fabric auto      opens the hardware providers and tcp; never shm\n"
+               "  --fabric shm       libfabric's shm: it does not check keys or ranges, so every local\n"
+               "                     process that can sign a request can read and write the memory of any\n"
+               "                     other shm peer. Only for hosts whose local users all trust each other.\n"
+               "  --grant-socket     where same-host clients grant exactly their buffers (memfd, CUDA IPC);\n"
+               "                     default /tmp/sluice-PORT.sock\n");
   return 2;
+}
+
+// The default same-host grant socket of a server on `port`; clients on this host look there.
+std::string default_grant_socket(std::uint16_t port) {
+  return port != 0 ? "/tmp/sluice-" + std::to_string(port) + ".sock"
+                   : "/tmp/sluice-pid" + std::to_string(::getpid()) + ".sock";
 }
 
 int serve(const arguments& args) {
@@ -178,6 +192,24 @@ int serve(const arguments& args) {
     rdma_status = "off (built without libfabric)";
 #endif
   }
+  // Same-host grants: a client on this host grants exactly its buffers (memfd, CUDA IPC) over
+  // this socket, and its tokens name those grants. Tried before libfabric for every token.
+  const std::string grant_choice(args.get("grant-socket").value_or(default_grant_socket(config.port)));
+  std::string grant_status = "off";
+  if (grant_choice != "off") {
+    sluice::s3::local_server_plane_config grants;
+    grants.socket_path = grant_choice;
+    for (const auto& u : config.users) grants.users.push_back({u.access_key_id, u.secret_access_key});
+    auto local = sluice::s3::local_server_plane::open(grants, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice serve: --grant-socket %s: %s\n", grant_choice.c_str(), ec.message().c_str());
+      return 1;
+    }
+    grant_status = grant_choice + " (memfd)";
+    std::vector<std::shared_ptr<sluice::s3::rdma_server_plane>> planes{local};
+    if (config.rdma) planes.push_back(config.rdma);
+    config.rdma = std::make_shared<sluice::s3::rdma_server_planes>(std::move(planes));
+  }
   auto store = sluice::s3::fs_store::open({.root = std::string(*root)}, ec);
   if (ec) {
     std::fprintf(stderr, "sluice serve: cannot open store at %.*s: %s\n", static_cast<int>(root->size()), root->data(),
@@ -193,6 +225,7 @@ int serve(const arguments& args) {
     }
     const auto endpoint = server.local_endpoint();
     std::printf("sluice serve: rdma: %s\n", rdma_status.c_str());
+    std::printf("sluice serve: grants: %s\n", grant_status.c_str());
     std::printf("sluice serve: listening on %s:%u, store %.*s\n", endpoint.address().to_string().c_str(),
                 static_cast<unsigned>(endpoint.port()), static_cast<int>(root->size()), root->data());
     std::fflush(stdout);

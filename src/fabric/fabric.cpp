@@ -58,12 +58,9 @@ std::optional<config_error> fabric_config::validate() const {
   return std::nullopt;
 }
 
-std::vector<std::string> candidate_providers(std::string_view choice, bool peer_local) {
+std::vector<std::string> candidate_providers(std::string_view choice, bool /*peer_local*/) {
   if (choice != "auto") return {std::string(choice)};
-  std::vector<std::string> out{"verbs;ofi_rxm", "efa"};
-  if (peer_local) out.emplace_back("shm");
-  out.emplace_back("tcp;ofi_rxm");
-  return out;
+  return {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"};  // never shm: see the declaration
 }
 
 // -- memory_region ---------------------------------------------------------------------------

@@ -222,8 +222,10 @@ std::shared_ptr<server_plane::provider_state> find_provider(const Providers& pro
 
 }  // namespace
 
-error_code server_plane::write_from(const s3::rdma_token& token, const region& memory,
-                                    std::shared_ptr<const void> owner) {
+error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3::rdma_token& token,
+                                    const s3::rdma_source& source) {
+  const region memory = source.bytes();
+  const std::shared_ptr<const void>& owner = source.owner;
   const auto provider = find_provider(providers_, token);
   if (!provider) return s3::errc::rdma_not_supported;
   const std::uint64_t length = memory.size;
@@ -271,7 +273,8 @@ error_code server_plane::write_from(const s3::rdma_token& token, const region& m
   return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
 }
 
-error_code server_plane::read(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_sink& sink) {
+error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_token& token, std::uint64_t length,
+                              const s3::rdma_sink& sink) {
   const auto provider = find_provider(providers_, token);
   if (!provider) return s3::errc::rdma_not_supported;
   if (length == 0) return {};

@@ -113,9 +113,8 @@ TEST_CASE("fabric config names its bad field") {
   CHECK(config.validate()->field == "fabric.operation_timeout");
 }
 
-TEST_CASE("auto prefers hardware, then shm for a local peer, then tcp") {
-  CHECK(fabric::candidate_providers("auto", true) ==
-        std::vector<std::string>{"verbs;ofi_rxm", "efa", "shm", "tcp;ofi_rxm"});
+TEST_CASE("auto prefers hardware, then tcp, and never opens shm") {
+  CHECK(fabric::candidate_providers("auto", true) == std::vector<std::string>{"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"});
   CHECK(fabric::candidate_providers("auto", false) == std::vector<std::string>{"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"});
   CHECK(fabric::candidate_providers("shm", false) == std::vector<std::string>{"shm"});
 }

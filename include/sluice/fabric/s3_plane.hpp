@@ -46,9 +46,10 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] std::shared_ptr<endpoint> endpoint_for(std::string_view provider) const;
 
   [[nodiscard]] bool serves(std::string_view provider) const override;
-  [[nodiscard]] error_code write_from(const s3::rdma_token& token, const region& memory,
-                                      std::shared_ptr<const void> owner) override;
-  [[nodiscard]] error_code read(const s3::rdma_token& token, std::uint64_t length, const s3::rdma_sink& sink) override;
+  [[nodiscard]] error_code write_from(const s3::rdma_requester& who, const s3::rdma_token& token,
+                                      const s3::rdma_source& source) override;
+  [[nodiscard]] error_code read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
+                                const s3::rdma_sink& sink) override;
   /// Closes every endpoint (endpoint::close): transfers in flight end with an error now.
   void close() noexcept override;
 

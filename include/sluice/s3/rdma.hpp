@@ -5,6 +5,7 @@
 
 #include <sluice/error.hpp>
 #include <sluice/region.hpp>
+#include <sluice/s3/error.hpp>
 #include <sluice/s3/rdma_token.hpp>
 
 #include <chrono>
@@ -14,36 +15,101 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sluice::s3 {
 
 /// Takes the next bytes of what a PUT receives, in order, one call at a time.
 using rdma_sink = std::function<error_code(std::span<const std::byte> data)>;
 
-/// The server's side: RMA between the server's registered staging memory and the memory a
-/// client granted in a token. Calls block (the server runs them on its own threads) and are
-/// thread-safe. Staging memory is bounded by the implementation, whatever the object size.
+/// What the server knows of a request besides its token: grants bound to a user (the
+/// same-host planes) are used only by that user's signed requests.
+struct rdma_requester {
+  std::string access_key_id;  ///< the S3 user whose signature the request carries
+};
+
+/// Identifies one version of an object's bytes for registration caches: two sources with the same
+/// non-zero id hold the same bytes while either's owner lives (fs_store: the file's device and
+/// inode, which a live mapping keeps from being reused). {0, 0}: not cacheable.
+struct object_version_id {
+  std::uint64_t high = 0;
+  std::uint64_t low = 0;
+  [[nodiscard]] bool cacheable() const noexcept { return high != 0 || low != 0; }
+  friend auto operator<=>(const object_version_id&, const object_version_id&) = default;
+};
+
+/// Where a GET's bytes come from: a range of one object version, mapped read-only.
+struct rdma_source {
+  region mapping;                     ///< the whole object (host memory, read only)
+  std::uint64_t offset = 0;           ///< the range to send, inside mapping
+  std::uint64_t length = 0;
+  std::shared_ptr<const void> owner;  ///< keeps mapping valid and unchanged while it lives
+  object_version_id version;          ///< for caches of registrations of the mapping
+
+  /// The bytes to send. Precondition: [offset, offset + length) lies inside mapping.
+  [[nodiscard]] region bytes() const noexcept {
+    return {mapping.bytes() + offset, static_cast<std::size_t>(length), mapping.kind, mapping.device};
+  }
+};
+
+/// The server's side: moves bytes between the server's memory and the memory a client granted in
+/// a token (libfabric RMA, or a same-host grant). Calls block (the server runs them on its own
+/// threads) and are thread-safe. Staging memory is bounded by the implementation, whatever the
+/// object size.
 class rdma_server_plane {
  public:
   virtual ~rdma_server_plane() = default;
-  /// Whether this plane has an endpoint on `provider` (a token's provider).
+  /// Whether this plane moves bytes for `provider` (a token's provider).
   [[nodiscard]] virtual bool serves(std::string_view provider) const = 0;
-  /// RMA-writes all of `memory` (host memory, e.g. a store's mapping of the object) into the
-  /// token's segments, in order, straight from where it is (registered for the call: no staging
-  /// copy), and returns once the bytes are delivered to the client's memory. `memory` stays valid
-  /// and unchanged while `owner` lives; the plane keeps `owner` until every RMA from `memory`
-  /// completed, which may be after the call returned (an RMA to a peer that vanished). Errors:
-  /// s3::errc::rdma_not_supported when the peer could not be reached before any byte moved (the server declines and
-  /// answers over HTTP); s3::errc::rdma_transfer_failed when an RMA failed or timed out after that.
-  [[nodiscard]] virtual error_code write_from(const rdma_token& token, const region& memory,
-                                              std::shared_ptr<const void> owner) = 0;
-  /// RMA-reads `length` bytes from the token's segments and hands them to `sink` in order.
-  /// Errors as write, and the sink's (which end the transfer).
-  [[nodiscard]] virtual error_code read(const rdma_token& token, std::uint64_t length, const rdma_sink& sink) = 0;
+  /// Writes all of `source.bytes()` into the token's segments, in order, straight from where they
+  /// are (no staging copy where the plane can avoid one), and returns once the bytes are
+  /// delivered to the client's memory. The plane keeps `source.owner` until every operation on
+  /// the mapping completed, which may be after the call returned (an RMA to a peer that
+  /// vanished). Errors: s3::errc::rdma_not_supported when the peer could not be reached before
+  /// any byte moved (the server declines and answers over HTTP); s3::errc::invalid_rdma_token
+  /// when the token names memory that `who` was not granted; s3::errc::rdma_transfer_failed when
+  /// a transfer failed or timed out after the first byte.
+  [[nodiscard]] virtual error_code write_from(const rdma_requester& who, const rdma_token& token,
+                                              const rdma_source& source) = 0;
+  /// Reads `length` bytes from the token's segments and hands them to `sink` in order.
+  /// Errors as write_from, and the sink's (which end the transfer).
+  [[nodiscard]] virtual error_code read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
+                                        const rdma_sink& sink) = 0;
   /// Aborts the transfers in flight (their calls return at once, with rdma_transfer_failed or
   /// rdma_not_supported) and declines every later token. server::stop() calls it, so that a
   /// stop never waits out the operation timeout of a transfer to a peer that vanished.
   virtual void close() noexcept {}
+};
+
+/// Several server planes as one: a token goes to the first plane that serves its provider
+/// (sluice serve: the same-host grants, then libfabric).
+class rdma_server_planes final : public rdma_server_plane {
+ public:
+  explicit rdma_server_planes(std::vector<std::shared_ptr<rdma_server_plane>> planes) : planes_(std::move(planes)) {}
+  [[nodiscard]] bool serves(std::string_view provider) const override { return find(provider) != nullptr; }
+  [[nodiscard]] error_code write_from(const rdma_requester& who, const rdma_token& token,
+                                      const rdma_source& source) override {
+    rdma_server_plane* plane = find(token.provider);
+    return plane != nullptr ? plane->write_from(who, token, source) : error_code(errc::rdma_not_supported);
+  }
+  [[nodiscard]] error_code read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
+                                const rdma_sink& sink) override {
+    rdma_server_plane* plane = find(token.provider);
+    return plane != nullptr ? plane->read(who, token, length, sink) : error_code(errc::rdma_not_supported);
+  }
+  void close() noexcept override {
+    for (const auto& p : planes_) p->close();
+  }
+  [[nodiscard]] const std::vector<std::shared_ptr<rdma_server_plane>>& planes() const noexcept { return planes_; }
+
+ private:
+  [[nodiscard]] rdma_server_plane* find(std::string_view provider) const {
+    for (const auto& p : planes_) {
+      if (p->serves(provider)) return p.get();
+    }
+    return nullptr;
+  }
+  std::vector<std::shared_ptr<rdma_server_plane>> planes_;
 };
 
 /// The client's side: grants a server access to memory for one request.
@@ -58,7 +124,7 @@ class rdma_client_plane {
   };
 
   virtual ~rdma_client_plane() = default;
-  /// The provider tokens name, e.g. "shm".
+  /// The provider tokens name, e.g. "tcp;ofi_rxm" or "local:memfd".
   [[nodiscard]] virtual std::string_view provider() const noexcept = 0;
   /// Registers `memory` (or reuses a cached registration that covers it) and returns a grant for
   /// `op` (write: the server writes into it, and may read back the bytes it wrote; read: the server
@@ -67,6 +133,30 @@ class rdma_client_plane {
   [[nodiscard]] virtual std::unique_ptr<grant> grant_access(const region& memory, rdma_op op,
                                                             std::chrono::system_clock::time_point expires,
                                                             error_code& ec) = 0;
+};
+
+/// Several client planes as one: a grant from the first plane that can grant the memory (a
+/// same-host plane for its shared buffers and device memory, then libfabric for the rest).
+class rdma_client_planes final : public rdma_client_plane {
+ public:
+  /// Precondition: `planes` is not empty and holds no null.
+  explicit rdma_client_planes(std::vector<std::shared_ptr<rdma_client_plane>> planes) : planes_(std::move(planes)) {}
+  /// The first plane's provider.
+  [[nodiscard]] std::string_view provider() const noexcept override { return planes_.front()->provider(); }
+  /// The first plane's grant that succeeds; when none does, the last plane's error.
+  [[nodiscard]] std::unique_ptr<grant> grant_access(const region& memory, rdma_op op,
+                                                    std::chrono::system_clock::time_point expires,
+                                                    error_code& ec) override {
+    for (const auto& p : planes_) {
+      auto g = p->grant_access(memory, op, expires, ec);
+      if (!ec) return g;
+    }
+    return nullptr;
+  }
+  [[nodiscard]] const std::vector<std::shared_ptr<rdma_client_plane>>& planes() const noexcept { return planes_; }
+
+ private:
+  std::vector<std::shared_ptr<rdma_client_plane>> planes_;
 };
 
 /// Which path carries an object's bytes.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
 
@@ -201,6 +202,19 @@ class payload_digests {
   std::vector<std::tuple<checksum_algorithm, std::string, digest>> checksums_;  // algorithm, expected (base64), running
 };
 
+/// The identity of a mapped object version, for registration caches: the file's device and
+/// inode when the store's mapping has a descriptor (fs_store), else none.
+template <class Mapping>
+object_version_id version_of(const Mapping& mapping) {
+  if constexpr (requires { mapping.native_handle(); }) {
+    struct stat st {};
+    if (mapping.native_handle() >= 0 && ::fstat(mapping.native_handle(), &st) == 0) {
+      return {static_cast<std::uint64_t>(st.st_dev) + 1, static_cast<std::uint64_t>(st.st_ino)};
+    }
+  }
+  return {};
+}
+
 /// Whether a token's endpoint lies on `host` (the HTTP peer): for sockaddr_in/sockaddr_in6
 /// names (tcp, verbs over IP) the address must be the peer's; shm needs a loopback peer; other
 /// formats are not checked.
@@ -314,6 +328,7 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
       return "/" + where.bucket + (where.key.empty() ? "" : "/" + where.key);
     }
   };
+  static rdma_requester requester(const request& req) { return {req.user}; }
 
   asio::awaitable<bool> handle(header_parser& parser);
   asio::awaitable<bool> dispatch(request& req);
@@ -806,7 +821,12 @@ typename connection<Store>::token_verdict connection<Store>::check_token(request
   if (state_->config.rdma_same_host_only) {
     error_code peer_error;
     const auto peer = stream_.socket().remote_endpoint(peer_error);
-    if (peer_error || !token_names_host(token, peer.address())) {
+    const auto self = stream_.socket().local_endpoint(peer_error);
+    // A same-host grant (local:*) is only for a client on this host: loopback, or our own address.
+    const bool local_grant = token.provider.starts_with("local:");
+    const bool on_host = local_grant ? peer.address().is_loopback() || peer.address() == self.address()
+                                     : token_names_host(token, peer.address());
+    if (peer_error || !on_host) {
       why = "the token's endpoint is not on the host the request came from";
       return token_verdict::reject;
     }
@@ -853,7 +873,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_via
   }
   error_code store_error;
   const error_code moved = co_await offload_to(state_->rdma, [&] {
-    return state_->config.rdma->read(token, expected, [&](std::span<const std::byte> data) {
+    return state_->config.rdma->read(requester(req), token, expected, [&](std::span<const std::byte> data) {
       digests.update(data);
       writer.write(data, store_error);
       return store_error;
@@ -1159,10 +1179,9 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
     req.rdma_reply = "501";
     if (verdict == token_verdict::accept) {
       // Straight from the store's mapping of the object: no staging copy.
-      const region bytes = mapping.region();
-      const region part{bytes.bytes() + offset, static_cast<std::size_t>(length), bytes.kind, bytes.device};
+      rdma_source source{mapping.region(), offset, length, mapping_owner, version_of(mapping)};
       const error_code moved = co_await offload_to(
-          state_->rdma, [&] { return state_->config.rdma->write_from(token, part, mapping_owner); });
+          state_->rdma, [&] { return state_->config.rdma->write_from(requester(req), token, source); });
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
         object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
@@ -1173,6 +1192,10 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
         req.rdma_reply = range.present ? "206" : "200";
         res.set("x-amz-rdma-bytes-transferred", std::to_string(length));
         co_return co_await send(req, std::move(res));
+      }
+      if (moved == s3::errc::invalid_rdma_token) {  // memory the requester was not granted
+        req.rdma_reply.clear();
+        co_return co_await send_error(req, s3::errc::invalid_rdma_token, "the token names memory not granted to this user");
       }
       if (moved != s3::errc::rdma_not_supported) {
         req.rdma_reply.clear();  // not a decline: the transfer failed

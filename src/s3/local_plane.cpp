@@ -1,0 +1,938 @@
+// Same-host grants (include/sluice/s3/local_plane.hpp): the session protocol over a Unix-domain
+// SOCK_SEQPACKET socket, the server's grant table and copies, and the client's registrations.
+//
+// Messages (one per packet; integers little-endian):
+//   C→S hello      01 | version 01 | u16 n | access key id (n bytes) | client nonce (32)
+//   S→C challenge  02 | server nonce (32) | server proof (32)
+//   C→S auth       03 | client proof (32)
+//   S→C welcome    04
+//   C→S memfd      05 | u64 size                        + one descriptor (SCM_RIGHTS)
+//   C→S device     06 | u16 n | description (n bytes)
+//   S→C granted    07 | grant id (16) | u64 size
+//   C→S release    08 | grant id (16)                   (no answer)
+//   S→C error      7f | u32 code | message
+// proof = HMAC-SHA256(secret access key, label | u16 n | access key id | client nonce | server
+// nonce), label "sluice-grant/1 server" or "sluice-grant/1 client": each end shows it holds the
+// secret without sending it, and the nonces make every session's proofs fresh.
+#include <sluice/s3/local_plane.hpp>
+
+#include <sluice/s3/error.hpp>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace sluice::s3 {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+using grant_id = std::array<std::byte, 16>;
+using nonce = std::array<std::byte, 32>;
+
+constexpr std::uint8_t msg_hello = 0x01, msg_challenge = 0x02, msg_auth = 0x03, msg_welcome = 0x04,
+                       msg_memfd = 0x05, msg_device = 0x06, msg_granted = 0x07, msg_release = 0x08,
+                       msg_error = 0x7f;
+constexpr std::uint8_t protocol_version = 1;
+constexpr std::size_t max_message = 1024;
+constexpr std::size_t max_description = 512;
+
+error_code last_errno() { return {errno, boost::system::generic_category()}; }
+
+/// A file descriptor, closed on destruction.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Appends and reads the little-endian fields of a message.
+struct writer {
+  std::vector<std::byte> out;
+  void u8(std::uint8_t v) { out.push_back(static_cast<std::byte>(v)); }
+  void le(std::uint64_t v, unsigned n) {
+    for (unsigned i = 0; i < n; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xFFu));
+  }
+  void bytes(std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); }
+  void text(std::string_view s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
+};
+
+struct reader {
+  std::span<const std::byte> in;
+  std::size_t at = 0;
+  bool u8(std::uint8_t& v) {
+    if (at + 1 > in.size()) return false;
+    v = std::to_integer<std::uint8_t>(in[at++]);
+    return true;
+  }
+  bool le(std::uint64_t& v, unsigned n) {
+    if (n > in.size() - at) return false;
+    v = 0;
+    for (unsigned i = 0; i < n; ++i) v |= std::to_integer<std::uint64_t>(in[at + i]) << (8 * i);
+    at += n;
+    return true;
+  }
+  bool bytes(std::size_t n, std::span<const std::byte>& v) {
+    if (n > in.size() - at) return false;
+    v = in.subspan(at, n);
+    at += n;
+    return true;
+  }
+  template <std::size_t N>
+  bool array(std::array<std::byte, N>& v) {
+    std::span<const std::byte> b;
+    if (!bytes(N, b)) return false;
+    std::copy(b.begin(), b.end(), v.begin());
+    return true;
+  }
+  [[nodiscard]] bool done() const { return at == in.size(); }
+};
+
+template <std::size_t N>
+std::array<std::byte, N> random_bytes() {
+  std::array<std::byte, N> out{};
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(N)) != 1) {
+    throw std::runtime_error("sluice: RAND_bytes failed");  // no entropy: nothing safe to hand out
+  }
+  return out;
+}
+
+nonce proof(std::string_view label, const credentials& user, const nonce& client, const nonce& server) {
+  writer w;
+  w.text(label);
+  w.le(user.access_key_id.size(), 2);
+  w.text(user.access_key_id);
+  w.bytes(client);
+  w.bytes(server);
+  nonce out{};
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), user.secret_access_key.data(), static_cast<int>(user.secret_access_key.size()),
+       reinterpret_cast<const unsigned char*>(w.out.data()), w.out.size(), reinterpret_cast<unsigned char*>(out.data()),
+       &n);
+  return out;
+}
+
+constexpr std::string_view server_label = "sluice-grant/1 server";
+constexpr std::string_view client_label = "sluice-grant/1 client";
+
+/// Sends one packet, with `fd` attached when it is not -1.
+error_code send_packet(int socket, std::span<const std::byte> data, int fd = -1) {
+  iovec iov{const_cast<std::byte*>(data.data()), data.size()};  // sendmsg's iovec is not const
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  if (fd >= 0) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+  if (n < 0) return last_errno();
+  if (static_cast<std::size_t>(n) != data.size()) return sluice::errc::protocol_violation;
+  return {};
+}
+
+/// Receives one packet into `buffer` (resized to its length) and at most one descriptor, which
+/// it owns in `fd`. Any other control data, or more descriptors, is a protocol violation (the
+/// descriptors that came are closed). 0 bytes: the peer closed.
+error_code receive_packet(int socket, std::vector<std::byte>& buffer, unique_fd& fd) {
+  buffer.resize(max_message + 1);
+  iovec iov{buffer.data(), buffer.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * 4)> control{};
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  const ssize_t n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n < 0) return last_errno();
+  error_code problem;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int received = -1;
+        std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof received);
+        if (fd.get() < 0 && i == 0) {
+          fd = unique_fd(received);
+        } else {
+          ::close(received);
+          problem = sluice::errc::protocol_violation;
+        }
+      }
+    } else {
+      problem = sluice::errc::protocol_violation;
+    }
+  }
+  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) problem = sluice::errc::protocol_violation;
+  buffer.resize(static_cast<std::size_t>(n));
+  return problem;
+}
+
+std::vector<std::byte> error_message(std::uint32_t code, std::string_view text) {
+  writer w;
+  w.u8(msg_error);
+  w.le(code, 4);
+  w.text(text.substr(0, 200));
+  return std::move(w.out);
+}
+
+/// Copies `n` bytes with up to `threads` threads (pieces of at least 4 MiB).
+void parallel_copy(std::byte* to, const std::byte* from, std::size_t n, std::size_t threads) {
+  constexpr std::size_t min_piece = 4 << 20;
+  const std::size_t pieces = std::clamp<std::size_t>(n / min_piece, 1, std::max<std::size_t>(threads, 1));
+  if (pieces == 1) {
+    std::memcpy(to, from, n);
+    return;
+  }
+  const std::size_t step = (n / pieces + 4095) & ~std::size_t{4095};
+  std::vector<std::jthread> workers;
+  for (std::size_t at = step; at < n; at += step) {
+    workers.emplace_back([=] { std::memcpy(to + at, from + at, std::min(step, n - at)); });
+  }
+  std::memcpy(to, from, std::min(step, n));
+}
+
+}  // namespace
+
+// -- server ----------------------------------------------------------------------------------
+
+namespace {
+
+/// One granted buffer.
+struct grant_entry {
+  enum class kind { memfd, device } what = kind::memfd;
+  std::string user;
+  std::uint64_t session = 0;
+  std::uint64_t size = 0;
+  std::byte* map = nullptr;  // memfd: the server's own mapping of the client's file
+  std::shared_ptr<device_grant> device;
+  std::atomic<std::uint64_t>* mapped_total = nullptr;
+  grant_entry() = default;
+  grant_entry(const grant_entry&) = delete;
+  grant_entry& operator=(const grant_entry&) = delete;
+  ~grant_entry() {
+    if (map != nullptr) {
+      ::munmap(map, size);
+      *mapped_total -= size;
+    }
+  }
+};
+
+struct session {
+  std::uint64_t id = 0;
+  unique_fd fd;
+  steady::time_point deadline;  // of the handshake
+  bool authenticated = false;
+  const credentials* user = nullptr;
+  nonce client_nonce{};
+  nonce server_nonce{};
+  std::size_t grants = 0;
+};
+
+}  // namespace
+
+struct local_server_plane::state {
+  local_server_plane_config config;
+  unique_fd listener;
+  unique_fd wake_read, wake_write;
+  std::thread loop;
+  std::atomic<bool> closed{false};
+  std::atomic<std::uint64_t> mapped{0};
+  mutable std::mutex mutex;                                  // grants_
+  std::map<grant_id, std::shared_ptr<const grant_entry>> grants;
+  std::map<int, session> sessions;  // by descriptor; only the loop thread touches it
+  std::uint64_t next_session = 1;
+
+  void run();
+  void accept_one();
+  void serve(session& s);
+  void drop(int fd);
+  std::vector<std::byte> handle(session& s, std::span<const std::byte> packet, unique_fd& fd);
+  std::vector<std::byte> register_memfd(session& s, std::uint64_t size, unique_fd fd);
+  std::vector<std::byte> register_device(session& s, std::span<const std::byte> description);
+  std::vector<std::byte> granted(session& s, std::shared_ptr<grant_entry> entry);
+
+  /// The grant a token names, if `who` may use it for `kind`; nullptr otherwise.
+  std::shared_ptr<const grant_entry> find(const rdma_requester& who, const rdma_token& token, grant_entry::kind kind,
+                                          std::uint64_t length) const;
+};
+
+std::optional<config_error> local_server_plane_config::validate() const {
+  if (socket_path.empty()) return config_error{"grant_socket", "must be set"};
+  if (socket_path.native().size() >= sizeof(sockaddr_un::sun_path)) {
+    return config_error{"grant_socket", "longer than a Unix socket path may be (107 bytes)"};
+  }
+  if (max_sessions == 0 || max_grants_per_session == 0 || copy_threads == 0 || copy_threads > 64) {
+    return config_error{"grants", "max_sessions, max_grants_per_session and copy_threads (1..64) must be positive"};
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<local_server_plane> local_server_plane::open(local_server_plane_config config, error_code& ec) {
+  if (config.validate()) {
+    ec = sluice::errc::invalid_config;
+    return nullptr;
+  }
+  auto st = std::make_shared<state>();
+  st->config = std::move(config);
+  st->listener = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (st->listener.get() < 0) {
+    ec = last_errno();
+    return nullptr;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string& path = st->config.socket_path.native();
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A socket left by a server that died is replaced; a live one (it accepts) is not.
+  struct stat existing {};
+  if (::lstat(path.c_str(), &existing) == 0 && S_ISSOCK(existing.st_mode)) {
+    const unique_fd probe(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+      ec = error_code(EADDRINUSE, boost::system::generic_category());
+      return nullptr;
+    }
+    ::unlink(path.c_str());
+  }
+  if (::bind(st->listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::chmod(path.c_str(), 0666) != 0 || ::listen(st->listener.get(), 64) != 0) {
+    ec = last_errno();
+    return nullptr;
+  }
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ec = last_errno();
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  st->wake_read = unique_fd(pipe_fds[0]);
+  st->wake_write = unique_fd(pipe_fds[1]);
+  st->loop = std::thread([raw = st.get()] { raw->run(); });
+  std::shared_ptr<local_server_plane> plane(new local_server_plane());
+  plane->state_ = std::move(st);
+  ec = {};
+  return plane;
+}
+
+local_server_plane::~local_server_plane() {
+  close();
+  if (state_->loop.joinable()) state_->loop.join();
+}
+
+const std::filesystem::path& local_server_plane::socket_path() const noexcept { return state_->config.socket_path; }
+
+bool local_server_plane::serves(std::string_view provider) const {
+  if (state_->closed) return false;
+  return provider == memfd_grant_provider || (provider == cuda_ipc_grant_provider && state_->config.device);
+}
+
+void local_server_plane::close() noexcept {
+  if (state_->closed.exchange(true)) return;
+  const char byte = 1;
+  [[maybe_unused]] const auto n = ::write(state_->wake_write.get(), &byte, 1);
+  if (state_->loop.joinable() && state_->loop.get_id() != std::this_thread::get_id()) state_->loop.join();
+  ::unlink(state_->config.socket_path.c_str());
+  const std::lock_guard lock(state_->mutex);
+  state_->grants.clear();  // transfers in flight hold their entry until they end
+}
+
+std::size_t local_server_plane::grant_count() const {
+  const std::lock_guard lock(state_->mutex);
+  return state_->grants.size();
+}
+
+std::size_t local_server_plane::session_count() const {
+  const std::lock_guard lock(state_->mutex);
+  return static_cast<std::size_t>(
+      std::count_if(state_->sessions.begin(), state_->sessions.end(), [](const auto&) { return true; }));
+}
+
+void local_server_plane::state::run() {
+  std::vector<pollfd> fds;
+  while (!closed) {
+    fds.clear();
+    fds.push_back({wake_read.get(), POLLIN, 0});
+    fds.push_back({listener.get(), POLLIN, 0});
+    auto next_deadline = steady::time_point::max();
+    {
+      const std::lock_guard lock(mutex);
+      for (const auto& [fd, s] : sessions) {
+        fds.push_back({fd, POLLIN, 0});
+        if (!s.authenticated) next_deadline = std::min(next_deadline, s.deadline);
+      }
+    }
+    int timeout = -1;
+    if (next_deadline != steady::time_point::max()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - steady::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+    }
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (closed) break;
+    if ((fds[1].revents & POLLIN) != 0) accept_one();
+    for (std::size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      session* s = nullptr;
+      {
+        const std::lock_guard lock(mutex);
+        const auto it = sessions.find(fds[i].fd);
+        if (it != sessions.end()) s = &it->second;
+      }
+      if (s != nullptr) serve(*s);
+    }
+    // Handshakes that did not finish in time are dropped.
+    std::vector<int> late;
+    {
+      const std::lock_guard lock(mutex);
+      const auto now = steady::now();
+      for (const auto& [fd, s] : sessions) {
+        if (!s.authenticated && now >= s.deadline) late.push_back(fd);
+      }
+    }
+    for (const int fd : late) drop(fd);
+  }
+  std::vector<int> all;
+  {
+    const std::lock_guard lock(mutex);
+    for (const auto& [fd, s] : sessions) all.push_back(fd);
+  }
+  for (const int fd : all) drop(fd);
+}
+
+void local_server_plane::state::accept_one() {
+  unique_fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (fd.get() < 0) return;
+  const std::lock_guard lock(mutex);
+  if (sessions.size() >= config.max_sessions) return;  // closed at once: the client sees the refusal
+  session s;
+  s.id = next_session++;
+  s.deadline = steady::now() + config.handshake_timeout;
+  const int key = fd.get();
+  s.fd = std::move(fd);
+  sessions.emplace(key, std::move(s));
+}
+
+void local_server_plane::state::drop(int fd) {
+  const std::lock_guard lock(mutex);
+  const auto it = sessions.find(fd);
+  if (it == sessions.end()) return;
+  const std::uint64_t id = it->second.id;
+  // The session's grants end with it: a client that exited (or was killed) leaves nothing mapped
+  // once its transfers in flight finish.
+  std::erase_if(grants, [id](const auto& g) { return g.second->session == id; });
+  sessions.erase(it);
+}
+
+void local_server_plane::state::serve(session& s) {
+  std::vector<std::byte> packet;
+  unique_fd fd;
+  const error_code ec = receive_packet(s.fd.get(), packet, fd);
+  if (ec.value() == EAGAIN || ec.value() == EINTR) return;
+  if (ec || packet.empty() || packet.size() > max_message) {
+    if (!packet.empty() && !ec) {
+      [[maybe_unused]] auto sent = send_packet(s.fd.get(), error_message(EMSGSIZE, "message too long"));
+    }
+    drop(s.fd.get());
+    return;
+  }
+  const std::vector<std::byte> answer = handle(s, packet, fd);
+  if (answer.empty()) return;  // release: no answer
+  const bool fatal = std::to_integer<std::uint8_t>(answer.front()) == msg_error && !s.authenticated;
+  if (send_packet(s.fd.get(), answer) || fatal) drop(s.fd.get());
+}
+
+std::vector<std::byte> local_server_plane::state::handle(session& s, std::span<const std::byte> packet,
+                                                         unique_fd& fd) {
+  reader r{packet};
+  std::uint8_t type = 0;
+  r.u8(type);
+  if (fd.get() >= 0 && (type != msg_memfd || !s.authenticated)) return error_message(EPROTO, "unexpected descriptor");
+  if (!s.authenticated) {
+    if (type == msg_hello && s.user == nullptr) {
+      std::uint8_t version = 0;
+      std::uint64_t n = 0;
+      std::span<const std::byte> key;
+      if (!r.u8(version) || version != protocol_version || !r.le(n, 2) || !r.bytes(n, key) ||
+          !r.array(s.client_nonce) || !r.done()) {
+        return error_message(EPROTO, "malformed hello");
+      }
+      const std::string_view key_id(reinterpret_cast<const char*>(key.data()), key.size());
+      const auto user = std::find_if(config.users.begin(), config.users.end(),
+                                     [&](const credentials& c) { return c.access_key_id == key_id; });
+      if (user == config.users.end()) return error_message(EACCES, "unknown access key");
+      s.user = &*user;
+      s.server_nonce = random_bytes<32>();
+      writer w;
+      w.u8(msg_challenge);
+      w.bytes(s.server_nonce);
+      w.bytes(proof(server_label, *s.user, s.client_nonce, s.server_nonce));
+      return std::move(w.out);
+    }
+    if (type == msg_auth && s.user != nullptr) {
+      nonce got{};
+      if (!r.array(got) || !r.done()) return error_message(EPROTO, "malformed auth");
+      const nonce want = proof(client_label, *s.user, s.client_nonce, s.server_nonce);
+      if (CRYPTO_memcmp(got.data(), want.data(), want.size()) != 0) return error_message(EACCES, "wrong proof");
+      s.authenticated = true;
+      return {std::byte{msg_welcome}};
+    }
+    return error_message(EPROTO, "handshake first");
+  }
+  switch (type) {
+    case msg_memfd: {
+      std::uint64_t size = 0;
+      if (!r.le(size, 8) || !r.done() || fd.get() < 0) return error_message(EPROTO, "malformed memfd registration");
+      return register_memfd(s, size, std::move(fd));
+    }
+    case msg_device: {
+      std::uint64_t n = 0;
+      std::span<const std::byte> description;
+      if (!r.le(n, 2) || n > max_description || !r.bytes(n, description) || !r.done()) {
+        return error_message(EPROTO, "malformed device registration");
+      }
+      return register_device(s, description);
+    }
+    case msg_release: {
+      grant_id id{};
+      if (!r.array(id) || !r.done()) return error_message(EPROTO, "malformed release");
+      const std::lock_guard lock(mutex);
+      const auto it = grants.find(id);
+      if (it != grants.end() && it->second->session == s.id) {
+        grants.erase(it);
+        --s.grants;
+      }
+      return {};
+    }
+    default: return error_message(EPROTO, "unknown message");
+  }
+}
+
+std::vector<std::byte> local_server_plane::state::register_memfd(session& s, std::uint64_t size, unique_fd fd) {
+  if (s.grants >= config.max_grants_per_session) return error_message(EMFILE, "too many grants in this session");
+  // Only a memfd sealed against shrinking: the server writes into its mapping, and a file the
+  // client could truncate would fault (SIGBUS) in the server.
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return error_message(EINVAL, "not a memfd sealed against shrinking");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return error_message(EINVAL, "not a regular memory file");
+  if (size == 0 || static_cast<std::uint64_t>(st.st_size) < size) return error_message(EINVAL, "size beyond the file");
+  if (mapped + size > config.max_mapped_bytes) return error_message(ENOMEM, "the server maps too much already");
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+  if (p == MAP_FAILED) return error_message(static_cast<std::uint32_t>(errno), "mmap failed");
+  auto entry = std::make_shared<grant_entry>();
+  entry->what = grant_entry::kind::memfd;
+  entry->map = static_cast<std::byte*>(p);
+  entry->size = size;
+  entry->mapped_total = &mapped;
+  mapped += size;
+  return granted(s, std::move(entry));
+}
+
+std::vector<std::byte> local_server_plane::state::register_device(session& s, std::span<const std::byte> description) {
+  if (s.grants >= config.max_grants_per_session) return error_message(EMFILE, "too many grants in this session");
+  if (!config.device) return error_message(ENOTSUP, "this server opens no device memory");
+  error_code ec;
+  std::shared_ptr<device_grant> opened;
+  try {
+    opened = config.device->open(description, ec);
+  } catch (const std::exception&) {
+    ec = sluice::errc::invalid_argument;
+  }
+  if (ec || !opened) return error_message(ENOTSUP, ec ? ec.message() : "not opened");
+  auto entry = std::make_shared<grant_entry>();
+  entry->what = grant_entry::kind::device;
+  entry->size = opened->size();
+  entry->device = std::move(opened);
+  return granted(s, std::move(entry));
+}
+
+std::vector<std::byte> local_server_plane::state::granted(session& s, std::shared_ptr<grant_entry> entry) {
+  entry->user = s.user->access_key_id;
+  entry->session = s.id;
+  const grant_id id = random_bytes<16>();
+  const std::uint64_t size = entry->size;
+  {
+    const std::lock_guard lock(mutex);
+    grants.emplace(id, std::move(entry));
+    ++s.grants;
+  }
+  writer w;
+  w.u8(msg_granted);
+  w.bytes(id);
+  w.le(size, 8);
+  return std::move(w.out);
+}
+
+std::shared_ptr<const grant_entry> local_server_plane::state::find(const rdma_requester& who, const rdma_token& token,
+                                                                   grant_entry::kind kind, std::uint64_t length) const {
+  if (token.endpoint.size() != sizeof(grant_id) || token.virtual_addresses) return nullptr;
+  grant_id id{};
+  std::copy(token.endpoint.begin(), token.endpoint.end(), id.begin());
+  std::shared_ptr<const grant_entry> entry;
+  {
+    const std::lock_guard lock(mutex);
+    const auto it = grants.find(id);
+    if (it == grants.end()) return nullptr;
+    entry = it->second;
+  }
+  // Another user's grant is refused as if it did not exist (the id is as secret as the memory).
+  if (entry->what != kind || entry->user != who.access_key_id) return nullptr;
+  std::uint64_t covered = 0;
+  for (const auto& seg : token.segments) {
+    if (seg.address > entry->size || seg.length > entry->size - seg.address) return nullptr;
+    covered += seg.length;
+    if (covered >= length) break;
+  }
+  return covered >= length ? entry : nullptr;
+}
+
+error_code local_server_plane::write_from(const rdma_requester& who, const rdma_token& token,
+                                          const rdma_source& source) {
+  if (state_->closed) return errc::rdma_not_supported;
+  const bool device = token.provider == cuda_ipc_grant_provider;
+  const auto entry = state_->find(who, token, device ? grant_entry::kind::device : grant_entry::kind::memfd,
+                                  source.length);
+  if (!entry) return errc::invalid_rdma_token;
+  std::uint64_t done = 0;
+  for (const auto& seg : token.segments) {
+    if (done == source.length) break;
+    const std::uint64_t n = std::min(seg.length, source.length - done);
+    if (device) {
+      rdma_source piece = source;
+      piece.offset = source.offset + done;
+      piece.length = n;
+      if (const error_code ec = entry->device->write(seg.address, piece)) {
+        return done == 0 && ec == errc::rdma_not_supported ? ec : error_code(errc::rdma_transfer_failed);
+      }
+    } else {
+      parallel_copy(entry->map + seg.address, source.mapping.bytes() + source.offset + done,
+                    static_cast<std::size_t>(n), state_->config.copy_threads);
+    }
+    done += n;
+  }
+  return {};
+}
+
+error_code local_server_plane::read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
+                                    const rdma_sink& sink) {
+  if (state_->closed) return errc::rdma_not_supported;
+  const bool device = token.provider == cuda_ipc_grant_provider;
+  const auto entry =
+      state_->find(who, token, device ? grant_entry::kind::device : grant_entry::kind::memfd, length);
+  if (!entry) return errc::invalid_rdma_token;
+  constexpr std::uint64_t piece = 8 << 20;
+  std::uint64_t done = 0;
+  for (const auto& seg : token.segments) {
+    if (done == length) break;
+    const std::uint64_t n = std::min(seg.length, length - done);
+    if (device) {
+      if (const error_code ec = entry->device->read(seg.address, n, sink)) return ec;
+    } else {
+      for (std::uint64_t at = 0; at < n; at += piece) {
+        const auto chunk = static_cast<std::size_t>(std::min(piece, n - at));
+        if (const error_code ec = sink(std::span<const std::byte>(entry->map + seg.address + at, chunk))) return ec;
+      }
+    }
+    done += n;
+  }
+  return {};
+}
+
+// -- client ----------------------------------------------------------------------------------
+
+namespace {
+
+struct registered {
+  grant_id id{};
+  std::uint64_t size = 0;
+  std::vector<std::byte> description;  // device allocations: what was registered at this base
+};
+
+class local_grant final : public rdma_client_plane::grant {
+ public:
+  explicit local_grant(std::string token) : token_(std::move(token)) {}
+  [[nodiscard]] const std::string& token() const noexcept override { return token_; }
+
+ private:
+  std::string token_;
+};
+
+}  // namespace
+
+struct local_client_plane::state {
+  local_client_plane_config config;
+  unique_fd socket;
+  std::mutex mutex;  // one exchange at a time; the maps
+  std::map<const std::byte*, registered> buffers;  // shared buffers, by base address
+  std::map<const std::byte*, registered> devices;  // device allocations, by base address
+
+  /// Sends `request` (with `fd`) and waits for the answer; answers of type `want` only.
+  std::vector<std::byte> exchange(std::span<const std::byte> request, std::uint8_t want, error_code& ec, int fd = -1) {
+    if ((ec = send_packet(socket.get(), request, fd))) return {};
+    return await(want, ec);
+  }
+  std::vector<std::byte> await(std::uint8_t want, error_code& ec) {
+    pollfd p{socket.get(), POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(config.timeout.count()));
+    if (ready == 0) {
+      ec = error_code(ETIMEDOUT, boost::system::generic_category());
+      return {};
+    }
+    std::vector<std::byte> answer;
+    unique_fd fd;
+    if (ready < 0 || (ec = receive_packet(socket.get(), answer, fd))) {
+      if (!ec) ec = last_errno();
+      return {};
+    }
+    if (answer.empty()) {
+      ec = error_code(ECONNRESET, boost::system::generic_category());
+      return {};
+    }
+    const auto type = std::to_integer<std::uint8_t>(answer.front());
+    if (type == msg_error) {
+      reader r{answer};
+      std::uint8_t t = 0;
+      std::uint64_t code = 0;
+      r.u8(t);
+      r.le(code, 4);
+      ec = code == EACCES ? error_code(errc::access_denied)
+           : code == ENOTSUP ? error_code(errc::rdma_not_supported)
+                             : error_code(static_cast<int>(code), boost::system::generic_category());
+      return {};
+    }
+    if (type != want) {
+      ec = sluice::errc::protocol_violation;
+      return {};
+    }
+    return answer;
+  }
+  std::optional<registered> parse_granted(const std::vector<std::byte>& answer) {
+    reader r{answer};
+    std::uint8_t type = 0;
+    registered out;
+    if (!r.u8(type) || !r.array(out.id) || !r.le(out.size, 8) || !r.done()) return std::nullopt;
+    return out;
+  }
+  void release(const grant_id& id) {
+    writer w;
+    w.u8(msg_release);
+    w.bytes(id);
+    [[maybe_unused]] const auto ec = send_packet(socket.get(), w.out);
+  }
+};
+
+std::shared_ptr<local_client_plane> local_client_plane::open(const local_client_plane_config& config,
+                                                             error_code& ec) {
+  const std::string& path = config.socket_path.native();
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path) || config.creds.access_key_id.empty() ||
+      config.creds.access_key_id.size() > 256) {
+    ec = sluice::errc::invalid_config;
+    return nullptr;
+  }
+  auto st = std::make_shared<state>();
+  st->config = config;
+  st->socket = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (st->socket.get() < 0) {
+    ec = last_errno();
+    return nullptr;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(st->socket.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    ec = last_errno();
+    return nullptr;
+  }
+  const nonce mine = random_bytes<32>();
+  writer hello;
+  hello.u8(msg_hello);
+  hello.u8(protocol_version);
+  hello.le(config.creds.access_key_id.size(), 2);
+  hello.text(config.creds.access_key_id);
+  hello.bytes(mine);
+  const auto challenge = st->exchange(hello.out, msg_challenge, ec);
+  if (ec) return nullptr;
+  reader r{challenge};
+  std::uint8_t type = 0;
+  nonce theirs{}, server_proof{};
+  if (!r.u8(type) || !r.array(theirs) || !r.array(server_proof) || !r.done()) {
+    ec = sluice::errc::protocol_violation;
+    return nullptr;
+  }
+  // The server must prove it holds the secret before we hand it any memory: a process that
+  // took the socket's path is not the server.
+  const nonce want = proof(server_label, config.creds, mine, theirs);
+  if (CRYPTO_memcmp(want.data(), server_proof.data(), want.size()) != 0) {
+    ec = errc::access_denied;
+    return nullptr;
+  }
+  writer auth;
+  auth.u8(msg_auth);
+  auth.bytes(proof(client_label, config.creds, mine, theirs));
+  st->exchange(auth.out, msg_welcome, ec);
+  if (ec) return nullptr;
+  std::shared_ptr<local_client_plane> plane(new local_client_plane());
+  plane->state_ = std::move(st);
+  ec = {};
+  return plane;
+}
+
+local_client_plane::~local_client_plane() = default;
+
+std::string_view local_client_plane::provider() const noexcept { return memfd_grant_provider; }
+
+void local_client_plane::share(shared_buffer& buffer, error_code& ec) {
+  if (buffer.native_handle() < 0) {
+    ec = sluice::errc::invalid_argument;
+    return;
+  }
+  writer w;
+  w.u8(msg_memfd);
+  w.le(buffer.size(), 8);
+  const std::lock_guard lock(state_->mutex);
+  const auto answer = state_->exchange(w.out, msg_granted, ec, buffer.native_handle());
+  if (ec) return;
+  auto reg = state_->parse_granted(answer);
+  if (!reg || reg->size != buffer.size()) {
+    ec = sluice::errc::protocol_violation;
+    return;
+  }
+  const std::byte* base = buffer.data();
+  state_->buffers[base] = *reg;
+  buffer.on_release([weak = std::weak_ptr<state>(state_), base] {
+    const auto st = weak.lock();
+    if (!st) return;
+    const std::lock_guard held(st->mutex);
+    const auto it = st->buffers.find(base);
+    if (it == st->buffers.end()) return;
+    st->release(it->second.id);
+    st->buffers.erase(it);
+  });
+}
+
+void local_client_plane::release_device(const region& memory) {
+  const std::lock_guard lock(state_->mutex);
+  const auto* at = static_cast<const std::byte*>(memory.data);
+  auto it = state_->devices.upper_bound(at);
+  if (it == state_->devices.begin()) return;
+  --it;
+  if (at >= it->first + it->second.size) return;
+  state_->release(it->second.id);
+  state_->devices.erase(it);
+}
+
+std::unique_ptr<rdma_client_plane::grant> local_client_plane::grant_access(const region& memory, rdma_op op,
+                                                                           std::chrono::system_clock::time_point expires,
+                                                                           error_code& ec) {
+  rdma_token token;
+  token.op = op;
+  token.virtual_addresses = false;
+  token.expires = static_cast<std::uint64_t>(
+      std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count()));
+  const auto* at = static_cast<const std::byte*>(memory.data);
+  std::uint64_t offset = 0;
+  const registered* reg = nullptr;
+  const std::lock_guard lock(state_->mutex);
+  if (memory.kind == memory_kind::cuda_device) {
+    if (!state_->config.device) {
+      ec = sluice::errc::unsupported_memory;
+      return nullptr;
+    }
+    exported_device_memory exported = state_->config.device->export_allocation(memory, ec);
+    if (ec) return nullptr;
+    if (at < exported.base || memory.size > exported.size || static_cast<std::uint64_t>(at - exported.base) >
+                                                                     exported.size - memory.size) {
+      ec = sluice::errc::unsupported_memory;
+      return nullptr;
+    }
+    auto found = state_->devices.find(exported.base);
+    // A different description at the same base is another allocation that reuses the address.
+    if (found != state_->devices.end() && found->second.description != exported.description) {
+      state_->release(found->second.id);
+      state_->devices.erase(found);
+      found = state_->devices.end();
+    }
+    if (found == state_->devices.end()) {
+      writer w;
+      w.u8(msg_device);
+      w.le(exported.description.size(), 2);
+      w.bytes(exported.description);
+      const auto answer = state_->exchange(w.out, msg_granted, ec);
+      if (ec) return nullptr;
+      auto got = state_->parse_granted(answer);
+      if (!got) {
+        ec = sluice::errc::protocol_violation;
+        return nullptr;
+      }
+      got->description = std::move(exported.description);
+      found = state_->devices.emplace(exported.base, std::move(*got)).first;
+    }
+    reg = &found->second;
+    offset = static_cast<std::uint64_t>(at - exported.base);
+    token.provider = std::string(cuda_ipc_grant_provider);
+  } else {
+    auto it = state_->buffers.upper_bound(at);
+    if (it != state_->buffers.begin()) --it;
+    if (it == state_->buffers.end() || at < it->first || static_cast<std::uint64_t>(at - it->first) > it->second.size ||
+        memory.size > it->second.size - static_cast<std::uint64_t>(at - it->first)) {
+      ec = sluice::errc::unsupported_memory;  // not in a shared buffer: another plane may grant it
+      return nullptr;
+    }
+    reg = &it->second;
+    offset = static_cast<std::uint64_t>(at - it->first);
+    token.provider = std::string(memfd_grant_provider);
+  }
+  if (offset + memory.size > reg->size) {  // the server's view of the allocation is smaller
+    ec = sluice::errc::unsupported_memory;
+    return nullptr;
+  }
+  token.endpoint.assign(reg->id.begin(), reg->id.end());
+  if (memory.size > 0) token.segments.push_back({offset, memory.size, 0});
+  ec = {};
+  return std::make_unique<local_grant>(encode_rdma_token(token));
+}
+
+}  // namespace sluice::s3
