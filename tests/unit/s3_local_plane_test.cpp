@@ -1,0 +1,279 @@
+#include <sluice/s3/local_plane.hpp>
+
+#include <sluice/memory_store.hpp>
+#include <sluice/s3/client.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/server.hpp>
+#include <sluice/s3/server_impl.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace sluice;
+using namespace std::chrono_literals;
+
+std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::vector<std::byte> out(n);
+  std::mt19937 gen(seed);
+  for (auto& b : out) b = static_cast<std::byte>(gen() & 0xFFU);
+  return out;
+}
+
+std::filesystem::path socket_path() {
+  static int counter = 0;
+  return std::filesystem::temp_directory_path() /
+         ("sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".sock");
+}
+
+std::shared_ptr<s3::local_server_plane> open_server(const std::filesystem::path& path,
+                                                    std::vector<s3::credentials> users) {
+  s3::local_server_plane_config config;
+  config.socket_path = path;
+  config.users = std::move(users);
+  config.handshake_timeout = 2000ms;
+  error_code ec;
+  auto plane = s3::local_server_plane::open(config, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  return plane;
+}
+
+std::shared_ptr<s3::local_client_plane> open_client(const std::filesystem::path& path, s3::credentials creds,
+                                                    error_code& ec) {
+  return s3::local_client_plane::open({path, std::move(creds), nullptr, 2000ms}, ec);
+}
+
+/// Waits up to 2 s for `pred`.
+template <class Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 200; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+const auto far_future = std::chrono::system_clock::now() + 1h;
+
+s3::rdma_token token_of(const std::unique_ptr<s3::rdma_client_plane::grant>& g) {
+  error_code ec;
+  auto t = s3::decode_rdma_token(g->token(), ec);
+  REQUIRE(!ec);
+  return t;
+}
+
+s3::rdma_source source_of(const std::vector<std::byte>& bytes) {
+  return {{const_cast<std::byte*>(bytes.data()), bytes.size(), memory_kind::host_pageable, -1},
+          0,
+          bytes.size(),
+          nullptr,
+          {}};
+}
+
+}  // namespace
+
+TEST_CASE("shared_buffer: a sealed memfd mapping, zero-filled") {
+  error_code ec;
+  auto buffer = shared_buffer::create(1 << 20, ec);
+  REQUIRE(!ec);
+  CHECK(buffer.size() == 1 << 20);
+  CHECK(std::all_of(buffer.data(), buffer.data() + buffer.size(), [](std::byte b) { return b == std::byte{0}; }));
+  const int seals = ::fcntl(buffer.native_handle(), F_GET_SEALS);
+  CHECK((seals & F_SEAL_SHRINK) != 0);
+  CHECK(::ftruncate(buffer.native_handle(), 4096) != 0);  // nobody can shrink it under a peer's mapping
+  bool released = false;
+  {
+    shared_buffer moved = std::move(buffer);
+    moved.on_release([&] { released = true; });
+    CHECK(buffer.native_handle() == -1);
+  }
+  CHECK(released);
+  (void)shared_buffer::create(0, ec);
+  CHECK(ec == errc::invalid_argument);
+}
+
+TEST_CASE("local plane: the handshake needs the user's secret on both ends") {
+  const auto path = socket_path();
+  auto server = open_server(path, {{"alice", "alice-secret"}, {"bob", "bob-secret"}});
+  error_code ec;
+  CHECK(open_client(path, {"alice", "alice-secret"}, ec));
+  CHECK(!ec);
+  CHECK(!open_client(path, {"alice", "wrong"}, ec));
+  CHECK(ec == s3::errc::access_denied);
+  CHECK(!open_client(path, {"mallory", "x"}, ec));
+  CHECK(ec == s3::errc::access_denied);
+  // A server that does not hold alice's secret (a process that took the socket's path) is not
+  // trusted with any memory: the client refuses before it registers anything.
+  const auto other = socket_path();
+  auto impostor = open_server(other, {{"alice", "guessed"}});
+  CHECK(!open_client(other, {"alice", "alice-secret"}, ec));
+  CHECK(ec == s3::errc::access_denied);
+  CHECK(impostor->grant_count() == 0);
+  CHECK(!open_client(path.string() + ".missing", {"alice", "alice-secret"}, ec));
+  CHECK(ec);
+  // A second server on a live socket is refused; a stale one is replaced.
+  s3::local_server_plane_config again;
+  again.socket_path = path;
+  again.users = {{"alice", "alice-secret"}};
+  CHECK(!s3::local_server_plane::open(again, ec));
+  CHECK(ec.value() == EADDRINUSE);
+}
+
+TEST_CASE("local plane: a memfd grant carries exactly the granted bytes, to its user only") {
+  const auto path = socket_path();
+  auto server = open_server(path, {{"alice", "a"}, {"bob", "b"}});
+  error_code ec;
+  auto alice = open_client(path, {"alice", "a"}, ec);
+  REQUIRE(alice);
+  auto bob = open_client(path, {"bob", "b"}, ec);
+  REQUIRE(bob);
+
+  auto a_buffer = shared_buffer::create(4 << 20, ec);
+  REQUIRE(!ec);
+  alice->share(a_buffer, ec);
+  REQUIRE(!ec);
+  auto b_buffer = shared_buffer::create(1 << 20, ec);
+  std::memset(b_buffer.data(), 0x5a, b_buffer.size());
+  bob->share(b_buffer, ec);
+  REQUIRE(!ec);
+  CHECK(server->grant_count() == 2);
+
+  // Memory outside a shared buffer is not granted by this plane (another plane may).
+  std::vector<std::byte> plain(4096);
+  CHECK(!alice->grant_access(host_region(plain), s3::rdma_op::write, far_future, ec));
+  CHECK(ec == errc::unsupported_memory);
+
+  const auto payload = random_bytes(1 << 20, 1);
+  const region target{a_buffer.data() + 4096, payload.size(), memory_kind::host_pageable, -1};
+  auto grant = alice->grant_access(target, s3::rdma_op::write, far_future, ec);
+  REQUIRE(!ec);
+  const s3::rdma_token token = token_of(grant);
+  CHECK(token.provider == s3::memfd_grant_provider);
+  REQUIRE(token.segments.size() == 1);
+  CHECK(token.segments[0].address == 4096);
+
+  SUBCASE("its user writes and reads it") {
+    REQUIRE(!server->write_from({"alice"}, token, source_of(payload)));
+    CHECK(std::memcmp(a_buffer.data() + 4096, payload.data(), payload.size()) == 0);
+    CHECK(a_buffer.data()[4095] == std::byte{0});
+    CHECK(a_buffer.data()[4096 + payload.size()] == std::byte{0});
+    std::vector<std::byte> got;
+    REQUIRE(!server->read({"alice"}, token, payload.size(), [&](std::span<const std::byte> d) {
+      got.insert(got.end(), d.begin(), d.end());
+      return error_code{};
+    }));
+    CHECK(got == payload);
+  }
+  SUBCASE("another user's request naming it is refused, nothing touched") {
+    CHECK(server->write_from({"bob"}, token, source_of(payload)) == s3::errc::invalid_rdma_token);
+    CHECK(server->read({"bob"}, token, payload.size(), [](auto) { return error_code{}; }) ==
+          s3::errc::invalid_rdma_token);
+    CHECK(a_buffer.data()[4096] == std::byte{0});
+  }
+  SUBCASE("a segment outside the buffer is refused, nothing touched") {
+    for (const std::uint64_t offset : {std::uint64_t{4} << 20, (std::uint64_t{4} << 20) - 4096, ~std::uint64_t{0} - 10}) {
+      s3::rdma_token bad = token;
+      bad.segments[0].address = offset;
+      bad.segments[0].length = std::min<std::uint64_t>(payload.size(), ~std::uint64_t{0} - offset);
+      const auto source = source_of(payload);
+      s3::rdma_source part = source;
+      part.length = bad.segments[0].length;
+      CHECK(server->write_from({"alice"}, bad, part) == s3::errc::invalid_rdma_token);
+    }
+    CHECK(std::all_of(a_buffer.data(), a_buffer.data() + a_buffer.size(), [](std::byte b) { return b == std::byte{0}; }));
+    CHECK(std::all_of(b_buffer.data(), b_buffer.data() + b_buffer.size(), [](std::byte b) { return b == std::byte{0x5a}; }));
+  }
+  SUBCASE("a forged grant id, a fabric-style token or the other grant kind is refused") {
+    s3::rdma_token forged = token;
+    forged.endpoint[0] ^= std::byte{1};
+    CHECK(server->write_from({"alice"}, forged, source_of(payload)) == s3::errc::invalid_rdma_token);
+    s3::rdma_token virt = token;
+    virt.virtual_addresses = true;
+    CHECK(server->write_from({"alice"}, virt, source_of(payload)) == s3::errc::invalid_rdma_token);
+    s3::rdma_token device = token;
+    device.provider = s3::cuda_ipc_grant_provider;
+    CHECK(!server->serves(s3::cuda_ipc_grant_provider));  // no device opener
+    CHECK(server->write_from({"alice"}, device, source_of(payload)) == s3::errc::invalid_rdma_token);
+    CHECK(a_buffer.data()[4096] == std::byte{0});
+  }
+  SUBCASE("the grant ends with the buffer, and with the client's session") {
+    { shared_buffer gone = std::move(a_buffer); }
+    CHECK(eventually([&] { return server->grant_count() == 1; }));
+    CHECK(server->write_from({"alice"}, token, source_of(payload)) == s3::errc::invalid_rdma_token);
+    bob.reset();  // bob's process exits: its session closes and the server unmaps its buffer
+    CHECK(eventually([&] { return server->grant_count() == 0; }));
+  }
+}
+
+TEST_CASE("local plane: S3 GET and PUT by memfd grant through a real server and client") {
+  memory_store store;
+  const auto path = socket_path();
+  s3::server_config config;
+  config.port = 0;
+  config.users = {{"AK", "SK"}};
+  auto local = open_server(path, {{"AK", "SK"}});
+  config.rdma = std::make_shared<s3::rdma_server_planes>(std::vector<std::shared_ptr<s3::rdma_server_plane>>{local});
+  s3::server<memory_store> server(store, config);
+  server.listen();
+
+  error_code ec;
+  auto plane = open_client(path, {"AK", "SK"}, ec);
+  REQUIRE(plane);
+  s3::client_config c;
+  c.endpoint = "http://127.0.0.1:" + std::to_string(server.local_endpoint().port());
+  c.creds = {"AK", "SK"};
+  c.part_size = 5 * mib;
+  c.multipart_threshold = 6 * mib;
+  c.rdma = plane;
+  s3::client client(c);
+  client.create_bucket("grants");
+
+  const auto payload = random_bytes(13 * mib + 123, 7);  // three parts, each its own token
+  auto source = shared_buffer::create(payload.size(), ec);
+  REQUIRE(!ec);
+  std::memcpy(source.data(), payload.data(), payload.size());
+  plane->share(source, ec);
+  REQUIRE(!ec);
+  s3::transfer_report report;
+  s3::put_options put;
+  put.via = s3::transfer_via::rdma;
+  put.report = &report;
+  client.put_object("grants", "k", source.region(), std::move(put), ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(report.rdma_bytes == payload.size());
+  CHECK(report.http_bytes == 0);
+
+  auto destination = shared_buffer::create(payload.size(), ec);
+  plane->share(destination, ec);
+  REQUIRE(!ec);
+  s3::get_options get;
+  get.via = s3::transfer_via::rdma;
+  get.report = &report;
+  CHECK(client.get_object("grants", "k", destination.region(), std::move(get), ec) == payload.size());
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(report.rdma_bytes == payload.size());
+  CHECK(std::memcmp(destination.data(), payload.data(), payload.size()) == 0);
+
+  // Ordinary memory through the same client: not granted, so the body comes over HTTP.
+  std::vector<std::byte> plain(payload.size());
+  s3::get_options automatic;
+  automatic.report = &report;
+  CHECK(client.get_object("grants", "k", host_region(plain), std::move(automatic), ec) == payload.size());
+  CHECK(!ec);
+  CHECK(report.http_bytes == payload.size());
+  CHECK(plain == payload);
+  server.stop();
+}
