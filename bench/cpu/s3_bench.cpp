@@ -4,7 +4,7 @@
 //   sluice_s3_bench --endpoint URL --bucket B --key K --op get|put|gen --size BYTES
 //                   [--access-key AK --secret-key SK | --anonymous] [--via rdma|http|auto]
 //                   [--fabric auto|shm|tcp] [--endpoints 4] [--part-size 8MiB] [--parts-in-flight 4]
-//                   [--repeat 3] [--seed 1] [--out PATH]
+//                   [--repeat 3] [--seed 1] [--out PATH] [--grant-socket PATH]
 //
 // gen: writes --size bytes of the pattern for --seed (xoshiro256** seeded by splitmix64, as
 //      examples/s3_rdma_demo makes its objects) to --out; no network. Another server (nginx) can
@@ -22,6 +22,10 @@
 // --fabric (tcp is tcp;ofi_rxm). An anonymous client sends unsigned requests and never RDMA
 // tokens (a token is only honoured when signed), so --anonymous allows --via http or auto only.
 //
+// --grant-socket: the same-host grant plane of a `sluice serve` on this host (its --grant-socket):
+// the buffer is a sluice::shared_buffer (memfd) granted to the server, and the server copies the
+// object's bytes straight into it (GET) or out of it (PUT); the fabric plane is not opened.
+//
 // Output: one JSON line on stdout (the median run's numbers; CPU is getrusage of this process,
 // every thread, user + system); progress and errors on stderr. Exit status: 0 done and
 // verified, 1 a failed transfer or a mismatch, 2 bad arguments.
@@ -30,6 +34,8 @@
 #include <sluice/config.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
+#include <sluice/s3/local_plane.hpp>
+#include <sluice/shared_buffer.hpp>
 
 #include <sys/resource.h>
 
@@ -45,6 +51,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -68,6 +75,7 @@ struct options {
   unsigned repeat = 3;
   std::uint64_t seed = 1;
   std::string out;
+  std::string grant_socket;
 };
 
 int usage(const char* why) {
@@ -76,7 +84,8 @@ int usage(const char* why) {
                "usage: sluice_s3_bench --endpoint URL --bucket B --key K --op get|put|gen --size BYTES\n"
                "                       [--access-key AK --secret-key SK | --anonymous] [--via rdma|http|auto]\n"
                "                       [--fabric auto|shm|tcp] [--endpoints 4] [--part-size 8MiB]\n"
-               "                       [--parts-in-flight 4] [--repeat 3] [--seed 1] [--out PATH (gen)]\n");
+               "                       [--parts-in-flight 4] [--repeat 3] [--seed 1] [--out PATH (gen)]\n"
+               "                       [--grant-socket PATH]\n");
   return 2;
 }
 
@@ -112,6 +121,8 @@ std::optional<std::string> parse(int argc, char** argv, options& opt) {
         opt.secret_key = value;
       } else if (flag == "--via") {
         opt.via = value;
+      } else if (flag == "--grant-socket") {
+        opt.grant_socket = value;
       } else if (flag == "--fabric") {
         opt.fabric = value;
       } else if (flag == "--endpoints") {
@@ -341,20 +352,35 @@ void print_json(const options& opt, const std::string& provider, const std::vect
 }
 
 /// Owned host memory, left uninitialized until written (make_unique_for_overwrite).
+/// The transfer's buffer: ordinary memory, or a shared_buffer granted to the server through the
+/// same-host plane when there is one.
 struct host_buffer {
-  explicit host_buffer(std::size_t n) : bytes(std::make_unique_for_overwrite<std::byte[]>(n)), size(n) {}
-  [[nodiscard]] sluice::region region() const noexcept { return {bytes.get(), size, memory_kind::host_pageable, -1}; }
-  [[nodiscard]] std::span<std::byte> span() const noexcept { return {bytes.get(), size}; }
-  std::unique_ptr<std::byte[]> bytes;
+  host_buffer(std::size_t n, s3::local_client_plane* grants) : size(n) {
+    if (grants == nullptr) {
+      owned = std::make_unique_for_overwrite<std::byte[]>(n);
+      bytes = owned.get();
+      return;
+    }
+    shared = shared_buffer::create(n);
+    error_code ec;
+    grants->share(shared, ec);
+    if (ec) throw std::system_error(ec, "granting the buffer");
+    bytes = shared.data();
+  }
+  [[nodiscard]] sluice::region region() const noexcept { return {bytes, size, memory_kind::host_pageable, -1}; }
+  [[nodiscard]] std::span<std::byte> span() const noexcept { return {bytes, size}; }
+  std::unique_ptr<std::byte[]> owned;
+  shared_buffer shared;
+  std::byte* bytes = nullptr;
   std::size_t size;
 };
 
 constexpr std::size_t warm_up_bytes = 4 * kib;
 
-int run_put(const options& opt, s3::client& client, const std::string& provider) {
+int run_put(const options& opt, s3::client& client, const std::string& provider, s3::local_client_plane* grants) {
   std::fprintf(stderr, "sluice_s3_bench: generating %llu bytes (seed %llu)\n",
                static_cast<unsigned long long>(opt.size), static_cast<unsigned long long>(opt.seed));
-  host_buffer source(opt.size);
+  host_buffer source(opt.size, grants);
   pattern_stream(opt.seed).fill(source.span());
 
   error_code ec;
@@ -366,8 +392,7 @@ int run_put(const options& opt, s3::client& client, const std::string& provider)
   {  // untimed: connect (HTTP, fabric) by the path the runs take; the runs overwrite the object
     s3::put_options put;
     put.via = via;
-    const region head{source.bytes.get(), std::min<std::size_t>(source.size, warm_up_bytes), memory_kind::host_pageable,
-                      -1};
+    const region head{source.bytes, std::min<std::size_t>(source.size, warm_up_bytes), memory_kind::host_pageable, -1};
     client.put_object(opt.bucket, opt.key, head, std::move(put), ec);
     if (ec) return fail("PUT (warm-up)", ec);
   }
@@ -399,7 +424,7 @@ int run_put(const options& opt, s3::client& client, const std::string& provider)
     get.via = s3::transfer_via::http;
     const std::uint64_t got = client.get_object(opt.bucket, opt.key, host_region(back), std::move(get), ec);
     if (ec) return fail("GET (read back)", ec);
-    verified = got == n && std::memcmp(back.data(), source.bytes.get() + offset, n) == 0;
+    verified = got == n && std::memcmp(back.data(), source.bytes + offset, n) == 0;
     if (!verified) {
       std::fprintf(stderr, "sluice_s3_bench: MISMATCH reading back bytes %llu..%llu\n",
                    static_cast<unsigned long long>(offset), static_cast<unsigned long long>(offset + n));
@@ -409,9 +434,9 @@ int run_put(const options& opt, s3::client& client, const std::string& provider)
   return verified ? 0 : 1;
 }
 
-int run_get(const options& opt, s3::client& client, const std::string& provider) {
-  host_buffer target(opt.size);
-  std::memset(target.bytes.get(), 0xA5, target.size);  // faulted in before any clock starts
+int run_get(const options& opt, s3::client& client, const std::string& provider, s3::local_client_plane* grants) {
+  host_buffer target(opt.size, grants);
+  std::memset(target.bytes, 0xA5, target.size);  // faulted in before any clock starts
 
   const s3::transfer_via via = via_of(opt.via);
   error_code ec;
@@ -426,7 +451,7 @@ int run_get(const options& opt, s3::client& client, const std::string& provider)
   std::vector<run> runs;
   bool verified = true;
   for (unsigned i = 0; i < opt.repeat; ++i) {
-    std::memset(target.bytes.get(), 0xA5, target.size);  // stale bytes of the last run cannot pass
+    std::memset(target.bytes, 0xA5, target.size);  // stale bytes of the last run cannot pass
     std::uint64_t bytes = 0;
     const run r = measure(
         [&](s3::transfer_report& report, error_code& e) {
@@ -477,7 +502,18 @@ int main(int argc, char** argv) {
   }
   std::string provider = "none";
   std::shared_ptr<fabric::client_plane> plane;
-  if (opt.via != "http" && opt.anonymous) {
+  std::shared_ptr<s3::local_client_plane> grants;
+  if (!opt.grant_socket.empty()) {
+    if (opt.anonymous) return usage("--grant-socket needs credentials");
+    error_code ec;
+    grants = s3::local_client_plane::open({opt.grant_socket, {opt.access_key, opt.secret_key}, nullptr}, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice_s3_bench: --grant-socket %s: %s\n", opt.grant_socket.c_str(), ec.message().c_str());
+      return 1;
+    }
+    provider = std::string(grants->provider());
+    config.rdma = grants;
+  } else if (opt.via != "http" && opt.anonymous) {
     std::fprintf(stderr, "sluice_s3_bench: --anonymous: no RDMA plane (tokens need signed requests); HTTP only\n");
   } else if (opt.via != "http") {
     const bool local = endpoint_is_loopback(opt.endpoint);
@@ -499,5 +535,5 @@ int main(int argc, char** argv) {
                  plane->endpoint_count());
   }
   s3::client client(config);
-  return opt.op == "put" ? run_put(opt, client, provider) : run_get(opt, client, provider);
+  return opt.op == "put" ? run_put(opt, client, provider, grants.get()) : run_get(opt, client, provider, grants.get());
 }

@@ -30,9 +30,7 @@ class shared_buffer {
   ~shared_buffer();
 
   /// The mapping as a pageable host region; empty for a moved-from buffer.
-  [[nodiscard]] sluice::region region() const noexcept {
-    return {data_, size_, memory_kind::host_pageable, -1};
-  }
+  [[nodiscard]] sluice::region region() const noexcept { return {data_, size_, memory_kind::host_pageable, -1}; }
   [[nodiscard]] std::byte* data() const noexcept { return static_cast<std::byte*>(data_); }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// The memfd; -1 for a moved-from buffer.

@@ -3,10 +3,16 @@
 
 #include <sluice/s3/error.hpp>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <new>
@@ -149,6 +155,31 @@ std::optional<config_error> server_plane_config::validate() const {
   return std::nullopt;
 }
 
+namespace {
+
+/// libfabric's shm names its shared regions /dev/shm/<pid>:<name>… after the process that made
+/// them and removes them when the endpoint closes; a process that was killed leaves them behind.
+/// Removes those of processes that are gone, and only those this user owns.
+void remove_stale_shm_regions() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto colon = name.find(':');
+    if (colon == 0 || colon == std::string::npos || colon > 10) continue;
+    if (!std::all_of(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(colon),
+                     [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(name.substr(0, colon)));
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<server_plane> server_plane::open(const server_plane_config& config, error_code& ec) {
   if (config.validate()) {
     ec = errc::invalid_config;
@@ -158,6 +189,7 @@ std::shared_ptr<server_plane> server_plane::open(const server_plane_config& conf
   plane->config_ = config;
   error_code last = make_fabric_error(-FI_ENODATA);
   for (const std::string& name : candidate_providers(config.fabric.provider, true)) {
+    if (name == "shm") remove_stale_shm_regions();
     error_code e;
     auto ep = endpoint::open(name, config.fabric, e);
     if (e) {

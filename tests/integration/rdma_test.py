@@ -531,9 +531,24 @@ def main():
             test_netns_multihomed(binary, probe, tmp)
         else:
             server_fabric = "off" if test == "decline" else fabric
+            stale = live = None
+            if server_fabric == "shm":
+                # What a killed shm process leaves: regions named after its pid. The server removes
+                # those of dead processes at start, never a live one's.
+                dead = subprocess.Popen(["true"])
+                dead.wait()
+                stale = "/dev/shm/%d:sluice-test-stale" % dead.pid
+                live = "/dev/shm/%d:sluice-test-live" % os.getpid()
+                for path in (stale, live):
+                    with open(path, "wb") as f:
+                        f.write(b"x")
             server = Server(binary, os.path.join(tmp, "root"), AK, SK, extra=["--fabric", server_fabric]).start()
             PIDS.append(server.proc.pid)
             print("sluice serve --fabric %s on %s (%s)" % (server_fabric, server.url, "; ".join(server.banner)))
+            if stale:
+                expect(not os.path.exists(stale) and os.path.exists(live),
+                       "the shm server removed a dead process's stale region, not a live one's")
+                os.unlink(live)
             if test != "decline":
                 expect(any(("rdma: " in line and PROVIDER[fabric] in line) for line in server.banner),
                        "the server serves rdma on " + PROVIDER[fabric])

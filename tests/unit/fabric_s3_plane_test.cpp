@@ -210,6 +210,23 @@ TEST_CASE("a token must name an endpoint on the host the request came from") {
   token.provider = "shm";
   CHECK(s3::detail::token_names_host(token, asio::ip::make_address("127.0.0.1")));
   CHECK_FALSE(s3::detail::token_names_host(token, asio::ip::make_address("10.0.0.7")));
+  // tcp endpoints are sockaddrs: garbage (all 0xff), a short name or port 0 never reach the provider.
+  token.provider = "tcp;ofi_rxm";
+  const auto loopback = asio::ip::make_address("127.0.0.1");
+  std::vector<std::byte> good = token.endpoint;
+  token.endpoint.assign(sizeof in, std::byte{0xff});
+  CHECK_FALSE(s3::detail::token_names_host(token, loopback));
+  token.endpoint.assign(good.begin(), good.begin() + 4);
+  CHECK_FALSE(s3::detail::token_names_host(token, loopback));
+  token.endpoint.assign(1, std::byte{2});
+  CHECK_FALSE(s3::detail::token_names_host(token, loopback));
+  in.sin_port = 0;
+  std::memcpy(token.endpoint.data(), &in, 1);
+  token.endpoint.resize(sizeof in);
+  std::memcpy(token.endpoint.data(), &in, sizeof in);
+  CHECK_FALSE(s3::detail::token_names_host(token, loopback));
+  token.endpoint = good;
+  CHECK(s3::detail::token_names_host(token, loopback));
 }
 
 TEST_CASE("S3 over RDMA: a client plane with several endpoints spreads its grants over them") {

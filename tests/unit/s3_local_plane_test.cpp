@@ -184,7 +184,8 @@ TEST_CASE("local plane: a memfd grant carries exactly the granted bytes, to its 
     CHECK(a_buffer.data()[4096] == std::byte{0});
   }
   SUBCASE("a segment outside the buffer is refused, nothing touched") {
-    for (const std::uint64_t offset : {std::uint64_t{4} << 20, (std::uint64_t{4} << 20) - 4096, ~std::uint64_t{0} - 10}) {
+    for (const std::uint64_t offset :
+         {std::uint64_t{4} << 20, (std::uint64_t{4} << 20) - 4096, ~std::uint64_t{0} - 10}) {
       s3::rdma_token bad = token;
       bad.segments[0].address = offset;
       bad.segments[0].length = std::min<std::uint64_t>(payload.size(), ~std::uint64_t{0} - offset);
@@ -193,8 +194,10 @@ TEST_CASE("local plane: a memfd grant carries exactly the granted bytes, to its 
       part.length = bad.segments[0].length;
       CHECK(server->write_from({"alice"}, bad, part) == s3::errc::invalid_rdma_token);
     }
-    CHECK(std::all_of(a_buffer.data(), a_buffer.data() + a_buffer.size(), [](std::byte b) { return b == std::byte{0}; }));
-    CHECK(std::all_of(b_buffer.data(), b_buffer.data() + b_buffer.size(), [](std::byte b) { return b == std::byte{0x5a}; }));
+    CHECK(
+        std::all_of(a_buffer.data(), a_buffer.data() + a_buffer.size(), [](std::byte b) { return b == std::byte{0}; }));
+    CHECK(std::all_of(b_buffer.data(), b_buffer.data() + b_buffer.size(),
+                      [](std::byte b) { return b == std::byte{0x5a}; }));
   }
   SUBCASE("a forged grant id, a fabric-style token or the other grant kind is refused") {
     s3::rdma_token forged = token;

@@ -86,8 +86,9 @@ class device_grant_exporter {
 
 /// How a server's same-host plane is opened.
 struct local_server_plane_config {
-  std::filesystem::path socket_path;  ///< created (mode 0666: any local user may try to authenticate); a stale socket is replaced
-  std::vector<credentials> users;     ///< who may open sessions (the server's S3 users)
+  std::filesystem::path
+      socket_path;  ///< created (mode 0666: any local user may try to authenticate); a stale socket is replaced
+  std::vector<credentials> users;               ///< who may open sessions (the server's S3 users)
   std::shared_ptr<device_grant_opener> device;  ///< null: cuda-ipc grants are declined
   std::size_t max_sessions = 256;               ///< sessions open at once
   std::size_t max_grants_per_session = 1024;
@@ -135,10 +136,10 @@ class local_server_plane final : public rdma_server_plane {
 
 /// How a client's same-host plane is opened.
 struct local_client_plane_config {
-  std::filesystem::path socket_path;                ///< the server's (sluice serve --grant-socket)
-  credentials creds;                                ///< the S3 user that signs the requests
-  std::shared_ptr<device_grant_exporter> device;    ///< null: device memory is not granted
-  std::chrono::milliseconds timeout{5000};          ///< connect, handshake, each registration
+  std::filesystem::path socket_path;              ///< the server's (sluice serve --grant-socket)
+  credentials creds;                              ///< the S3 user that signs the requests
+  std::shared_ptr<device_grant_exporter> device;  ///< null: device memory is not granted
+  std::chrono::milliseconds timeout{5000};        ///< connect, handshake, each registration
 };
 
 /// The client side: one session with the server. Grants memory of shared buffers it was given

@@ -40,8 +40,8 @@ struct object_version_id {
 
 /// Where a GET's bytes come from: a range of one object version, mapped read-only.
 struct rdma_source {
-  region mapping;                     ///< the whole object (host memory, read only)
-  std::uint64_t offset = 0;           ///< the range to send, inside mapping
+  region mapping;            ///< the whole object (host memory, read only)
+  std::uint64_t offset = 0;  ///< the range to send, inside mapping
   std::uint64_t length = 0;
   std::shared_ptr<const void> owner;  ///< keeps mapping valid and unchanged while it lives
   object_version_id version;          ///< for caches of registrations of the mapping

@@ -221,9 +221,19 @@ object_version_id version_of(const Mapping& mapping) {
 inline bool token_names_host(const rdma_token& token, const asio::ip::address& host) {
   const auto& name = token.endpoint;
   if (token.provider == "shm") return host.is_loopback();
+  // tcp names its endpoints with a sockaddr_in/sockaddr_in6: anything else (an all-0xff name, a
+  // port 0) is refused here rather than handed to the provider, which would try to connect to it.
+  const bool sockaddr_named = token.provider.starts_with("tcp");
   std::uint16_t family = 0;
-  if (name.size() < sizeof family) return true;
+  if (name.size() < sizeof family) return !sockaddr_named;
   std::memcpy(&family, name.data(), sizeof family);
+  if (sockaddr_named) {
+    const bool in4 = family == AF_INET && name.size() == sizeof(sockaddr_in);
+    const bool in6 = family == AF_INET6 && name.size() == sizeof(sockaddr_in6);
+    std::uint16_t port = 0;
+    if (in4 || in6) std::memcpy(&port, name.data() + offsetof(sockaddr_in, sin_port), sizeof port);
+    if ((!in4 && !in6) || port == 0) return false;
+  }
   if (family == AF_INET && name.size() >= sizeof(sockaddr_in)) {
     sockaddr_in in{};
     std::memcpy(&in, name.data(), sizeof in);
@@ -1195,7 +1205,8 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
       }
       if (moved == s3::errc::invalid_rdma_token) {  // memory the requester was not granted
         req.rdma_reply.clear();
-        co_return co_await send_error(req, s3::errc::invalid_rdma_token, "the token names memory not granted to this user");
+        co_return co_await send_error(req, s3::errc::invalid_rdma_token,
+                                      "the token names memory not granted to this user");
       }
       if (moved != s3::errc::rdma_not_supported) {
         req.rdma_reply.clear();  // not a decline: the transfer failed
