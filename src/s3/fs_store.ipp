@@ -697,6 +697,7 @@ fs_store::mapping::mapping(mapping&& other) noexcept
       length_(std::exchange(other.length_, 0)),
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      data_offset_(std::exchange(other.data_offset_, 0)),
       info_(std::move(other.info_)) {}
 
 fs_store::mapping& fs_store::mapping::operator=(mapping&& other) noexcept {
@@ -707,6 +708,7 @@ fs_store::mapping& fs_store::mapping::operator=(mapping&& other) noexcept {
     length_ = std::exchange(other.length_, 0);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    data_offset_ = std::exchange(other.data_offset_, 0);
     info_ = std::move(other.info_);
   }
   return *this;
@@ -1072,6 +1074,7 @@ fs_store::mapping fs_store::map(const object_ref& object, error_code& ec) const 
   m.base_ = base;
   m.length_ = length;
   m.data_ = static_cast<std::byte*>(base) + (offset - aligned);
+  m.data_offset_ = offset;
   m.size_ = static_cast<std::size_t>(m.info_.size);
   return m;
 }

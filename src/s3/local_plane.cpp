@@ -233,20 +233,44 @@ void copy_from_mapping(std::byte* to, const std::byte* from, std::size_t n) {
   std::memcpy(to, from, n);
 }
 
-/// Copies `n` bytes with up to `threads` threads (pieces of at least 4 MiB).
-void parallel_copy(std::byte* to, const std::byte* from, std::size_t n, std::size_t threads) {
+/// Reads `n` bytes of `file` at `offset` into `to` (the kernel copies from its page cache: no page
+/// table of ours is filled for the source). False on a read error or a short file.
+bool read_file(int file, std::uint64_t offset, std::byte* to, std::size_t n) {
+  while (n > 0) {
+    const ssize_t got = ::pread(file, to, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    to += got;
+    n -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
+
+/// Copies `n` bytes of `source` from `at` (its range's offset) to `to`, with up to `threads`
+/// threads (pieces of at least 4 MiB): pread from the store's file when it has one, else memcpy
+/// from the mapping. False when a read failed.
+bool parallel_copy(std::byte* to, const rdma_source& source, std::uint64_t at, std::size_t n, std::size_t threads) {
+  const auto piece = [&source, at, to](std::size_t from, std::size_t len) {
+    if (source.file >= 0) return read_file(source.file, source.file_offset + at + from, to + from, len);
+    copy_from_mapping(to + from, source.mapping.bytes() + at + from, len);
+    return true;
+  };
   constexpr std::size_t min_piece = 4 << 20;
   const std::size_t pieces = std::clamp<std::size_t>(n / min_piece, 1, std::max<std::size_t>(threads, 1));
-  if (pieces == 1) {
-    copy_from_mapping(to, from, n);
-    return;
-  }
+  if (pieces == 1) return piece(0, n);
   const std::size_t step = (n / pieces + 4095) & ~std::size_t{4095};
-  std::vector<std::jthread> workers;
-  for (std::size_t at = step; at < n; at += step) {
-    workers.emplace_back([=] { copy_from_mapping(to + at, from + at, std::min(step, n - at)); });
+  std::atomic<bool> ok{true};
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t from = step; from < n; from += step) {
+      workers.emplace_back([&, from] {
+        if (!piece(from, std::min(step, n - from))) ok = false;
+      });
+    }
+    if (!piece(0, std::min(step, n))) ok = false;
   }
-  copy_from_mapping(to, from, std::min(step, n));
+  return ok;
 }
 
 }  // namespace
@@ -660,8 +684,10 @@ error_code local_server_plane::write_from(const rdma_requester& who, const rdma_
         return done == 0 && ec == errc::rdma_not_supported ? ec : error_code(errc::rdma_transfer_failed);
       }
     } else {
-      parallel_copy(entry->map + seg.address, source.mapping.bytes() + source.offset + done,
-                    static_cast<std::size_t>(n), state_->config.copy_threads);
+      if (!parallel_copy(entry->map + seg.address, source, source.offset + done, static_cast<std::size_t>(n),
+                         state_->config.copy_threads)) {
+        return errc::rdma_transfer_failed;
+      }
     }
     done += n;
   }

@@ -164,6 +164,9 @@ class fs_store {
     [[nodiscard]] const object_info& info() const noexcept { return info_; }
     /// The open file's descriptor; -1 for an empty mapping.
     [[nodiscard]] int native_handle() const noexcept { return fd_; }
+    /// Where the object's first byte lies in that file (pread(native_handle(), …, data_offset() + i)
+    /// reads byte i without touching the mapping).
+    [[nodiscard]] std::uint64_t data_offset() const noexcept { return data_offset_; }
 
    private:
     friend class fs_store;
@@ -174,6 +177,7 @@ class fs_store {
     std::size_t length_ = 0;  // what was mapped
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
+    std::uint64_t data_offset_ = 0;
     object_info info_;
   };
 

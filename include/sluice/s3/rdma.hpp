@@ -45,6 +45,11 @@ struct rdma_source {
   std::uint64_t length = 0;
   std::shared_ptr<const void> owner;  ///< keeps mapping valid and unchanged while it lives
   object_version_id version;          ///< for caches of registrations of the mapping
+  /// The same bytes as a file, when the store has one (fs_store): byte i of the mapping is at
+  /// file_offset + i of `file`, which lives as long as `owner`. -1: only the mapping. A plane
+  /// that copies with the CPU may pread() instead of touching the fresh mapping's pages.
+  int file = -1;
+  std::uint64_t file_offset = 0;
 
   /// The bytes to send. Precondition: [offset, offset + length) lies inside mapping.
   [[nodiscard]] region bytes() const noexcept {

@@ -1190,6 +1190,10 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
     if (verdict == token_verdict::accept) {
       // Straight from the store's mapping of the object: no staging copy.
       rdma_source source{mapping.region(), offset, length, mapping_owner, version_of(mapping)};
+      if constexpr (requires { mapping.data_offset(); }) {
+        source.file = mapping.native_handle();
+        source.file_offset = mapping.data_offset();
+      }
       const error_code moved = co_await offload_to(
           state_->rdma, [&] { return state_->config.rdma->write_from(requester(req), token, source); });
       if (!moved) {
