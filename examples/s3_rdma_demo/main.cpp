@@ -7,8 +7,10 @@
 //
 //   sluice_s3_rdma_demo --endpoint http://127.0.0.1:9000 --access-key AK --secret-key SK
 //                       [--size 1GiB] [--fabric auto|shm|tcp|shm,tcp] [--bucket demo]
-//                       [--parts-in-flight 4] [--repeat 1] [--server-pid PID]
+//                       [--parts-in-flight 4] [--repeat 1] [--server-pid PID] [--grant-socket PATH]
 //
+// --grant-socket: the server's same-host grant socket: one more GET, into a sluice::shared_buffer
+// (memfd) granted to the server, which reads the object straight into it (no libfabric).
 // --fabric takes one provider or a comma-separated list (one GET by RDMA each; the PUT uses the
 // first). --server-pid adds the server's CPU time (from /proc/PID/stat) to the report. Exit
 // status: 0 when every copy matched, 1 on a mismatch or a failed transfer, 2 on bad arguments.
@@ -18,6 +20,8 @@
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
+#include <sluice/s3/local_plane.hpp>
+#include <sluice/shared_buffer.hpp>
 
 #ifdef SLUICE_DEMO_WITH_CUDA
 #include <sluice/cuda/device.hpp>
@@ -40,6 +44,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -56,13 +61,15 @@ struct options {
   std::uint32_t parts_in_flight = 4;
   unsigned repeat = 1;
   int server_pid = 0;  // 0: server CPU not reported
+  std::string grant_socket;
 };
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: sluice_s3_rdma_demo --endpoint http://HOST:PORT --access-key AK --secret-key SK\n"
-               "                           [--size 1GiB] [--fabric auto|shm|tcp|verbs|efa[,...]] [--bucket demo]\n"
-               "                           [--parts-in-flight 4] [--repeat 1] [--server-pid PID]\n");
+  std::fprintf(
+      stderr,
+      "usage: sluice_s3_rdma_demo --endpoint http://HOST:PORT --access-key AK --secret-key SK\n"
+      "                           [--size 1GiB] [--fabric auto|shm|tcp|verbs|efa[,...]] [--bucket demo]\n"
+      "                           [--parts-in-flight 4] [--repeat 1] [--server-pid PID] [--grant-socket PATH]\n");
   return 2;
 }
 
@@ -103,6 +110,8 @@ bool parse(int argc, char** argv, options& opt) {
       } else if (arg == "--repeat") {
         opt.repeat = static_cast<unsigned>(std::stoul(value));
         if (opt.repeat == 0) return false;
+      } else if (arg == "--grant-socket") {
+        opt.grant_socket = value;
       } else if (arg == "--server-pid") {
         opt.server_pid = std::stoi(value);
       } else {
@@ -146,11 +155,30 @@ std::string format_bytes(std::uint64_t bytes) {
 double to_gib(std::uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(gib); }
 
 // Owned host memory, left uninitialized until someone writes it (make_unique_for_overwrite).
+/// Host memory for a transfer: ordinary, or (with a grant plane) a shared_buffer granted to the
+/// server. `bytes.get()` is the first byte either way.
 struct host_buffer {
-  explicit host_buffer(std::size_t n) : bytes(std::make_unique_for_overwrite<std::byte[]>(n)), size(n) {}
+  struct view {
+    std::byte* p = nullptr;
+    [[nodiscard]] std::byte* get() const noexcept { return p; }
+  };
+  explicit host_buffer(std::size_t n, s3::local_client_plane* grants = nullptr) : size(n) {
+    if (grants == nullptr) {
+      owned = std::make_unique_for_overwrite<std::byte[]>(n);
+      bytes.p = owned.get();
+      return;
+    }
+    shared = shared_buffer::create(n);
+    error_code ec;
+    grants->share(shared, ec);
+    if (ec) throw std::system_error(ec, "granting a buffer to the server");
+    bytes.p = shared.data();
+  }
   [[nodiscard]] sluice::region region() const noexcept { return {bytes.get(), size, memory_kind::host_pageable, -1}; }
   [[nodiscard]] std::span<const std::byte> span() const noexcept { return {bytes.get(), size}; }
-  std::unique_ptr<std::byte[]> bytes;
+  std::unique_ptr<std::byte[]> owned;
+  shared_buffer shared;
+  view bytes;
   std::size_t size;
 };
 
@@ -330,8 +358,9 @@ int main(int argc, char** argv) {
 
   // One client per provider asked for, each with its own RDMA plane (client_config::rdma).
   struct rdma_client {
-    std::shared_ptr<fabric::client_plane> plane;
+    std::shared_ptr<fabric::client_plane> plane;  // null for the grant client
     std::unique_ptr<s3::client> client;
+    std::shared_ptr<s3::local_client_plane> grants;  // the same-host grant plane, or null
   };
   std::vector<rdma_client> clients;
   for (const std::string& choice : opt.fabrics) {
@@ -358,7 +387,25 @@ int main(int argc, char** argv) {
     }
     std::printf("client plane: --fabric %s -> provider %.*s\n", choice.c_str(),
                 static_cast<int>(plane->provider().size()), plane->provider().data());
-    clients.push_back({plane, std::make_unique<s3::client>(config)});
+    clients.push_back({plane, std::make_unique<s3::client>(config), nullptr});
+  }
+  if (!opt.grant_socket.empty()) {  // same host: grant the server exactly the target buffer
+    error_code ec;
+    auto grants = s3::local_client_plane::open({opt.grant_socket, {opt.access_key, opt.secret_key}, nullptr}, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice_s3_rdma_demo: --grant-socket %s: %s\n", opt.grant_socket.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
+    s3::client_config config;
+    config.endpoint = opt.endpoint;
+    config.creds = {opt.access_key, opt.secret_key};
+    config.part_size = 8 * mib;
+    config.parts_in_flight = opt.parts_in_flight;
+    config.rdma = grants;
+    std::printf("client plane: --grant-socket %s -> %.*s\n", opt.grant_socket.c_str(),
+                static_cast<int>(grants->provider().size()), grants->provider().data());
+    clients.push_back({nullptr, std::make_unique<s3::client>(config), grants});
   }
   s3::client& first = *clients.front().client;
   const std::string first_provider(clients.front().plane->provider());
@@ -414,7 +461,8 @@ int main(int argc, char** argv) {
   std::vector<get_way> ways;
   ways.reserve(clients.size() + 2);
   for (auto& c : clients) {
-    ways.push_back({&c, s3::transfer_via::rdma, {"GET  rdma " + std::string(c.plane->provider())}});
+    const std::string provider(c.plane ? c.plane->provider() : c.grants->provider());
+    ways.push_back({&c, s3::transfer_via::rdma, {(c.grants ? "GET  grant " : "GET  rdma ") + provider}});
   }
   ways.push_back({&clients.front(), s3::transfer_via::http, {"GET  http", true, true, {}}});
   ways.push_back({&clients.front(), s3::transfer_via::automatic, {"GET  auto " + first_provider, true, false, {}}});
@@ -425,11 +473,11 @@ int main(int argc, char** argv) {
   std::printf("[4] warm-up: one 4 KiB GET each way (untimed)\n");
   const std::size_t probe_size = std::min<std::size_t>(size, 4 * kib);
   for (auto& way : ways) {
-    host_buffer probe(probe_size);
+    host_buffer probe(probe_size, way.by->grants.get());
     s3::get_options get(byte_range{0, probe_size});
     get.via = way.via;
     way.by->client->get_object(opt.bucket, key, probe.region(), std::move(get), ec);
-    way.by->plane->invalidate(probe.region());
+    if (way.by->plane) way.by->plane->invalidate(probe.region());
     if (ec) return fail(way.result.what.c_str(), ec);
     if (std::memcmp(probe.bytes.get(), source.bytes.get(), probe_size) != 0) {
       std::fprintf(stderr, "sluice_s3_rdma_demo: %s (warm-up): bytes differ from the source\n",
@@ -451,7 +499,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       // Filled before the clock starts: stale bytes cannot pass the check, and the page faults
       // of fresh memory are not what is measured.
-      host_buffer target(size);
+      host_buffer target(size, way.by->grants.get());
       std::memset(target.bytes.get(), 0xA5, size);
       std::uint64_t bytes = 0;
       const measurement m = measure(opt.server_pid, [&](s3::transfer_report& report) {
@@ -464,7 +512,7 @@ int main(int argc, char** argv) {
       // The buffer is freed below: drop any cached registration of it first (a plane with
       // client_plane_config::cached_registrations > 0 keeps them; providers that pin pages
       // would otherwise keep the old ones).
-      way.by->plane->invalidate(target.region());
+      if (way.by->plane) way.by->plane->invalidate(target.region());
       if (ec) return fail(way.result.what.c_str(), ec);
       print_measurement(m, size);
       const bool same = bytes == size && std::memcmp(target.bytes.get(), source.bytes.get(), size) == 0;

@@ -83,11 +83,17 @@ std::string env_or(const char* name, std::string_view fallback) {
   return v != nullptr ? std::string(v) : std::string(fallback);
 }
 
-// --fabric: a short name or a libfabric provider name.
+// --fabric: a short name or a libfabric provider name, or several separated by commas.
 std::string provider_name(std::string_view choice) {
-  if (choice == "tcp") return "tcp;ofi_rxm";
-  if (choice == "verbs") return "verbs;ofi_rxm";
-  return std::string(choice);
+  std::string out;
+  for (std::size_t at = 0; at <= choice.size();) {
+    const std::size_t comma = std::min(choice.find(',', at), choice.size());
+    const std::string_view one = choice.substr(at, comma - at);
+    out += out.empty() ? "" : ",";
+    out += one == "tcp" ? "tcp;ofi_rxm" : one == "verbs" ? "verbs;ofi_rxm" : std::string(one);
+    at = comma + 1;
+  }
+  return out;
 }
 
 bool is_loopback_host(std::string_view host) {
@@ -107,7 +113,7 @@ int usage() {
                "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
                "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n"
                "                    [--grant-socket PATH|off]\n"
-               "  --fabric auto      opens the hardware providers and tcp; never shm\n"
+               "  --fabric auto      opens the hardware providers and tcp; never shm (a list: shm,tcp)\n"
                "  --fabric shm       libfabric's shm: it does not check keys or ranges, so every local\n"
                "                     process that can sign a request can read and write the memory of any\n"
                "                     other shm peer. Only for hosts whose local users all trust each other.\n"

@@ -49,9 +49,9 @@ const boost::system::error_category& fabric_category() noexcept {
 std::optional<config_error> fabric_config::validate() const {
   if (provider.empty()) return config_error{"fabric.provider", "must not be empty"};
   for (const char c : provider) {
-    const bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == ';' || c == '-';
-    if (!ok) return config_error{"fabric.provider", "may hold only letters, digits, '_', '-' and ';'"};
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == ';' || c == '-' || c == ',';
+    if (!ok) return config_error{"fabric.provider", "may hold only letters, digits, '_', '-', ';' and ','"};
   }
   if (operation_timeout.count() <= 0) return config_error{"fabric.operation_timeout", "must be positive"};
   if (connect_timeout.count() <= 0) return config_error{"fabric.connect_timeout", "must be positive"};
@@ -59,7 +59,15 @@ std::optional<config_error> fabric_config::validate() const {
 }
 
 std::vector<std::string> candidate_providers(std::string_view choice, bool /*peer_local*/) {
-  if (choice != "auto") return {std::string(choice)};
+  if (choice != "auto") {  // "a,b": each named, in order
+    std::vector<std::string> named;
+    for (std::size_t at = 0; at <= choice.size();) {
+      const std::size_t comma = std::min(choice.find(',', at), choice.size());
+      if (comma > at) named.emplace_back(choice.substr(at, comma - at));
+      at = comma + 1;
+    }
+    return named;
+  }
   return {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"};  // never shm: see the declaration
 }
 

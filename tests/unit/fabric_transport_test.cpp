@@ -117,6 +117,7 @@ TEST_CASE("auto prefers hardware, then tcp, and never opens shm") {
   CHECK(fabric::candidate_providers("auto", true) == std::vector<std::string>{"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"});
   CHECK(fabric::candidate_providers("auto", false) == std::vector<std::string>{"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"});
   CHECK(fabric::candidate_providers("shm", false) == std::vector<std::string>{"shm"});
+  CHECK(fabric::candidate_providers("shm,tcp;ofi_rxm", true) == std::vector<std::string>{"shm", "tcp;ofi_rxm"});
 }
 
 TEST_CASE("an unknown provider is an error, not a crash") {

@@ -45,7 +45,8 @@ struct fabric_config {
 /// the hardware providers, then tcp;ofi_rxm. Never shm: libfabric's shm does not check MR keys,
 /// ranges or access, so any local process holding a signed token could aim the server at any
 /// other process's memory; same-host clients use grants (s3::local_client_plane) instead. A
-/// named provider ("shm" included, for hosts whose users all trust each other) is returned alone.
+/// named provider ("shm" included, for hosts whose users all trust each other) is returned alone,
+/// and a comma-separated list ("shm,tcp;ofi_rxm") as its names in order.
 [[nodiscard]] std::vector<std::string> candidate_providers(std::string_view choice, bool peer_local);
 
 /// fi_info owned (fi_freeinfo on destruction).
