@@ -4,8 +4,10 @@ and writes results.json, table.md (printed at the end) and PNG plots.
 
   bench/run.py [--set cpu|gpu|all] [--quick] [--gpu-json FILE] [--build DIR] [--out DIR]
 
-cpu: starts `sluice serve --fabric auto` (store on tmpfs) and nginx (sendfile) on loopback, then
-  large GET 1 GiB   sluice rdma (shm), rdma (tcp;ofi_rxm), http; nginx with the same client; curl
+cpu: starts `sluice serve --fabric shm,tcp --grant-socket …` (store on tmpfs) and nginx (sendfile)
+  on loopback, then
+  large GET 1 GiB   sluice rdma (shm), rdma (tcp;ofi_rxm), same-host grant (memfd), http; nginx
+                    with the same client; curl
                     and the AWS CLI against sluice serve; curl against nginx; ceilings (memcpy,
                     loopback TCP, libfabric RMA write over shm and tcp); part size x parts in flight
   large PUT 1 GiB   sluice rdma (shm), http; curl -T
