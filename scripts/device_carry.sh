@@ -71,7 +71,10 @@ if [[ ${what} == all || ${what} == tests ]]; then
 fi
 if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)
-  "${here}/sluice" serve --root "${root}/store" --listen 127.0.0.1:0 --fabric auto \
+  # shm is named (auto no longer opens it) so the staged-RDMA rows stay comparable with earlier
+  # runs; the grant socket serves the same-host CUDA IPC grants.
+  "${here}/sluice" serve --root "${root}/store" --listen 127.0.0.1:0 --fabric shm,tcp \
+    --grant-socket "${root}/grants.sock" \
     --access-key SLUICEBENCH --secret-key sluice-bench-secret >"${root}/serve.log" 2>&1 &
   server=$!
   port=""
@@ -85,12 +88,12 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   if [[ ${what} == all || ${what} == bench ]]; then
     echo "== GPU benchmark"
     "${here}/sluice_gpu_bench" --endpoint "${endpoint}" --json "${OUT:-/tmp}/gpu_bench.json" \
-      --file "${root}/bench.bin" "$@" || status=1
+      --file "${root}/bench.bin" --grant-socket "${root}/grants.sock" --server-pid "${server}" "$@" || status=1
   fi
   if [[ ${what} == all || ${what} == example ]] && [[ -x ${here}/vectors_from_s3 ]]; then
     echo "== examples/vectors_from_s3"
     "${here}/vectors_from_s3" --endpoint "${endpoint}" --bucket vectors --access-key SLUICEBENCH \
-      --secret-key sluice-bench-secret --fabric auto --upload || status=1
+      --secret-key sluice-bench-secret --fabric auto --grant-socket "${root}/grants.sock" --upload || status=1
   fi
   kill "${server}" 2>/dev/null
   wait "${server}" 2>/dev/null

@@ -9,22 +9,32 @@
 //   ceilings:     pinned host → device copy (cudaMemcpy from cudaMallocHost memory), and the
 //                 pageable one.
 //
+//   same-host grant: with --grant-socket (the server's), GET into device memory through a CUDA IPC
+//                 grant: the first GET of a fresh object version (the server registers its page
+//                 cache as the copy goes), then repeated GETs (registered); PUT from device memory
+//                 the same way is not built yet. --aggregate N adds N client processes × 16
+//                 concurrent 64 MiB GETs each, summed. --server-pid adds the server's CPU.
+//
 // Each case runs --repeat times (default 3); the median wall time is reported, with the client
 // CPU seconds per GiB (getrusage of this process) of that run and the pinned bytes the path
 // held. Every copy into the GPU is checked against the source (a sample of 64 spans). Output: a
 // table on stdout and, with --json FILE, one JSON object per case.
 #include <sluice/cuda/device.hpp>
 #include <sluice/cuda/device_memory.hpp>
+#include <sluice/cuda/grant.hpp>
 #include <sluice/cuda/pinned.hpp>
 #include <sluice/cuda/s3.hpp>
 #include <sluice/fabric/s3_plane.hpp>
+#include <sluice/s3/local_plane.hpp>
 #if __has_include(<sluice/cuda/file.hpp>)
 #include <sluice/cuda/file.hpp>
 #define SLUICE_BENCH_FILE 1
 #endif
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,7 +46,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace {
 
@@ -53,10 +66,38 @@ struct options {
   unsigned repeat = 3;
   std::size_t endpoints = 4;          // of the client's RDMA plane
   std::uint32_t parts_in_flight = 4;  // staged parts moving at once
+  std::string grant_socket;           // the server's same-host grant socket; empty: no grant cases
+  unsigned aggregate = 4;             // client processes of the concurrent grant case
+  int server_pid = 0;                 // for the server's CPU seconds
+  bool child = false;                 // one process of the concurrent case (internal)
 };
+
+/// The server's user + system CPU seconds (/proc/PID/stat); 0 when unknown.
+double server_cpu(int pid) {
+  if (pid <= 0) return 0;
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return 0;
+  char buffer[1024] = {};
+  const std::size_t n = std::fread(buffer, 1, sizeof buffer - 1, f);
+  std::fclose(f);
+  const std::string text(buffer, n);
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields;
+  std::size_t at = close + 2;
+  while (at < text.size() && fields.size() < 15) {
+    const auto space = text.find(' ', at);
+    fields.push_back(text.substr(at, space - at));
+    at = space == std::string::npos ? text.size() : space + 1;
+  }
+  if (fields.size() < 13) return 0;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return (std::stod(fields[11]) + std::stod(fields[12])) / ticks;  // utime, stime
+}
 
 struct measured {
   double seconds = 0;
+  double own_seconds = -1;  // set by a body that times only part of itself (its setup untimed)
   double cpu_seconds = 0;
   std::uint64_t pinned = 0;
   std::string note;
@@ -88,8 +129,9 @@ std::optional<measured> median_of(unsigned repeat, const std::function<bool(meas
       note = m.note;
       return std::nullopt;
     }
-    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    m.cpu_seconds = cpu_now() - cpu;
+    m.seconds = m.own_seconds >= 0 ? m.own_seconds
+                                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (m.own_seconds < 0) m.cpu_seconds = cpu_now() - cpu;
     note = m.note;
     runs.push_back(m);
   }
@@ -163,11 +205,75 @@ void write_json(const std::string& path, const std::vector<result>& results, std
   std::fclose(f);
 }
 
+/// An S3 client whose plane grants device memory over the server's grant socket (CUDA IPC),
+/// with parts as large as `part` (a grant has no staging to bound: fewer, larger requests).
+std::unique_ptr<s3::client> grant_client(const options& opt, std::uint64_t part, std::uint32_t in_flight,
+                                         error_code& ec) {
+  auto plane = s3::local_client_plane::open(
+      {opt.grant_socket, {opt.access_key, opt.secret_key}, cuda::make_grant_exporter()}, ec);
+  if (ec) return nullptr;
+  s3::client_config config;
+  config.endpoint = opt.endpoint;
+  config.creds = {opt.access_key, opt.secret_key};
+  config.part_size = part;
+  config.multipart_threshold = part;
+  config.parts_in_flight = in_flight;
+  config.max_connections_per_host = std::max<std::size_t>(config.max_connections_per_host, in_flight + 1);
+  config.rdma = plane;
+  return std::make_unique<s3::client>(config);
+}
+
+/// One process of the concurrent case: 16 threads, each GETting 64 MiB ranges of the object into
+/// its own 64 MiB of device memory through the grant, `rounds` times; prints "bytes seconds".
+int run_child(const options& opt) {
+  constexpr std::uint64_t piece = 64 * mib;
+  constexpr unsigned threads = 16;
+  constexpr unsigned rounds = 4;
+  error_code ec;
+  auto client = grant_client(opt, piece, threads, ec);
+  if (!client) {
+    std::fprintf(stderr, "child: %s\n", ec.message().c_str());
+    return 1;
+  }
+  auto device = cuda::device_buffer::allocate(piece * threads);
+  const std::uint64_t ranges = std::max<std::uint64_t>(opt.size / piece, 1);
+  const auto one = [&](unsigned t, unsigned round) {
+    const std::uint64_t offset = ((static_cast<std::uint64_t>(round) * threads + t) % ranges) * piece;
+    const region to{static_cast<std::byte*>(device.native_handle()) + t * piece, piece, memory_kind::cuda_device, 0};
+    s3::get_options get(byte_range{offset, piece});
+    get.via = s3::transfer_via::rdma;
+    error_code e;
+    return client->get_object("bench", "object", to, get, e) == piece && !e;
+  };
+  for (unsigned t = 0; t < threads; ++t) (void)one(t, 0);  // untimed: every allocation registered once
+  // All processes start together: ready, then wait for the parent's go (one byte on stdin).
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char go = 0;
+  if (::read(0, &go, 1) != 1) return 1;
+  std::atomic<bool> ok{true};
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::vector<std::jthread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (unsigned r = 1; r <= rounds; ++r) {
+          if (!one(t, r)) ok = false;
+        }
+      });
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%llu %.6f\n", static_cast<unsigned long long>(piece * threads * rounds), seconds);
+  return ok ? 0 : 1;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
                "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
-               "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n");
+               "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n"
+               "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]]\n");
   return 2;
 }
 
@@ -194,6 +300,14 @@ int main(int argc, char** argv) {
       opt.repeat = static_cast<unsigned>(std::stoul(value));
     else if (flag == "--endpoints")
       opt.endpoints = std::stoul(value);
+    else if (flag == "--grant-socket")
+      opt.grant_socket = value;
+    else if (flag == "--aggregate")
+      opt.aggregate = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--server-pid")
+      opt.server_pid = std::stoi(value);
+    else if (flag == "--child")
+      opt.child = value == "1";
     else if (flag == "--size") {
       const auto n = parse_size(value);
       if (!n || *n == 0) return usage();
@@ -208,6 +322,7 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: needs a CUDA device: %s\n", cuda::no_device_reason().c_str());
     return 77;
   }
+  if (opt.child) return run_child(opt);
   const auto props = cuda::properties(0, ec);
   std::printf("device: %s; object/file size %.2f GiB; %u runs per case (median)\n", props.name.c_str(),
               static_cast<double>(opt.size) / static_cast<double>(gib), opt.repeat);
@@ -233,6 +348,10 @@ int main(int argc, char** argv) {
     }
     return true;
   };
+  {
+    measured warm;  // untimed: the first copies pay the context's and the link's warm-up
+    (void)h2d(pinned.region(), warm);
+  }
   results.push_back({"ceiling", "pinned H2D (cudaMemcpy, 256 MiB chunks)",
                      median_of(
                          opt.repeat,
@@ -351,6 +470,158 @@ int main(int argc, char** argv) {
         },
         why);
     results.push_back({"S3 GET → GPU (" + provider + ")", "naive (HTTP → pageable → cudaMemcpy)", value, why});
+  }
+
+  // -- S3 GET → GPU through a same-host grant (CUDA IPC) --------------------------------------
+  if (!opt.grant_socket.empty()) {
+    const std::string group = "S3 GET → GPU (same-host grant, cuda-ipc)";
+    auto granted = grant_client(opt, std::min<std::uint64_t>(opt.size, 1 * gib), 4, ec);
+    if (!granted) {
+      results.push_back({group, "grant GET", std::nullopt, "no grant session: " + ec.message()});
+    } else {
+      const auto grant_get = [&](const std::string& key, measured& m) {
+        (void)cuda::fill(device.region(), std::byte{0xAB});
+        const double server0 = server_cpu(opt.server_pid);
+        s3::transfer_report report;
+        s3::get_options get;
+        get.via = s3::transfer_via::rdma;
+        get.report = &report;
+        error_code e;
+        const std::uint64_t got = granted->get_object("bench", key, device.region(), get, e);
+        if (e || got != opt.size) {
+          m.note = e ? e.message() : "short GET";
+          return false;
+        }
+        const double server = server_cpu(opt.server_pid) - server0;
+        char text[160];
+        std::snprintf(text, sizeof text, "rdma %llu MiB in %u requests; server %.3f CPU-s/GiB",
+                      static_cast<unsigned long long>(report.rdma_bytes >> 20), report.rdma_requests,
+                      server / (static_cast<double>(opt.size) / gib));
+        m.note = text;
+        if (!verify(device.region(), source)) all_ok = false;
+        return true;
+      };
+      // The first GET of an object version nobody registered yet: a fresh key each run (the page
+      // cache holds it: it was just written).
+      unsigned cold_run = 0;
+      std::string why;
+      auto cold = median_of(
+          opt.repeat,
+          [&](measured& m) {
+            const std::string key = "cold-" + std::to_string(cold_run++);
+            s3::put_options put;
+            error_code e;
+            client.put_object(
+                "bench", key,
+                region{const_cast<std::byte*>(source.data()), source.size(), memory_kind::host_pageable, -1}, put, e);
+            if (e) {
+              m.note = e.message();
+              return false;
+            }
+            // Only the GET is timed, not the PUT before it.
+            const double cpu = cpu_now();
+            const auto start = std::chrono::steady_clock::now();
+            if (!grant_get(key, m)) return false;
+            m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            m.cpu_seconds = cpu_now() - cpu;
+            return true;
+          },
+          why);
+      results.push_back({group, "first GET of the version (page cache registered as it goes)", cold, why});
+      auto warm = median_of(
+          opt.repeat, [&](measured& m) { return grant_get("object", m); }, why);
+      results.push_back({group, "GET, already registered", warm, why});
+      for (unsigned i = 0; i < cold_run; ++i) client.delete_object("bench", "cold-" + std::to_string(i), ec);
+
+      // N processes × 16 concurrent 64 MiB GETs each.
+      if (opt.aggregate > 0) {
+        std::vector<pid_t> children;
+        std::vector<FILE*> pipes;
+        std::vector<int> gos;
+        for (unsigned c = 0; c < opt.aggregate; ++c) {
+          int fds[2];
+          int in[2];
+          if (::pipe(fds) != 0) break;
+          if (::pipe(in) != 0) {
+            ::close(fds[0]);
+            ::close(fds[1]);
+            break;
+          }
+          posix_spawn_file_actions_t actions;
+          posix_spawn_file_actions_init(&actions);
+          posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+          posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+          posix_spawn_file_actions_addclose(&actions, fds[0]);
+          posix_spawn_file_actions_addclose(&actions, in[1]);
+          const std::string size_text = std::to_string(opt.size);
+          std::vector<std::string> args = {"/proc/self/exe",
+                                           "--endpoint",
+                                           opt.endpoint,
+                                           "--access-key",
+                                           opt.access_key,
+                                           "--secret-key",
+                                           opt.secret_key,
+                                           "--grant-socket",
+                                           opt.grant_socket,
+                                           "--size",
+                                           size_text,
+                                           "--child",
+                                           "1"};
+          std::vector<char*> argv_child;
+          for (auto& a : args) argv_child.push_back(a.data());
+          argv_child.push_back(nullptr);
+          pid_t pid = 0;
+          if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv_child.data(), environ) == 0) {
+            children.push_back(pid);
+            pipes.push_back(::fdopen(fds[0], "r"));
+            gos.push_back(in[1]);
+          } else {
+            ::close(fds[0]);
+            ::close(in[1]);
+          }
+          ::close(fds[1]);
+          ::close(in[0]);
+          posix_spawn_file_actions_destroy(&actions);
+        }
+        bool children_ok = children.size() == opt.aggregate;
+        char line[128] = {};
+        for (FILE* f : pipes) {  // every child has warmed up
+          if (std::fgets(line, sizeof line, f) == nullptr || std::strncmp(line, "ready", 5) != 0) children_ok = false;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        for (const int go : gos) {
+          if (::write(go, "g", 1) != 1) children_ok = false;
+          ::close(go);
+        }
+        double bytes = 0;
+        for (std::size_t c = 0; c < children.size(); ++c) {
+          unsigned long long b = 0;
+          double sec = 0;
+          if (std::fgets(line, sizeof line, pipes[c]) == nullptr || std::sscanf(line, "%llu %lf", &b, &sec) != 2) {
+            children_ok = false;
+          }
+          bytes += static_cast<double>(b);
+        }
+        // From the common start to the last child's last byte.
+        const double slowest = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        for (std::size_t c = 0; c < children.size(); ++c) {
+          std::fclose(pipes[c]);
+          int status = 0;
+          ::waitpid(children[c], &status, 0);
+          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) children_ok = false;
+        }
+        const std::string name = std::to_string(opt.aggregate) + " processes × 16 concurrent 64 MiB GETs";
+        if (children_ok && slowest > 0) {
+          measured m;
+          m.seconds = slowest * static_cast<double>(opt.size) / bytes;  // as if moving --size at the aggregate rate
+          m.note = "aggregate " + std::to_string(bytes / gib / slowest).substr(0, 5) + " GiB/s over " +
+                   std::to_string(static_cast<unsigned long long>(bytes) >> 20) + " MiB";
+          results.push_back({group, name, m, m.note});
+        } else {
+          results.push_back({group, name, std::nullopt, "a client process failed"});
+        }
+      }
+    }
   }
 
   // -- file → GPU ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 // returned, and a full scan for the first query).
 //
 //   vectors_from_s3 --endpoint http://127.0.0.1:9000 --access-key AK --secret-key SK
-//                   [--bucket vectors] [--fabric auto|shm|tcp|verbs|efa|off] [--vectors 1000000]
+//                   [--bucket vectors] [--fabric auto|shm|tcp|verbs|efa|off] [--grant-socket PATH] [--vectors 1000000]
 //                   [--dim 128] [--queries 16] [--k 10] [--device 0] [--repeat 1] [--upload]
 //   vectors_from_s3 --check-device
 //
@@ -26,10 +26,12 @@
 #include <sluice/cuda/device.hpp>
 #include <sluice/cuda/device_memory.hpp>
 #include <sluice/cuda/error.hpp>
+#include <sluice/cuda/grant.hpp>
 #include <sluice/cuda/s3.hpp>
 #include <sluice/fabric/s3_plane.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
+#include <sluice/s3/local_plane.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -68,6 +70,7 @@ struct options {
   std::string secret_key;
   std::string bucket = "vectors";
   std::string fabric = "auto";
+  std::string grant_socket;  // the server's same-host grant socket: GPU memory granted by CUDA IPC
   std::uint64_t vectors = 1'000'000;
   std::uint64_t dim = 128;
   std::uint64_t queries = 16;
@@ -86,7 +89,7 @@ struct options {
 void print_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: vectors_from_s3 --endpoint http://HOST:PORT --access-key AK --secret-key SK\n"
-               "                       [--bucket vectors] [--fabric auto|shm|tcp|verbs|efa|off]\n"
+               "                       [--bucket vectors] [--fabric auto|shm|tcp|verbs|efa|off] [--grant-socket PATH]\n"
                "                       [--vectors 1000000] [--dim 128] [--queries 16] [--k 10] [--device 0]\n"
                "                       [--repeat 1] [--upload]\n"
                "       vectors_from_s3 --check-device\n"
@@ -133,6 +136,8 @@ parsed parse(int argc, char** argv, options& opt) {
         opt.bucket = value;
       } else if (arg == "--fabric") {
         opt.fabric = value;
+      } else if (arg == "--grant-socket") {
+        opt.grant_socket = value;
       } else if (arg == "--vectors") {
         opt.vectors = number(value);
       } else if (arg == "--dim") {
@@ -245,6 +250,7 @@ std::optional<cuda::device_properties> check_device(int ordinal) {
 // --fabric off, a client without one (HTTP bodies only: the sluice path is then staged).
 struct connection {
   std::shared_ptr<fabric::client_plane> plane;
+  std::shared_ptr<s3::local_client_plane> grants;  // --grant-socket: tried before the fabric plane
   std::unique_ptr<s3::client> client;
 };
 
@@ -271,6 +277,22 @@ std::optional<connection> connect(const options& opt) {
   config.part_size = 8 * sluice::mib;
   config.parts_in_flight = 4;
   config.rdma = c.plane;
+  if (!opt.grant_socket.empty()) {
+    // Same host: the server copies the segment straight into this process's GPU memory (CUDA
+    // IPC grant) by DMA from its page cache; larger parts, since a grant stages nothing.
+    error_code ec;
+    c.grants = s3::local_client_plane::open(
+        {opt.grant_socket, {opt.access_key, opt.secret_key}, cuda::make_grant_exporter()}, ec);
+    if (ec) {
+      std::fprintf(stderr, "vectors_from_s3: --grant-socket %s: %s\n", opt.grant_socket.c_str(), ec.message().c_str());
+      return std::nullopt;
+    }
+    std::vector<std::shared_ptr<s3::rdma_client_plane>> planes{c.grants};
+    if (c.plane) planes.push_back(c.plane);
+    config.rdma = std::make_shared<s3::rdma_client_planes>(std::move(planes));
+    config.part_size = 256 * sluice::mib;
+    config.multipart_threshold = 256 * sluice::mib;
+  }
   if (auto problem = config.validate()) {
     std::fprintf(stderr, "vectors_from_s3: %s\n", problem->message().c_str());
     return std::nullopt;
@@ -604,8 +626,9 @@ int main(int argc, char** argv) {
   auto conn = connect(opt);
   if (!conn) return 1;
   s3::client& client = *conn->client;
-  std::printf("    fabric: %s\n",
-              conn->plane ? std::string(conn->plane->provider()).c_str() : "off (HTTP bodies only)");
+  std::printf("    fabric: %s; same-host grants: %s\n",
+              conn->plane ? std::string(conn->plane->provider()).c_str() : "off (HTTP bodies only)",
+              conn->grants ? opt.grant_socket.c_str() : "off");
 
   std::optional<std::uint64_t> generated;
   if (opt.upload) {

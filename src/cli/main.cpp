@@ -11,6 +11,9 @@
 #include <sluice/s3/local_plane.hpp>
 #include <sluice/s3/server.hpp>
 
+#ifdef SLUICE_CLI_WITH_CUDA
+#include <sluice/cuda/grant.hpp>
+#endif
 #ifdef SLUICE_CLI_WITH_FABRIC
 #include <sluice/fabric/s3_plane.hpp>
 #endif
@@ -206,12 +209,19 @@ int serve(const arguments& args) {
     sluice::s3::local_server_plane_config grants;
     grants.socket_path = grant_choice;
     for (const auto& u : config.users) grants.users.push_back({u.access_key_id, u.secret_access_key});
+    std::string kinds = "memfd";
+#ifdef SLUICE_CLI_WITH_CUDA
+    // Device memory of clients on this host, by CUDA IPC, when this process sees a GPU.
+    sluice::error_code cuda_ec;
+    grants.device = sluice::cuda::make_grant_opener({}, cuda_ec);
+    kinds += grants.device ? ", cuda-ipc" : ", no cuda-ipc: " + cuda_ec.message();
+#endif
     auto local = sluice::s3::local_server_plane::open(grants, ec);
     if (ec) {
       std::fprintf(stderr, "sluice serve: --grant-socket %s: %s\n", grant_choice.c_str(), ec.message().c_str());
       return 1;
     }
-    grant_status = grant_choice + " (memfd)";
+    grant_status = grant_choice + " (" + kinds + ")";
     std::vector<std::shared_ptr<sluice::s3::rdma_server_plane>> planes{local};
     if (config.rdma) planes.push_back(config.rdma);
     config.rdma = std::make_shared<sluice::s3::rdma_server_planes>(std::move(planes));

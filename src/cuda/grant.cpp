@@ -1,2 +1,538 @@
 // Same-host device-memory grants (include/sluice/cuda/grant.hpp): CUDA IPC export and open,
 // and the server's copies from registered page cache into opened client allocations.
+#include <sluice/cuda/error.hpp>
+#include <sluice/cuda/grant.hpp>
+
+#include <sluice/s3/error.hpp>
+
+#include <cuda.h>  // types of cuMemGetAddressRange only: the driver is reached through the runtime
+#include <cuda_runtime_api.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace sluice::cuda {
+
+namespace {
+
+error_code from(cudaError_t e) noexcept { return make_cuda_error(static_cast<int>(e)); }
+
+// The description a client sends: magic, version, the IPC handle of the allocation's base, the
+// device's UUID and the size the client says the allocation has.
+constexpr std::array<std::byte, 4> magic{std::byte{'S'}, std::byte{'L'}, std::byte{'C'}, std::byte{'I'}};
+constexpr std::uint8_t description_version = 1;
+constexpr std::size_t handle_bytes = sizeof(cudaIpcMemHandle_t);
+constexpr std::size_t uuid_bytes = 16;
+constexpr std::size_t description_bytes = 4 + 4 + handle_bytes + uuid_bytes + 8;
+
+using get_range_fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+/// cuMemGetAddressRange through the runtime (no link to libcuda: hosts without a driver still
+/// load the library); null when the driver does not give it.
+get_range_fn address_range() {
+  static const get_range_fn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return get_range_fn{nullptr};
+    }
+    return reinterpret_cast<get_range_fn>(p);  // the driver's documented signature
+  }();
+  return fn;
+}
+
+/// The allocation holding `p`: base and size; false when the driver does not know it.
+bool allocation_of(const void* p, std::byte*& base, std::uint64_t& size) {
+  const get_range_fn fn = address_range();
+  if (fn == nullptr) return false;
+  CUdeviceptr b = 0;
+  size_t n = 0;
+  if (fn(&b, &n, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return false;
+  base = reinterpret_cast<std::byte*>(b);
+  size = n;
+  return true;
+}
+
+std::array<std::byte, uuid_bytes> uuid_of(int device, error_code& ec) {
+  std::array<std::byte, uuid_bytes> out{};
+  cudaDeviceProp prop{};
+  if (const cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
+    ec = from(e);
+    return out;
+  }
+  std::memcpy(out.data(), &prop.uuid, uuid_bytes);
+  ec = {};
+  return out;
+}
+
+/// Sets a device for the calling thread and restores the previous one.
+class device_scope {
+ public:
+  explicit device_scope(int device) {
+    (void)cudaGetDevice(&previous_);
+    (void)cudaSetDevice(device);
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+  ~device_scope() { (void)cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+// -- client ----------------------------------------------------------------------------------
+
+class ipc_exporter final : public s3::device_grant_exporter {
+ public:
+  s3::exported_device_memory export_allocation(const region& memory, error_code& ec) override {
+    s3::exported_device_memory out;
+    if (memory.kind != memory_kind::cuda_device || memory.data == nullptr) {
+      ec = errc::unsupported_memory;
+      return out;
+    }
+    cudaPointerAttributes attributes{};
+    if (const cudaError_t e = cudaPointerGetAttributes(&attributes, memory.data);
+        e != cudaSuccess || attributes.type != cudaMemoryTypeDevice) {
+      (void)cudaGetLastError();
+      ec = errc::unsupported_memory;
+      return out;
+    }
+    // The driver calls need the device's context current in this thread (the S3 client calls
+    // from its own threads, which may never have touched CUDA).
+    const device_scope scope(attributes.device);
+    std::byte* base = nullptr;
+    std::uint64_t size = 0;
+    if (!allocation_of(memory.data, base, size)) {
+      ec = errc::unsupported_memory;
+      return out;
+    }
+    cudaIpcMemHandle_t handle{};
+    const cudaError_t e = cudaIpcGetMemHandle(&handle, base);  // VMM or pool memory is not exportable
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      ec = errc::unsupported_memory;
+      return out;
+    }
+    const auto uuid = uuid_of(attributes.device, ec);
+    if (ec) return out;
+    out.description.reserve(description_bytes);
+    out.description.insert(out.description.end(), magic.begin(), magic.end());
+    out.description.push_back(std::byte{description_version});
+    out.description.resize(8);
+    const auto* h = reinterpret_cast<const std::byte*>(&handle);
+    out.description.insert(out.description.end(), h, h + handle_bytes);
+    out.description.insert(out.description.end(), uuid.begin(), uuid.end());
+    for (unsigned i = 0; i < 8; ++i) out.description.push_back(static_cast<std::byte>((size >> (8 * i)) & 0xFFu));
+    out.base = base;
+    out.size = size;
+    ec = {};
+    return out;
+  }
+};
+
+// -- server ----------------------------------------------------------------------------------
+
+/// `streams` non-blocking streams of one transfer.
+class stream_set {
+ public:
+  explicit stream_set(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      cudaStream_t s = nullptr;
+      if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) streams_.push_back(s);
+    }
+  }
+  stream_set(const stream_set&) = delete;
+  stream_set& operator=(const stream_set&) = delete;
+  ~stream_set() {
+    for (cudaStream_t s : streams_) (void)cudaStreamDestroy(s);
+  }
+  [[nodiscard]] bool empty() const noexcept { return streams_.empty(); }
+  cudaStream_t next() { return streams_[next_++ % streams_.size()]; }
+  error_code synchronize() {
+    error_code first;
+    for (cudaStream_t s : streams_) {
+      if (const cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess && !first) first = from(e);
+    }
+    return first;
+  }
+
+ private:
+  std::vector<cudaStream_t> streams_;
+  std::size_t next_ = 0;
+};
+
+/// The registered chunks of one object version's mapping, kept with the mapping.
+struct cached_source {
+  std::shared_ptr<const void> owner;  // the mapping the chunks belong to
+  const std::byte* data = nullptr;    // object byte 0 in that mapping
+  std::uint64_t size = 0;
+  std::size_t lead = 0;  // data's offset in its page: chunks are page-aligned ranges of the mapping
+  std::mutex mutex;      // chunks
+  std::condition_variable settled;
+  enum class chunk_state : std::uint8_t { absent, registering, registered, failed };
+  std::vector<chunk_state> chunks;
+  std::atomic<std::uint64_t> registered_bytes{0};
+  int users = 0;  // transfers using it now (the cache's mutex)
+};
+
+class ipc_opener;
+
+/// One opened client allocation.
+class ipc_grant final : public s3::device_grant {
+ public:
+  ipc_grant(std::shared_ptr<ipc_opener> opener, int device, std::byte* base, std::uint64_t size,
+            std::shared_ptr<void> handle)
+      : opener_(std::move(opener)), device_(device), base_(base), size_(size), handle_(std::move(handle)) {}
+  [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
+  error_code write(std::uint64_t offset, const s3::rdma_source& source) override;
+  error_code read(std::uint64_t offset, std::uint64_t length, const s3::rdma_sink& sink) override;
+
+ private:
+  std::shared_ptr<ipc_opener> opener_;
+  int device_;
+  std::byte* base_;
+  std::uint64_t size_;
+  std::shared_ptr<void> handle_;  // closes the IPC mapping when the last grant on it goes
+};
+
+class ipc_opener final : public s3::device_grant_opener, public std::enable_shared_from_this<ipc_opener> {
+ public:
+  explicit ipc_opener(grant_opener_config config) : config_(config) {}
+  ~ipc_opener() override {
+    for (auto& [version, cached] : cache_) unregister_all(*cached.entry);
+  }
+
+  std::shared_ptr<s3::device_grant> open(std::span<const std::byte> description, error_code& ec) override {
+    if (description.size() != description_bytes || !std::equal(magic.begin(), magic.end(), description.begin()) ||
+        description[4] != std::byte{description_version}) {
+      ec = errc::invalid_argument;
+      return nullptr;
+    }
+    cudaIpcMemHandle_t handle{};
+    std::memcpy(&handle, description.data() + 8, handle_bytes);
+    std::array<std::byte, uuid_bytes> uuid{};
+    std::memcpy(uuid.data(), description.data() + 8 + handle_bytes, uuid_bytes);
+    std::uint64_t claimed = 0;
+    for (unsigned i = 0; i < 8; ++i) {
+      claimed |= std::to_integer<std::uint64_t>(description[8 + handle_bytes + uuid_bytes + i]) << (8 * i);
+    }
+    const int device = device_with(uuid);
+    if (device < 0) {
+      ec = s3::errc::rdma_not_supported;  // not a GPU this process sees
+      return nullptr;
+    }
+    const std::lock_guard lock(mutex_);
+    const std::string key(reinterpret_cast<const char*>(&handle), handle_bytes);
+    std::shared_ptr<void> opened;
+    std::byte* base = nullptr;
+    if (auto it = handles_.find(key); it != handles_.end()) opened = it->second.lock();
+    if (opened) {
+      base = static_cast<std::byte*>(opened.get());
+    } else {
+      const device_scope scope(device);
+      void* p = nullptr;
+      if (const cudaError_t e = cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
+        (void)cudaGetLastError();
+        ec = s3::errc::rdma_not_supported;  // another host's or boot's handle, a freed allocation, ...
+        return nullptr;
+      }
+      auto self = shared_from_this();
+      opened = std::shared_ptr<void>(p, [self, device](void* q) {
+        const device_scope s(device);
+        (void)cudaIpcCloseMemHandle(q);
+        --self->open_handles_;
+      });
+      ++open_handles_;
+      handles_[key] = opened;
+      base = static_cast<std::byte*>(p);
+    }
+    // The driver's size of what was opened bounds the grant, whatever the client claimed.
+    const device_scope scope(device);
+    std::byte* real_base = nullptr;
+    std::uint64_t real_size = 0;
+    if (!allocation_of(base, real_base, real_size) || real_base != base) {
+      ec = s3::errc::rdma_not_supported;
+      return nullptr;
+    }
+    ec = {};
+    return std::make_shared<ipc_grant>(shared_from_this(), device, base, std::min(claimed, real_size),
+                                       std::move(opened));
+  }
+
+  /// Copies source.bytes() to `to` (device memory of `device`) by DMA from registered chunks.
+  error_code write(int device, std::byte* to, const s3::rdma_source& source) {
+    const device_scope scope(device);
+    stream_set streams(config_.streams);
+    if (streams.empty()) return errc::no_device;
+    const std::shared_ptr<cached_source> entry = acquire(source);
+    const std::uint64_t chunk = config_.chunk_bytes;
+    error_code failure;
+    // Chunk by chunk of the mapping: make sure the chunk is registered (or known not to be), then
+    // queue its part of the range; the next chunk registers while this one's DMA runs.
+    for (std::uint64_t at = source.offset; at < source.offset + source.length && !failure;) {
+      const std::uint64_t index = (at + entry->lead) / chunk;
+      const std::uint64_t end =
+          std::min({(index + 1) * chunk - entry->lead, source.offset + source.length, entry->size});
+      const bool registered = ensure_registered(*entry, index);
+      const std::byte* src = entry->data + at;
+      const auto n = static_cast<std::size_t>(end - at);
+      cudaError_t e = cudaSuccess;
+      if (registered) {
+        e = cudaMemcpyAsync(to + (at - source.offset), src, n, cudaMemcpyHostToDevice, streams.next());
+      } else {
+        ++pageable_copies_;
+        e = cudaMemcpy(to + (at - source.offset), src, n, cudaMemcpyHostToDevice);
+      }
+      if (e != cudaSuccess) failure = from_error(e);
+      at = end;
+    }
+    if (const error_code synced = streams.synchronize(); synced && !failure) failure = synced;
+    release(entry);
+    return failure;
+  }
+
+  error_code read(int device, const std::byte* from, std::uint64_t length, const s3::rdma_sink& sink) {
+    const device_scope scope(device);
+    std::array<void*, 2> buffers{};
+    std::array<cudaEvent_t, 2> ready{};
+    const auto cleanup = [&] {
+      for (void* p : buffers) (void)cudaFreeHost(p);
+      for (cudaEvent_t e : ready) (void)cudaEventDestroy(e);
+    };
+    for (std::size_t i = 0; i < 2; ++i) {
+      cudaError_t e = cudaMallocHost(&buffers[i], config_.staging_bytes);
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ready[i], cudaEventDisableTiming);
+      if (e != cudaSuccess) {
+        cleanup();
+        return from_error(e);
+      }
+    }
+    stream_set streams(1);
+    const std::uint64_t step = config_.staging_bytes;
+    const std::uint64_t chunks = (length + step - 1) / step;
+    const auto queue = [&](std::uint64_t i) -> error_code {
+      const auto slot = static_cast<std::size_t>(i % 2);
+      const auto n = static_cast<std::size_t>(std::min(step, length - i * step));
+      cudaStream_t s = streams.next();
+      cudaError_t e = cudaMemcpyAsync(buffers[slot], from + i * step, n, cudaMemcpyDeviceToHost, s);
+      if (e == cudaSuccess) e = cudaEventRecord(ready[slot], s);
+      return e == cudaSuccess ? error_code{} : from_error(e);
+    };
+    // Double-buffered: chunk i+1 copies out of the device while the sink takes chunk i (the
+    // sink is done with a buffer before the chunk after next is queued into it).
+    error_code failure = chunks > 0 ? queue(0) : error_code{};
+    for (std::uint64_t i = 0; i < chunks && !failure; ++i) {
+      if (i + 1 < chunks && (failure = queue(i + 1))) break;
+      const auto slot = static_cast<std::size_t>(i % 2);
+      if (const cudaError_t e = cudaEventSynchronize(ready[slot]); e != cudaSuccess) {
+        failure = from_error(e);
+        break;
+      }
+      const auto n = static_cast<std::size_t>(std::min(step, length - i * step));
+      failure = sink(std::span<const std::byte>(static_cast<const std::byte*>(buffers[slot]), n));
+    }
+    (void)streams.synchronize();  // nothing may still write into the buffers freed below
+    cleanup();
+    return failure;
+  }
+
+  grant_opener_stats stats() {
+    const std::lock_guard lock(mutex_);
+    return {registered_bytes_,       registrations_.load(), hits_.load(),
+            pageable_copies_.load(), evictions_.load(),     open_handles_.load()};
+  }
+
+ private:
+  static error_code from_error(cudaError_t e) {
+    (void)cudaGetLastError();
+    return from(e);
+  }
+
+  int device_with(const std::array<std::byte, uuid_bytes>& uuid) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    for (int d = 0; d < count; ++d) {
+      error_code ec;
+      if (uuid_of(d, ec) == uuid && !ec) return d;
+    }
+    return -1;
+  }
+
+  /// The cache entry of the source's version (made when missing), marked in use. A source
+  /// without a version gets an entry of its own that is never cached.
+  std::shared_ptr<cached_source> acquire(const s3::rdma_source& source) {
+    const std::lock_guard lock(mutex_);
+    if (source.version.cacheable()) {
+      if (auto it = cache_.find(source.version); it != cache_.end()) {
+        lru_.splice(lru_.end(), lru_, it->second.lru);
+        ++it->second.entry->users;
+        return it->second.entry;
+      }
+    }
+    auto entry = std::make_shared<cached_source>();
+    entry->owner = source.owner;
+    entry->data = source.mapping.bytes();
+    entry->size = source.mapping.size;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    entry->lead = reinterpret_cast<std::uintptr_t>(entry->data) & (page - 1);
+    entry->chunks.assign(
+        static_cast<std::size_t>((entry->size + entry->lead + config_.chunk_bytes - 1) / config_.chunk_bytes),
+        cached_source::chunk_state::absent);
+    entry->users = 1;
+    if (source.version.cacheable() && entry->size <= config_.registration_budget) {
+      lru_.push_back(source.version);
+      cache_.emplace(source.version, cache_slot{entry, std::prev(lru_.end())});
+    }
+    return entry;
+  }
+
+  void release(const std::shared_ptr<cached_source>& entry) {
+    std::vector<std::shared_ptr<cached_source>> evicted;
+    {
+      const std::lock_guard lock(mutex_);
+      --entry->users;
+      const bool cached =
+          std::any_of(cache_.begin(), cache_.end(), [&](const auto& c) { return c.second.entry == entry; });
+      if (!cached && entry->users == 0) evicted.push_back(entry);
+      // Stay within the budget: unregister the least recently used versions nobody uses.
+      for (auto it = lru_.begin(); it != lru_.end() && registered_bytes_ > config_.registration_budget;) {
+        auto found = cache_.find(*it);
+        if (found->second.entry->users == 0) {
+          evicted.push_back(found->second.entry);
+          registered_bytes_ -= std::min<std::uint64_t>(registered_bytes_, found->second.entry->registered_bytes.load());
+          cache_.erase(found);
+          it = lru_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (const auto& e : evicted) {
+      evictions_ += static_cast<std::uint64_t>(
+          std::count(e->chunks.begin(), e->chunks.end(), cached_source::chunk_state::registered));
+      unregister_all(*e);
+    }
+  }
+
+  /// Registers chunk `index` of the entry's mapping once (other transfers wait for it); false
+  /// when it cannot be registered.
+  bool ensure_registered(cached_source& entry, std::uint64_t index) {
+    std::unique_lock lock(entry.mutex);
+    auto& state = entry.chunks[static_cast<std::size_t>(index)];
+    entry.settled.wait(lock, [&] { return state != cached_source::chunk_state::registering; });
+    if (state == cached_source::chunk_state::registered) {
+      ++hits_;
+      return true;
+    }
+    if (state == cached_source::chunk_state::failed) return false;
+    state = cached_source::chunk_state::registering;
+    lock.unlock();
+    const auto [p, n] = chunk_range(entry, index);
+    const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterReadOnly | cudaHostRegisterPortable);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    lock.lock();
+    state = e == cudaSuccess ? cached_source::chunk_state::registered : cached_source::chunk_state::failed;
+    if (e == cudaSuccess) {
+      entry.registered_bytes += n;
+      ++registrations_;
+      const std::lock_guard cache_lock(mutex_);
+      registered_bytes_ += n;
+    }
+    entry.settled.notify_all();
+    return e == cudaSuccess;
+  }
+
+  /// The host range of chunk `index`: chunk_bytes of the mapping from the page that holds the
+  /// object's first byte (page-aligned, so neighbouring chunks never share a page), the last one
+  /// up to the end of the page holding the object's last byte (mmap maps whole pages).
+  std::pair<void*, std::size_t> chunk_range(const cached_source& entry, std::uint64_t index) const {
+    static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::byte* aligned = entry.data - entry.lead;
+    const std::uint64_t span = (entry.lead + entry.size + page - 1) / page * page;
+    const std::uint64_t first = index * config_.chunk_bytes;
+    const std::uint64_t last = std::min(span, first + config_.chunk_bytes);
+    // cudaHostRegister takes a non-const pointer; ReadOnly registration never writes.
+    return {const_cast<std::byte*>(aligned + first), static_cast<std::size_t>(last - first)};
+  }
+
+  void unregister_all(cached_source& entry) {
+    for (std::size_t i = 0; i < entry.chunks.size(); ++i) {
+      if (entry.chunks[i] == cached_source::chunk_state::registered) {
+        (void)cudaHostUnregister(chunk_range(entry, i).first);
+        entry.chunks[i] = cached_source::chunk_state::absent;
+      }
+    }
+  }
+
+  struct cache_slot {
+    std::shared_ptr<cached_source> entry;
+    std::list<s3::object_version_id>::iterator lru;
+  };
+
+  grant_opener_config config_;
+  std::mutex mutex_;  // cache_, lru_, handles_, registered_bytes_
+  std::map<s3::object_version_id, cache_slot> cache_;
+  std::list<s3::object_version_id> lru_;
+  std::map<std::string, std::weak_ptr<void>> handles_;
+  std::uint64_t registered_bytes_ = 0;
+  std::atomic<std::uint64_t> registrations_{0}, hits_{0}, pageable_copies_{0}, evictions_{0}, open_handles_{0};
+};
+
+error_code ipc_grant::write(std::uint64_t offset, const s3::rdma_source& source) {
+  return opener_->write(device_, base_ + offset, source);
+}
+
+error_code ipc_grant::read(std::uint64_t offset, std::uint64_t length, const s3::rdma_sink& sink) {
+  return opener_->read(device_, base_ + offset, length, sink);
+}
+
+}  // namespace
+
+std::optional<config_error> grant_opener_config::validate() const {
+  if (streams == 0 || streams > 64) return config_error{"grants.streams", "must be 1..64"};
+  if (chunk_bytes < (1u << 20) || chunk_bytes > (std::size_t{1} << 30) || chunk_bytes % 4096 != 0) {
+    return config_error{"grants.chunk_bytes", "must be a multiple of 4 KiB between 1 MiB and 1 GiB"};
+  }
+  if (staging_bytes < 4096) return config_error{"grants.staging_bytes", "must be at least 4 KiB"};
+  return std::nullopt;
+}
+
+std::shared_ptr<s3::device_grant_opener> make_grant_opener(const grant_opener_config& config, error_code& ec) {
+  if (config.validate()) {
+    ec = errc::invalid_config;
+    return nullptr;
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    ec = errc::no_device;
+    return nullptr;
+  }
+  ec = {};
+  return std::make_shared<ipc_opener>(config);
+}
+
+grant_opener_stats stats_of(const s3::device_grant_opener& opener) {
+  // The const_cast only reaches a mutex and counters: stats() changes nothing observable.
+  if (auto* ours = dynamic_cast<const ipc_opener*>(&opener)) return const_cast<ipc_opener*>(ours)->stats();
+  return {};
+}
+
+std::shared_ptr<s3::device_grant_exporter> make_grant_exporter() { return std::make_shared<ipc_exporter>(); }
+
+}  // namespace sluice::cuda

@@ -1,0 +1,61 @@
+// Same-host device-memory grants over CUDA IPC: the sluice::cuda side of s3::local_client_plane
+// and s3::local_server_plane (include/sluice/s3/local_plane.hpp).
+//
+// Client: make_grant_exporter() describes the allocation holding a GET destination or a PUT
+// source (cudaIpcGetMemHandle of its base, the device's UUID, the allocation's size).
+// Server: make_grant_opener() opens such a description (cudaIpcOpenMemHandle on the device with
+// that UUID; the size the driver reports for the opened allocation bounds the grant, never the
+// client's claim) and moves bytes by DMA:
+// - GET: the object's page-cache mapping is registered with cudaHostRegister(ReadOnly), in
+//   chunks, each chunk's copy overlapping the next chunk's registration; registrations are kept
+//   per object version (the mapping with them) up to a byte budget, least recently used first
+//   out, so a second GET of a hot object copies at the pinned ceiling straight away. Where
+//   registration fails, the range is copied as pageable memory.
+// - PUT: device → a pinned double buffer → the server's sink, in order.
+// Compiled into sluice::cuda when the S3 tier is built.
+#pragma once
+
+#include <sluice/config.hpp>
+#include <sluice/s3/local_plane.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace sluice::cuda {
+
+/// How a server opens and copies into client device memory.
+struct grant_opener_config {
+  /// Page cache kept registered (cudaHostRegister) across GETs, over all objects.
+  std::uint64_t registration_budget = std::uint64_t{32} << 30;
+  std::size_t streams = 4;               ///< copy streams of one transfer (1..64)
+  std::size_t chunk_bytes = 64 << 20;    ///< registration and copy unit (1 MiB..1 GiB)
+  std::size_t staging_bytes = 16 << 20;  ///< PUT: each of the two pinned buffers
+
+  /// The first problem, or nullopt.
+  [[nodiscard]] std::optional<config_error> validate() const;
+};
+
+/// What a grant opener did since it was made (for reports and tests).
+struct grant_opener_stats {
+  std::uint64_t registered_bytes = 0;  ///< page cache registered now
+  std::uint64_t registrations = 0;     ///< chunks registered since start
+  std::uint64_t cache_hits = 0;        ///< chunks a GET found registered already
+  std::uint64_t pageable_copies = 0;   ///< ranges copied unregistered (registration failed)
+  std::uint64_t evictions = 0;         ///< chunks unregistered to stay within the budget
+  std::uint64_t open_handles = 0;      ///< client allocations opened now
+};
+
+/// A server's opener. Errors: errc::no_device (no usable GPU: run without device grants),
+/// errc::invalid_config.
+[[nodiscard]] std::shared_ptr<s3::device_grant_opener> make_grant_opener(const grant_opener_config& config,
+                                                                         error_code& ec);
+
+/// The counters of an opener made by make_grant_opener (zeros for any other).
+[[nodiscard]] grant_opener_stats stats_of(const s3::device_grant_opener& opener);
+
+/// A client's exporter (needs no GPU to be made; export_allocation reports what is missing).
+[[nodiscard]] std::shared_ptr<s3::device_grant_exporter> make_grant_exporter();
+
+}  // namespace sluice::cuda

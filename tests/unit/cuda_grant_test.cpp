@@ -1,0 +1,60 @@
+#include <sluice/cuda/grant.hpp>
+
+#include <sluice/cuda/device.hpp>
+#include <sluice/cuda/device_memory.hpp>
+#include <sluice/s3/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <vector>
+
+// Runs everywhere: without a GPU the opener answers no_device and the exporter refuses; with one,
+// hostile descriptions are refused without a crash and a real allocation exports its base and size.
+TEST_CASE("cuda grants: opener and exporter on this host") {
+  using namespace sluice;
+  error_code ec;
+  CHECK(cuda::grant_opener_config{}.validate() == std::nullopt);
+  cuda::grant_opener_config bad;
+  bad.chunk_bytes = 12345;
+  CHECK(bad.validate());
+  CHECK(!cuda::make_grant_opener(bad, ec));
+  CHECK(ec == errc::invalid_config);
+
+  auto exporter = cuda::make_grant_exporter();
+  std::vector<std::byte> host(4096);
+  (void)exporter->export_allocation(host_region(host), ec);
+  CHECK(ec == errc::unsupported_memory);  // host memory is never described as device memory
+
+  auto opener = cuda::make_grant_opener({}, ec);
+  if (cuda::device_count(ec) == 0) {
+    MESSAGE("no CUDA device here: " << cuda::no_device_reason());
+    CHECK(!opener);
+    return;
+  }
+  REQUIRE(opener);
+  // Hostile descriptions: wrong sizes, wrong magic, random bytes. Refused, never opened.
+  std::mt19937 gen(5);
+  for (const std::size_t n : {0UL, 1UL, 95UL, 96UL, 97UL, 512UL}) {
+    std::vector<std::byte> junk(n);
+    for (auto& b : junk) b = static_cast<std::byte>(gen() & 0xFFU);
+    CHECK(!opener->open(junk, ec));
+    CHECK(ec);
+  }
+  auto device = cuda::device_buffer::allocate(3 << 20, 0, ec);
+  REQUIRE(!ec);
+  const region middle{static_cast<std::byte*>(device.native_handle()) + 4096, 1 << 20, memory_kind::cuda_device, 0};
+  const auto exported = exporter->export_allocation(middle, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(exported.base == device.native_handle());
+  CHECK(exported.size >= (3u << 20));
+  CHECK(exported.description.size() == 96);
+  // The same process cannot open its own IPC handle: refused as not openable here.
+  CHECK(!opener->open(exported.description, ec));
+  CHECK(ec == s3::errc::rdma_not_supported);
+  std::vector<std::byte> wrong_uuid = exported.description;
+  wrong_uuid[8 + 64] ^= std::byte{0xff};
+  CHECK(!opener->open(wrong_uuid, ec));
+  CHECK(ec == s3::errc::rdma_not_supported);
+  CHECK(cuda::stats_of(*opener).open_handles == 0);
+}
