@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,7 +82,10 @@ void check_read(const cuda::file_to_device_options& options, std::uint64_t offse
   CHECK(n == length);
   CHECK(report.method == options.method);
   CHECK(report.bytes == length);
-  if (options.method == cuda::file_method::cufile) {
+  if (options.method == cuda::file_method::mapped) {
+    CHECK(report.pinned_bytes == 0);  // the page cache itself is registered, no ring
+    CHECK(report.resident_fraction >= 0);
+  } else if (options.method == cuda::file_method::cufile) {
     CHECK(report.pinned_bytes == 0);
     MESSAGE("cufile: O_DIRECT " << report.direct_io << ", compat mode likely " << report.cufile_compat_mode);
   } else {
@@ -125,6 +129,44 @@ TEST_CASE("file to device: through the stager with buffered reads") {
   cuda::file_to_device_options options;
   options.method = cuda::file_method::buffered;
   check_sizes(options);
+}
+
+TEST_CASE("file to device: DMA from the registered page cache (mapped)") {
+  cuda::file_to_device_options options;
+  options.method = cuda::file_method::mapped;
+  check_sizes(options);  // every size and the unaligned offset: chunk and page edges
+}
+
+TEST_CASE("file to device: automatic picks mapped for a resident file, uring for a cold one") {
+  const test_file& file = shared_file();
+  auto device = cuda::device_buffer::allocate(8 << 20);
+  cuda::file_to_device_options options;
+  options.method = cuda::file_method::automatic;
+  cuda::file_to_device_report report;
+  std::vector<std::byte> warm(8 << 20);
+  {  // read once: resident now
+    const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    CHECK(::pread(fd, warm.data(), warm.size(), 0) == static_cast<ssize_t>(warm.size()));
+    ::close(fd);
+  }
+  static_cast<void>(cuda::read_file_to_device(file.path, 0, device.region(), options, &report));
+  CHECK(report.method == cuda::file_method::mapped);
+  CHECK(report.resident_fraction >= 0.9);
+  {  // out of the page cache (the file is written and synced)
+    const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    CHECK(::fsync(fd) == 0);
+    CHECK(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    ::close(fd);
+  }
+  static_cast<void>(cuda::read_file_to_device(file.path, 0, device.region(), options, &report));
+  MESSAGE("automatic on a dropped file: " << cuda::to_string(report.method) << ", resident "
+                                          << report.resident_fraction);
+  CHECK(report.method == cuda::file_method::uring);
+  std::vector<std::byte> back(device.size());
+  REQUIRE(!cuda::copy(host_region(back), device.region()));
+  CHECK(std::equal(back.begin(), back.end(), file.data.begin()));
 }
 
 TEST_CASE("file to device: reuses a caller's ring and small slots") {

@@ -1,13 +1,16 @@
 // Local files (NVMe, any file system) into GPU memory. Compiled into sluice::cuda when the file
 // tier (liburing) is built.
 //
-// Three methods:
+// The methods:
 // - uring: O_DIRECT io_uring reads into the pinned slots of a stager, each slot copied to the
 //   device (cudaMemcpyAsync) while the next chunks are read; no page cache, one PCIe crossing.
 // - buffered: the same pipeline with buffered reads (through the page cache): for files that are
 //   hot in the cache, or file systems without O_DIRECT.
 // - cufile: NVIDIA cuFile (GPUDirect Storage) reads straight into device memory where the host
 //   has a direct path (nvidia-fs or P2PDMA), else cuFile's own compatibility mode.
+// - mapped: for a file in the page cache, DMA from the page cache itself (its mapping registered
+//   with cudaHostRegister, chunk by chunk); automatic picks mapped when mincore says the range is
+//   resident (90 % of its pages), else uring.
 // Pinned memory is bounded by the stager (default 64 MiB) whatever the file size.
 #pragma once
 
@@ -21,12 +24,18 @@ namespace sluice::cuda {
 
 /// How a file reaches device memory.
 enum class file_method : std::uint8_t {
-  uring,     ///< O_DIRECT io_uring reads into pinned slots, then to the device (buffered where O_DIRECT is refused)
-  buffered,  ///< the same with buffered reads
-  cufile,    ///< cuFile straight into device memory (errc::unavailable without libcufile)
+  automatic,  ///< mapped when the range is resident in the page cache (mincore), else uring
+  uring,      ///< O_DIRECT io_uring reads into pinned slots, then to the device (buffered where O_DIRECT is refused)
+  buffered,   ///< the same with buffered reads
+  cufile,     ///< cuFile straight into device memory (errc::unavailable without libcufile)
+  /// DMA from the page cache itself: the file's mapping registered with cudaHostRegister
+  /// (read-only) in 64 MiB chunks, each chunk's copy overlapping the next registration; no
+  /// pinned ring, no CPU copy. For files already in the page cache (a cold file faults in a page
+  /// at a time: use uring).
+  mapped,
 };
 
-/// "uring", "buffered", "cufile".
+/// "automatic", "uring", "buffered", "cufile", "mapped".
 [[nodiscard]] const char* to_string(file_method m) noexcept;
 
 /// What read_file_to_device does and with which resources.
@@ -54,6 +63,9 @@ struct file_to_device_report {
   /// cufile: no nvidia-fs driver and compatibility mode allowed, so cuFile most likely bounced the
   /// bytes through host memory itself (file::cufile_properties::compat_mode_likely()).
   bool cufile_compat_mode = false;
+  /// automatic and mapped: the share of the range's pages that were in the page cache (mincore)
+  /// before the read; -1 when not probed.
+  double resident_fraction = -1;
 };
 
 /// Reads the file range [file_offset, file_offset + destination.size) of `path` into
