@@ -155,6 +155,17 @@ std::string format_bytes(std::uint64_t bytes) {
 double to_gib(std::uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(gib); }
 
 // Owned host memory, left uninitialized until someone writes it (make_unique_for_overwrite).
+/// The demo's client settings (8 MiB parts), with `plane` as its data plane.
+s3::client_config client_config_for(const options& opt, std::shared_ptr<s3::rdma_client_plane> plane) {
+  s3::client_config config;
+  config.endpoint = opt.endpoint;
+  config.creds = {opt.access_key, opt.secret_key};
+  config.part_size = 8 * mib;
+  config.parts_in_flight = opt.parts_in_flight;
+  config.rdma = std::move(plane);
+  return config;
+}
+
 /// Host memory for a transfer: ordinary, or (with a grant plane) a shared_buffer granted to the
 /// server. `bytes.get()` is the first byte either way.
 struct host_buffer {
@@ -375,12 +386,7 @@ int main(int argc, char** argv) {
                    ec.message().c_str());
       return 1;
     }
-    s3::client_config config;
-    config.endpoint = opt.endpoint;
-    config.creds = {opt.access_key, opt.secret_key};
-    config.part_size = 8 * mib;
-    config.parts_in_flight = opt.parts_in_flight;
-    config.rdma = plane;
+    const s3::client_config config = client_config_for(opt, plane);
     if (auto problem = config.validate()) {
       std::fprintf(stderr, "sluice_s3_rdma_demo: %s\n", problem->message().c_str());
       return 2;
@@ -397,12 +403,7 @@ int main(int argc, char** argv) {
                    ec.message().c_str());
       return 1;
     }
-    s3::client_config config;
-    config.endpoint = opt.endpoint;
-    config.creds = {opt.access_key, opt.secret_key};
-    config.part_size = 8 * mib;
-    config.parts_in_flight = opt.parts_in_flight;
-    config.rdma = grants;
+    const s3::client_config config = client_config_for(opt, grants);
     std::printf("client plane: --grant-socket %s -> %.*s\n", opt.grant_socket.c_str(),
                 static_cast<int>(grants->provider().size()), grants->provider().data());
     clients.push_back({nullptr, std::make_unique<s3::client>(config), grants});

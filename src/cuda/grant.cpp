@@ -60,7 +60,8 @@ bool allocation_of(const void* p, std::byte*& base, std::uint64_t& size) {
   CUdeviceptr b = 0;
   size_t n = 0;
   if (fn(&b, &n, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return false;
-  base = reinterpret_cast<std::byte*>(b);
+  base =
+      reinterpret_cast<std::byte*>(b);  // NOLINT(performance-no-int-to-ptr): the driver's device addresses are integers
   size = n;
   return true;
 }

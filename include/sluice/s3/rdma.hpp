@@ -35,7 +35,10 @@ struct object_version_id {
   std::uint64_t high = 0;
   std::uint64_t low = 0;
   [[nodiscard]] bool cacheable() const noexcept { return high != 0 || low != 0; }
-  friend auto operator<=>(const object_version_id&, const object_version_id&) = default;
+  friend bool operator==(const object_version_id&, const object_version_id&) = default;
+  friend bool operator<(const object_version_id& a, const object_version_id& b) noexcept {
+    return a.high != b.high ? a.high < b.high : a.low < b.low;
+  }
 };
 
 /// Where a GET's bytes come from: a range of one object version, mapped read-only.
