@@ -183,7 +183,7 @@ class SluiceServer:
         self._log = open(self.log_path, "w")
         # shm is named: `auto` no longer opens it (it trusts every local process); the benchmark
         # still measures it beside tcp and the same-host grants (GRANT_SOCKET).
-        self.grant_socket = os.path.join(root + ".grants.sock")
+        self.grant_socket = self.root + ".grants.sock"
         self.proc = subprocess.Popen([self.cli, "serve", "--root", self.root, "--listen", "127.0.0.1:0", "--fabric",
                                       "shm,tcp", "--grant-socket", self.grant_socket, "--access-key", ACCESS_KEY,
                                       "--secret-key", SECRET_KEY],
