@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "conformance/transport_conformance.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -26,12 +28,7 @@ namespace {
 using namespace sluice;
 using namespace std::chrono_literals;
 
-std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
-  std::vector<std::byte> out(n);
-  std::mt19937 gen(seed);
-  for (auto& b : out) b = static_cast<std::byte>(gen() & 0xFFU);
-  return out;
-}
+using sluice::testing::random_bytes;
 
 std::filesystem::path socket_path() {
   static int counter = 0;
