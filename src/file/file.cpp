@@ -1,6 +1,8 @@
-// Compiled part of sluice::file: the io_uring reader (liburing) and the cuFile transport
-// (libcufile, loaded with dlopen). The only translation unit that includes <liburing.h>.
+// Compiled part of sluice::file: the io_uring reader (liburing), the cuFile transport
+// (libcufile, loaded with dlopen) and the page-cache residency probe. The only translation unit
+// that includes <liburing.h>.
 #include <sluice/file/cufile.hpp>
+#include <sluice/file/residency.hpp>
 #include <sluice/file/uring_reader.hpp>
 
 #include <dlfcn.h>
@@ -8,7 +10,9 @@
 #include <liburing.h>
 #include <linux/fs.h>  // BLKGETSIZE64
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <thread>
@@ -76,6 +81,27 @@ unique_fd open_read_only(const std::filesystem::path& path, bool direct) noexcep
   return unique_fd(fd);
 }
 
+/// The size of a regular file or a block device; errc::invalid_argument for anything else.
+std::uint64_t readable_size(int fd, error_code& ec) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ec = errno_error(errno);
+    return 0;
+  }
+  ec = {};
+  if (S_ISREG(st.st_mode)) return static_cast<std::uint64_t>(st.st_size);
+  if (S_ISBLK(st.st_mode)) {
+    std::uint64_t bytes = 0;
+    if (::ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
+      ec = errno_error(errno);
+      return 0;
+    }
+    return bytes;
+  }
+  ec = errc::invalid_argument;  // a directory, FIFO, socket, character device: no size to range-check
+  return 0;
+}
+
 /// A file opened for reading: O_DIRECT when asked and the file system takes it.
 struct opened_file {
   unique_fd fd;
@@ -96,25 +122,8 @@ opened_file open_file(const std::filesystem::path& path, bool direct, error_code
     ec = errno_error(errno);
     return {};
   }
-  struct stat st {};
-  if (::fstat(out.fd.get(), &st) != 0) {
-    ec = errno_error(errno);
-    return {};
-  }
-  if (S_ISREG(st.st_mode)) {
-    out.size = static_cast<std::uint64_t>(st.st_size);
-  } else if (S_ISBLK(st.st_mode)) {
-    std::uint64_t bytes = 0;
-    if (::ioctl(out.fd.get(), BLKGETSIZE64, &bytes) != 0) {
-      ec = errno_error(errno);
-      return {};
-    }
-    out.size = bytes;
-  } else {
-    ec = errc::invalid_argument;  // a directory, FIFO, socket, character device: no size to range-check
-    return {};
-  }
-  ec = {};
+  out.size = readable_size(out.fd.get(), ec);
+  if (ec) return {};
   return out;
 }
 
@@ -949,6 +958,135 @@ std::size_t cufile_reader::read(std::uint64_t offset, const region& destination)
   const std::size_t n = read(offset, destination, ec);
   detail::throw_on_error(ec, "sluice::file::cufile_reader::read");
   return n;
+}
+
+// -- page-cache residency ---------------------------------------------------------------------------
+
+namespace {
+
+// cachestat(2), Linux 6.5: one syscall number on every architecture. The C library may lack
+// both the number and the structures (glibc 2.36, kernel headers 6.1): declared here.
+#ifdef __NR_cachestat
+constexpr long cachestat_syscall = __NR_cachestat;
+#else
+constexpr long cachestat_syscall = 451;
+#endif
+struct cachestat_range_abi {
+  std::uint64_t off;
+  std::uint64_t len;
+};
+struct cachestat_abi {
+  std::uint64_t nr_cache;
+  std::uint64_t nr_dirty;
+  std::uint64_t nr_writeback;
+  std::uint64_t nr_evicted;
+  std::uint64_t nr_recently_evicted;
+};
+
+std::uint64_t page_bytes() noexcept {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+/// cachestat of whole pages [first_page, first_page + pages): the resident count, or the errno.
+std::uint64_t count_cachestat(int fd, std::uint64_t first_page, std::uint64_t pages, int& error) noexcept {
+  cachestat_range_abi range{first_page * page_bytes(), pages * page_bytes()};
+  cachestat_abi stat{};
+  if (::syscall(cachestat_syscall, fd, &range, &stat, 0U) != 0) {
+    error = errno;
+    return 0;
+  }
+  error = 0;
+  // Pages cut by the end of the file count as cached when their folio is: at most `pages`.
+  return std::min(stat.nr_cache, pages);
+}
+
+/// mincore over a read-only mapping of the pages, unmapped again.
+std::uint64_t count_mincore(int fd, std::uint64_t first_page, std::uint64_t pages, error_code& ec) {
+  const std::uint64_t page = page_bytes();
+  if (pages > std::numeric_limits<std::size_t>::max() / page) {
+    ec = errc::bad_range;
+    return 0;
+  }
+  const std::size_t length = static_cast<std::size_t>(pages * page);
+  void* map = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(first_page * page));
+  if (map == MAP_FAILED) {
+    ec = errno_error(errno);
+    return 0;
+  }
+  std::vector<unsigned char> in(static_cast<std::size_t>(pages));
+  const int r = ::mincore(map, length, in.data());
+  const int saved = errno;
+  static_cast<void>(::munmap(map, length));
+  if (r != 0) {
+    ec = errno_error(saved);
+    return 0;
+  }
+  ec = {};
+  return static_cast<std::uint64_t>(std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1U) != 0; }));
+}
+
+}  // namespace
+
+const char* to_string(residency_probe p) noexcept {
+  switch (p) {
+    case residency_probe::automatic: return "automatic";
+    case residency_probe::cachestat: return "cachestat";
+    case residency_probe::mincore: return "mincore";
+  }
+  return "?";
+}
+
+page_residency page_cache_residency(int fd, std::uint64_t offset, std::uint64_t length, residency_probe probe,
+                                    error_code& ec) {
+  if (probe != residency_probe::automatic && probe != residency_probe::cachestat && probe != residency_probe::mincore) {
+    ec = errc::invalid_config;
+    return {};
+  }
+  const std::uint64_t size = readable_size(fd, ec);
+  if (ec) return {};
+  if (!range_inside(offset, length, size)) {
+    ec = errc::bad_range;
+    return {};
+  }
+  page_residency out;
+  out.probe = probe == residency_probe::mincore ? residency_probe::mincore : residency_probe::cachestat;
+  if (length == 0) return out;
+  const std::uint64_t page = page_bytes();
+  const std::uint64_t first = offset / page;
+  out.pages = (offset + length - 1) / page - first + 1;
+  if (out.probe == residency_probe::cachestat) {
+    int error = 0;
+    out.resident = count_cachestat(fd, first, out.pages, error);
+    if (error == 0) return out;
+    // No cachestat here (older kernel, a seccomp filter, a file system without it).
+    if (probe == residency_probe::cachestat || (error != ENOSYS && error != EOPNOTSUPP && error != EPERM)) {
+      ec = errno_error(error);
+      return {};
+    }
+    out.probe = residency_probe::mincore;
+  }
+  out.resident = count_mincore(fd, first, out.pages, ec);
+  if (ec) return {};
+  return out;
+}
+
+page_residency page_cache_residency(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t length,
+                                    residency_probe probe, error_code& ec) {
+  const unique_fd fd = open_read_only(path, false);
+  if (!fd) {
+    ec = errno_error(errno);
+    return {};
+  }
+  return page_cache_residency(fd.get(), offset, length, probe, ec);
+}
+
+page_residency page_cache_residency(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t length,
+                                    residency_probe probe) {
+  error_code ec;
+  const page_residency r = page_cache_residency(path, offset, length, probe, ec);
+  detail::throw_on_error(ec, "sluice::file::page_cache_residency");
+  return r;
 }
 
 }  // namespace sluice::file

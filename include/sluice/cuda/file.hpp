@@ -8,30 +8,40 @@
 //   hot in the cache, or file systems without O_DIRECT.
 // - cufile: NVIDIA cuFile (GPUDirect Storage) reads straight into device memory where the host
 //   has a direct path (nvidia-fs or P2PDMA), else cuFile's own compatibility mode.
-// - mapped: for a file in the page cache, DMA from the page cache itself (its mapping registered
-//   with cudaHostRegister, chunk by chunk); automatic picks mapped when mincore says the range is
-//   resident (90 % of its pages), else uring.
-// Pinned memory is bounded by the stager (default 64 MiB) whatever the file size.
+// - mapped: for a file in the page cache, DMA from the page cache itself: the range mapped and
+//   registered with cudaHostRegister (read-only) chunk by chunk, each chunk's copy overlapping
+//   the next registrations, everything unregistered and unmapped when the last copy is done (so
+//   the range's page cache is pinned until the call returns). No pinned ring and no CPU copy.
+// - automatic: mapped when the range is resident in the page cache (cachestat, or mincore where
+//   the kernel has no cachestat: file::page_cache_residency) at resident_threshold or more, else
+//   uring (O_DIRECT reads of a cold range fault nothing into the cache). cuFile in compatibility
+//   mode always reads from the disk, resident or not: automatic never picks it.
+// Pinned staging memory is bounded by the stager (default 64 MiB) whatever the file size; mapped
+// pins no staging memory but the range's own page cache, for the length of the call.
 #pragma once
 
+#include <sluice/config.hpp>
 #include <sluice/cuda/stager.hpp>
 #include <sluice/file/cufile.hpp>
+#include <sluice/file/residency.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 
 namespace sluice::cuda {
 
 /// How a file reaches device memory.
 enum class file_method : std::uint8_t {
-  automatic,  ///< mapped when the range is resident in the page cache (mincore), else uring
+  automatic,  ///< mapped when the range is resident in the page cache (resident_threshold), else uring
   uring,      ///< O_DIRECT io_uring reads into pinned slots, then to the device (buffered where O_DIRECT is refused)
   buffered,   ///< the same with buffered reads
   cufile,     ///< cuFile straight into device memory (errc::unavailable without libcufile)
   /// DMA from the page cache itself: the file's mapping registered with cudaHostRegister
-  /// (read-only) in 64 MiB chunks, each chunk's copy overlapping the next registration; no
-  /// pinned ring, no CPU copy. For files already in the page cache (a cold file faults in a page
-  /// at a time: use uring).
+  /// (read-only) in chunks of mapped_chunk_bytes, each chunk's copy overlapping the next
+  /// registrations; no pinned ring, no CPU copy. For files already in the page cache
+  /// (registering a cold chunk reads it in one page fault at a time: use uring).
   mapped,
 };
 
@@ -52,6 +62,14 @@ struct file_to_device_options {
   /// The cufile method's settings. Each call opens and closes a reference to the cuFile driver:
   /// hold a file::cufile_driver across calls so that cuFile sets itself up once.
   file::cufile_config cufile;
+  /// automatic: the share of the range's pages that must be in the page cache for mapped to run.
+  double resident_threshold = 0.9;
+  /// mapped: bytes registered and copied as one piece; a multiple of 4096 between 4 KiB and 1 GiB.
+  std::size_t mapped_chunk_bytes = 64 * mib;
+
+  /// Valid when resident_threshold is in [0, 1], mapped_chunk_bytes is in its range and
+  /// queue_depth is at least 1 (staging and cufile are checked when used).
+  [[nodiscard]] std::optional<config_error> validate() const;
 };
 
 /// What a read did.
@@ -63,17 +81,22 @@ struct file_to_device_report {
   /// cufile: no nvidia-fs driver and compatibility mode allowed, so cuFile most likely bounced the
   /// bytes through host memory itself (file::cufile_properties::compat_mode_likely()).
   bool cufile_compat_mode = false;
-  /// automatic and mapped: the share of the range's pages that were in the page cache (mincore)
-  /// before the read; -1 when not probed.
+  /// automatic and mapped: the share of the range's pages that were in the page cache before
+  /// the read; -1 when not probed.
   double resident_fraction = -1;
+  /// automatic and mapped: the call that measured resident_fraction (cachestat or mincore).
+  file::residency_probe residency_probe = file::residency_probe::automatic;
+  /// mapped: bytes copied as pageable memory because cudaHostRegister refused their chunk.
+  std::uint64_t pageable_bytes = 0;
 };
 
 /// Reads the file range [file_offset, file_offset + destination.size) of `path` into
 /// `destination` (device memory) and returns destination.size, or 0 on error; blocks until the
-/// bytes are in device memory. Errors: errc::bad_range (the range is not inside the file),
-/// errc::unsupported_memory (destination not device memory), errc::no_device,
-/// errc::invalid_config, errc::invalid_argument (a ring on another device), errc::unavailable
-/// (cufile without libcufile), the errno of open or a read, a cufile or cuda error.
+/// bytes are in device memory (mapped: also unregistered and unmapped). Errors: errc::bad_range
+/// (the range is not inside the file), errc::unsupported_memory (destination not device memory),
+/// errc::no_device, errc::invalid_config, errc::invalid_argument (a ring on another device),
+/// errc::unavailable (cufile without libcufile), the errno of open, a read, mmap or the residency
+/// probe, a cufile or cuda error. The calling thread's current device is left as it was.
 std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,
                                   const region& destination, const file_to_device_options& options,
                                   file_to_device_report* report, error_code& ec);
