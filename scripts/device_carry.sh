@@ -1,14 +1,38 @@
 #!/usr/bin/env bash
-# Packs what the GPU work needs on the device machine (CUDA runtime and libfabric 1.17 there; no
-# libfabric headers, simdjson or liburing): release binaries built here, stripped, the few shared
-# libraries the device image lacks, and a runner.
-#   here:   scripts/device_carry.sh [BUILD_DIR]        (default build/device) → build/device-carry/
-#   there:  build/device-carry/run.sh [all|tests|bench|example] [args]   (carry build/device-carry)
+# Packs what the GPU work needs on the device machine (CUDA runtime and Ubuntu's libfabric there,
+# built without CUDA; no libfabric headers, simdjson or liburing): release binaries built here,
+# stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
+# (FI_HMEM), and a runner.
+#   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR]]   (default build/device → build/device-carry)
+#   there:  OUT_DIR/run.sh [all|tests|bench|example|file] [args]   (carry OUT_DIR)
 # run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
+# run.sh file: the 4 GiB file → GPU rates of the GPU suite (resident and cold file, the pinned
+# H2D ceiling and the disk's O_DIRECT rate measured in the same run, the mapped method's shape).
+#
+# libfabric (SLUICE_LIBFABRIC): the sluice binaries link libfabric.so.1 (Debian's 1.17 here,
+# Ubuntu's there, both without CUDA). v2.6.0 keeps that soname, so run.sh puts its lib directory
+# first in LD_LIBRARY_PATH and every GPU-host run exercises FI_HMEM (shm with CUDA IPC):
+#   prebuilt (default)  configure + make here (once per build directory, cached in
+#                       BUILD_DIR/libfabric-v2.6.0/), carry the installed library (~3 MiB);
+#   source              carry the autogen'd source (~6 MiB tarball); run.sh configures and
+#                       builds it on the device machine once (/tmp/sluice-libfabric, ~1 min);
+#   system              carry nothing: the device image's libfabric (no FI_HMEM).
+# The source comes from SLUICE_LIBFABRIC_GIT: a git directory holding the v2.6.0 tag (default
+# /work/.mirror/ofiwg+libfabric/repo when it exists) or a URL to clone (default
+# https://github.com/ofiwg/libfabric.git). autogen.sh needs autoconf, automake and libtool here.
+# CI never runs this: it keeps Debian's libfabric.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/device}
+out=${2:-build/device-carry}
+libfabric=${SLUICE_LIBFABRIC:-prebuilt}
+libfabric_version=v2.6.0
+cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
+case ${libfabric} in
+  prebuilt | source | system) ;;
+  *) echo "device_carry.sh: SLUICE_LIBFABRIC must be prebuilt, source or system" >&2 && exit 2 ;;
+esac
 if [[ ! -f ${build}/CMakeCache.txt ]]; then
   cmake --preset release -B "${build}" -DSLUICE_BUILD_TESTS=ON -DSLUICE_BUILD_FUZZ=OFF >/dev/null
 fi
@@ -16,7 +40,69 @@ targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench)
 if grep -q vectors_from_s3 "${build}/build.ninja" 2>/dev/null; then targets+=(vectors_from_s3); fi
 cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}"
 
-out=build/device-carry
+# libfabric's autogen'd source (a tarball without .git, autom4te.cache, fabtests and the Windows
+# project files) and, for prebuilt, its installation; both cached in the build directory.
+lf_work=${build}/libfabric-${libfabric_version}
+# libfabric's CUDA support includes nvml.h for three NVML calls it makes through dlopen; a
+# toolkit without NVML's header gets those declarations from here.
+write_nvml_shim() {
+  mkdir -p "$1"
+  cat >"$1/nvml.h" <<'NVML'
+/* The part of NVML's header that libfabric's CUDA support uses: nvml.h is missing here. */
+#ifndef SLUICE_NVML_SHIM_H
+#define SLUICE_NVML_SHIM_H
+typedef enum nvmlReturn_enum { NVML_SUCCESS = 0 } nvmlReturn_t;
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);
+nvmlReturn_t nvmlShutdown(void);
+#endif
+NVML
+}
+if [[ ${libfabric} != system && ! -f ${lf_work}/src.tar.gz ]]; then
+  for tool in autoconf automake libtoolize; do
+    command -v "${tool}" >/dev/null || { echo "device_carry.sh: ${tool} missing (apt-get install autoconf automake libtool)" >&2 && exit 1; }
+  done
+  git_source=${SLUICE_LIBFABRIC_GIT:-}
+  if [[ -z ${git_source} ]]; then
+    git_source=https://github.com/ofiwg/libfabric.git
+    [[ -d /work/.mirror/ofiwg+libfabric/repo ]] && git_source=/work/.mirror/ofiwg+libfabric/repo
+  fi
+  rm -rf "${lf_work}"
+  mkdir -p "${lf_work}/src"
+  if [[ -d ${git_source} ]]; then
+    git --git-dir="${git_source}" archive "${libfabric_version}" | tar -x -C "${lf_work}/src"
+  else
+    git clone -q --depth 1 --branch "${libfabric_version}" "${git_source}" "${lf_work}/clone"
+    git --git-dir="${lf_work}/clone/.git" archive "${libfabric_version}" | tar -x -C "${lf_work}/src"
+    rm -rf "${lf_work}/clone"
+  fi
+  (cd "${lf_work}/src" && ./autogen.sh >../autogen.log 2>&1) || { echo "device_carry.sh: libfabric autogen.sh failed: ${lf_work}/autogen.log" >&2 && exit 1; }
+  tar -C "${lf_work}/src" --exclude=./autom4te.cache --exclude=./.github --exclude=./fabtests \
+    --exclude='*.vcxproj*' --exclude='*.sln' -czf "${lf_work}/src.tar.gz.part" .
+  mv "${lf_work}/src.tar.gz.part" "${lf_work}/src.tar.gz"
+fi
+# The configure line, also used by run.sh for `source`: CUDA loaded with dlopen (as Debian's
+# build does), only the providers sluice opens.
+lf_configure_flags=(--with-cuda="${cuda_root}" --enable-cuda-dlopen --enable-only --enable-shm --enable-tcp
+  --enable-rxm --disable-verbs --disable-static)
+if [[ ${libfabric} == prebuilt && ! -f ${lf_work}/install/lib/libfabric.so.1 ]]; then
+  echo "building libfabric ${libfabric_version} here (${lf_work}/build.log)"
+  rm -rf "${lf_work}/build" "${lf_work}/install"
+  mkdir -p "${lf_work}/build"
+  tar -C "${lf_work}/build" -xzf "${lf_work}/src.tar.gz"
+  cppflags="-I${cuda_root}/include"
+  if [[ ! -f ${cuda_root}/include/nvml.h ]]; then
+    write_nvml_shim "${lf_work}/nvml-shim"
+    cppflags+=" -I$(pwd)/${lf_work}/nvml-shim"
+  fi
+  # The prefix names a directory neither machine has, so libfabric finds no stray dl providers.
+  (cd "${lf_work}/build" && ./configure --prefix=/opt/sluice-libfabric "${lf_configure_flags[@]}" &&
+    make -j "$(nproc)" CPPFLAGS="${cppflags}" && make install DESTDIR="$(pwd)/../destdir") \
+    >"${lf_work}/build.log" 2>&1 || { echo "device_carry.sh: libfabric build failed: ${lf_work}/build.log" >&2 && exit 1; }
+  mv "${lf_work}/destdir/opt/sluice-libfabric" "${lf_work}/install"
+  rm -rf "${lf_work}/build" "${lf_work}/destdir"
+fi
+
 rm -rf "${out}"
 mkdir -p "${out}/lib"
 cp "${build}/src/sluice" "${build}/tests/gpu/sluice_gpu_tests" "${build}/bench/sluice_gpu_bench" "${out}/"
@@ -28,6 +114,19 @@ strip "${out}"/sluice* "${out}"/vectors_from_s3 2>/dev/null || true
 for binary in "${out}"/sluice*; do
   ldd "${binary}" | awk '/libsimdjson|libpugixml|libisal|liburing/ {print $3}'
 done | sort -u | xargs -r cp -L -t "${out}/lib"
+case ${libfabric} in
+  prebuilt)
+    mkdir -p "${out}/libfabric/lib" "${out}/libfabric/bin"
+    cp -a "${lf_work}"/install/lib/libfabric.so* "${out}/libfabric/lib/"
+    cp "${lf_work}/install/bin/fi_info" "${out}/libfabric/bin/"
+    strip "${out}/libfabric/bin/fi_info" "${out}"/libfabric/lib/libfabric.so.*.* 2>/dev/null || true
+    ;;
+  source)
+    cp "${lf_work}/src.tar.gz" "${out}/libfabric-src.tar.gz"
+    printf '%s\n' "${lf_configure_flags[*]}" >"${out}/libfabric-configure-flags"
+    ;;
+  system) ;;
+esac
 
 cat >"${out}/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -35,6 +134,45 @@ cat >"${out}/run.sh" <<'RUN'
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=${here}/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}
+# libfabric v2.6.0 with CUDA (FI_HMEM): carried built, or built here once from the carried source
+# (kept in /tmp while this machine stays up). Its lib directory goes first, ahead of the image's
+# libfabric.so.1, which has no CUDA.
+libfabric=""
+if [[ -f ${here}/libfabric/lib/libfabric.so.1 ]]; then
+  libfabric=${here}/libfabric
+elif [[ -f ${here}/libfabric-src.tar.gz ]]; then
+  libfabric=/tmp/sluice-libfabric
+  if [[ ! -f ${libfabric}/lib/libfabric.so.1 ]] || ! cmp -s "${here}/libfabric-src.tar.gz" "${libfabric}/src.tar.gz"; then
+    echo "building libfabric from the carried source (${libfabric}/build.log)"
+    start=$(date +%s)
+    rm -rf "${libfabric}" && mkdir -p "${libfabric}/src"
+    tar -C "${libfabric}/src" -xzf "${here}/libfabric-src.tar.gz"
+    cuda_root=/usr/local/cuda
+    cppflags="-I${cuda_root}/include"
+    if [[ ! -f ${cuda_root}/include/nvml.h ]]; then  # three NVML calls made through dlopen
+      mkdir -p "${libfabric}/nvml-shim"
+      printf '%s\n' 'typedef enum nvmlReturn_enum { NVML_SUCCESS = 0 } nvmlReturn_t;' \
+        'nvmlReturn_t nvmlInit_v2(void);' 'nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);' \
+        'nvmlReturn_t nvmlShutdown(void);' >"${libfabric}/nvml-shim/nvml.h"
+      cppflags+=" -I${libfabric}/nvml-shim"
+    fi
+    # shellcheck disable=SC2046
+    if (cd "${libfabric}/src" && ./configure --prefix="${libfabric}" $(cat "${here}/libfabric-configure-flags") &&
+      make -j "$(nproc)" CPPFLAGS="${cppflags}" && make install) >"${libfabric}/build.log" 2>&1; then
+      cp "${here}/libfabric-src.tar.gz" "${libfabric}/src.tar.gz"
+      echo "built libfabric in $(($(date +%s) - start)) s"
+    else
+      tail -20 "${libfabric}/build.log"
+      echo "libfabric build failed: the device image's libfabric is used (no FI_HMEM)"
+      libfabric=""
+    fi
+  fi
+fi
+if [[ -n ${libfabric} ]]; then
+  export LD_LIBRARY_PATH=${libfabric}/lib:${LD_LIBRARY_PATH}
+  echo "libfabric: $("${libfabric}/bin/fi_info" --version | tr '\n' ' ')from ${libfabric}/lib"
+  "${libfabric}/bin/fi_info" -l | paste -sd ' ' | sed 's/^/libfabric providers: /'
+fi
 # libfabric 1.17 loads CUDA with dlopen("libcuda.so") and dlopen("libcudart.so"): the names of
 # the development packages. Without them its FI_HMEM providers fail every device registration
 # (FI_ENOSYS). Point those names at the driver's and the runtime's libraries.
@@ -68,6 +206,12 @@ status=0
 if [[ ${what} == all || ${what} == tests ]]; then
   echo "== GPU suite"
   "${here}/sluice_gpu_tests" "$@" || status=1
+fi
+if [[ ${what} == file ]]; then
+  # The suite's skipped 4 GiB case: writes a 4 GiB file under /tmp, drops it from the page cache
+  # for each cold run (fsync + POSIX_FADV_DONTNEED), prints a table and checks the targets.
+  echo "== file -> GPU rates"
+  "${here}/sluice_gpu_tests" --no-skip -tc='file to device: 4 GiB rates*' "$@" || status=1
 fi
 if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)
