@@ -1682,17 +1682,64 @@ asio::awaitable<outcome<std::string>> put_op(op_context op, std::string bucket, 
   co_return out;
 }
 
+/// PutObject of device memory: one PUT whose bytes the server takes through the client's plane
+/// (a same-host CUDA IPC grant, or a fabric that registers device memory). It carries no
+/// Content-MD5 or checksum (the bytes are not on the host to hash); the server keeps a CRC32C
+/// and answers an opaque ETag. Its x-amz-content-sha256 is the SHA-256 of its token, which no
+/// empty body matches: a server that ignores the token rejects it instead of storing 0 bytes.
+asio::awaitable<outcome<std::string>> put_device_op(op_context op, std::string bucket, std::string key, region source,
+                                                    put_options options) {
+  outcome<std::string> out;
+  constexpr std::uint64_t max_single_put = std::uint64_t{5} << 30;  // S3's PutObject limit
+  if (options.via == transfer_via::http || source.size > max_single_put) {
+    out.ec = sluice::errc::unsupported_memory;  // no body from device memory; no multipart of it yet
+    co_return out;
+  }
+  const auto grant = grant_for(op.config(), transfer_via::rdma, source, rdma_op::read, out.ec);
+  if (!out.ec && !grant) out.ec = s3::errc::rdma_not_supported;
+  if (out.ec) co_return out;
+  request_spec spec;
+  spec.method = http::verb::put;
+  spec.bucket = std::move(bucket);
+  spec.key = std::move(key);
+  add_attribute_headers(spec.headers, options.attributes, out.ec);
+  if (out.ec) co_return out;
+  spec.has_body = true;  // Content-Length: 0
+  spec.payload_hash = sha256_hex(grant->token());
+  spec.headers.emplace_back("x-amz-rdma-token", grant->token());
+  spec.headers.emplace_back("x-amz-decoded-content-length", std::to_string(source.size));
+  path_counter paths;
+  const response res = co_await execute(op, spec, out.ec);
+  if (out.ec) co_return out;
+  if (res.status < 300 && moved_by_rdma(res)) {
+    paths.rdma(*op.state, source.size);
+    if (options.progress) options.progress(source.size, source.size);
+    out.value = unquote(res.field("ETag"));
+  } else if (res.field("x-amz-rdma-reply") == "501" || (res.field("x-amz-rdma-reply").empty() && res.status < 300)) {
+    ++paths.declined;
+    out.ec = s3::errc::rdma_not_supported;
+  } else {
+    out.ec = error_of(res, false);
+  }
+  paths.report_to(options.report);
+  co_return out;
+}
+
 asio::awaitable<outcome<std::string>> put_region_op(op_context op, std::string bucket, std::string key, region source,
                                                     put_options options) {
   outcome<std::string> out;
-  if (!source.host_accessible()) {
-    out.ec = sluice::errc::unsupported_memory;
-    co_return out;
+  if (!source.host_accessible() && source.size > 0) {
+    if (source.data == nullptr) {
+      out.ec = sluice::errc::invalid_argument;
+      co_return out;
+    }
+    co_return co_await put_device_op(std::move(op), std::move(bucket), std::move(key), source, std::move(options));
   }
   if (source.data == nullptr && source.size > 0) {
     out.ec = sluice::errc::invalid_argument;
     co_return out;
   }
+  if (source.size == 0) source = region{};  // an empty object: no device bytes to read
   std::shared_ptr<byte_source> bytes = std::make_shared<region_source>(source);
   co_return co_await put_op(std::move(op), std::move(bucket), std::move(key), std::move(bytes), std::move(options));
 }

@@ -5,7 +5,9 @@
 #include <simdjson.h>
 
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -120,42 +122,39 @@ std::size_t read_all(int fd, std::byte* data, std::size_t size, std::uint64_t of
   return total;
 }
 
-// Copies `length` bytes between files: copy_file_range (reflinks or in-kernel copies where the
-// filesystem can), falling back to pread/pwrite where it cannot.
+// Copies `length` bytes between files: a reflink (FICLONERANGE) where the filesystem shares
+// blocks (XFS, btrfs) and the ranges are block-aligned, else pread/pwrite through one reused
+// buffer whose writes land on whole store_write_unit boundaries of `out`. Not copy_file_range:
+// on ext4 its in-kernel copy fills the page cache with 4 KiB folios, which cudaHostRegister pins
+// at a third of the rate of the large folios aligned writes leave (docs/performance.md).
 bool copy_range(int in, std::uint64_t in_offset, int out, std::uint64_t out_offset, std::uint64_t length,
                 error_code& ec) {
-  bool kernel_copy = true;
-  std::vector<std::byte> buffer;
-  while (length > 0) {
-    const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(length, std::uint64_t{1} << 30));
-    if (kernel_copy) {
-      loff_t from = to_off(in_offset);
-      loff_t to = to_off(out_offset);
-      const ssize_t n = ::copy_file_range(in, &from, out, &to, chunk, 0);
-      if (n > 0) {
-        const auto done = static_cast<std::uint64_t>(n);
-        in_offset += done;
-        out_offset += done;
-        length -= done;
-        continue;
-      }
-      if (n == 0) {  // the source is shorter than it claims
-        ec = sys_error(EIO);
-        return false;
-      }
-      if (errno == EINTR) continue;
-      if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EBADF &&
-          errno != EPERM) {
-        ec = last_error();
-        return false;
-      }
-      kernel_copy = false;
-      buffer.resize(std::size_t{1} << 20);
+  if (length == 0) {
+    ec = {};
+    return true;
+  }
+  constexpr std::uint64_t block = 4096;
+  if (in_offset % block == 0 && out_offset % block == 0 && length % block == 0) {
+    file_clone_range range{};
+    range.src_fd = in;
+    range.src_offset = in_offset;
+    range.src_length = length;
+    range.dest_offset = out_offset;
+    if (::ioctl(out, FICLONERANGE, &range) == 0) {
+      ec = {};
+      return true;
     }
-    const std::size_t want = std::min(chunk, buffer.size());
+  }
+  const std::size_t unit = static_cast<std::size_t>(store_write_unit);
+  std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(length, 4 * unit)));
+  while (length > 0) {
+    // Up to the next unit boundary of `out` first, then whole units.
+    const std::uint64_t to_boundary = unit - out_offset % unit;
+    const std::uint64_t span = to_boundary + (buffer.size() > to_boundary ? (buffer.size() - to_boundary) / unit * unit : 0);
+    const auto want = static_cast<std::size_t>(std::min({length, span, static_cast<std::uint64_t>(buffer.size())}));
     const std::size_t got = read_all(in, buffer.data(), want, in_offset, ec);
     if (ec) return false;
-    if (got == 0) {
+    if (got == 0) {  // the source is shorter than it claims
       ec = sys_error(EIO);
       return false;
     }
@@ -635,6 +634,7 @@ fs_store::writer::writer(writer&& other) noexcept
       object_(std::move(other.object_)),
       data_offset_(std::exchange(other.data_offset_, 0)),
       written_(std::exchange(other.written_, 0)),
+      pending_(std::move(other.pending_)),
       upload_id_(std::move(other.upload_id_)),
       part_number_(std::exchange(other.part_number_, 0)) {}
 
@@ -647,6 +647,7 @@ fs_store::writer& fs_store::writer::operator=(writer&& other) noexcept {
     object_ = std::move(other.object_);
     data_offset_ = std::exchange(other.data_offset_, 0);
     written_ = std::exchange(other.written_, 0);
+    pending_ = std::move(other.pending_);
     upload_id_ = std::move(other.upload_id_);
     part_number_ = std::exchange(other.part_number_, 0);
   }
@@ -664,6 +665,8 @@ void fs_store::writer::reset() noexcept {
   temp_.clear();
   data_offset_ = 0;
   written_ = 0;
+  pending_.clear();
+  pending_.shrink_to_fit();
   part_number_ = 0;
 }
 
@@ -676,9 +679,52 @@ void fs_store::writer::write(std::span<const std::byte> data, error_code& ec) {
     ec = sluice::errc::capacity_exceeded;
     return;
   }
-  if (!data.empty() && !fs_store_impl::write_all(fd_, data.data(), data.size(), data_offset_ + written_, ec)) return;
-  written_ += data.size();
+  // The file is written in whole, aligned store_write_unit pieces (small writes gather in
+  // pending_ up to the next boundary): the page cache then holds the object in large folios.
+  const std::uint64_t unit = store_write_unit;
+  const std::uint64_t written_before = written_;
+  const std::size_t pending_before = pending_.size();
+  bool flushed = false;
+  const auto undo = [&] {  // nothing of `data` counts; bytes already in the file stay there
+    written_ = written_before;
+    if (flushed) {
+      pending_.clear();
+    } else {
+      pending_.resize(pending_before);
+    }
+  };
+  while (!data.empty()) {
+    const std::uint64_t at = data_offset_ + written_;  // the file offset of data's first byte
+    if (pending_.empty() && at % unit == 0 && data.size() >= unit) {
+      const auto n = static_cast<std::size_t>(data.size() / unit * unit);
+      if (!fs_store_impl::write_all(fd_, data.data(), n, at, ec)) return undo();
+      written_ += n;
+      data = data.subspan(n);
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), unit - at % unit));
+    if (pending_.capacity() < unit) pending_.reserve(static_cast<std::size_t>(unit));
+    pending_.insert(pending_.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n));
+    written_ += n;
+    data = data.subspan(n);
+    if ((data_offset_ + written_) % unit == 0) {
+      if (!flush(ec)) return undo();
+      flushed = true;
+    }
+  }
   ec = {};
+}
+
+bool fs_store::writer::flush(error_code& ec) {
+  if (pending_.empty()) {
+    ec = {};
+    return true;
+  }
+  if (!fs_store_impl::write_all(fd_, pending_.data(), pending_.size(), data_offset_ + written_ - pending_.size(), ec)) {
+    return false;
+  }
+  pending_.clear();
+  return true;
 }
 
 object_info fs_store::writer::commit(const object_attributes& attributes, error_code& ec) {
@@ -1106,6 +1152,7 @@ fs_store::writer fs_store::begin_put(const object_ref& object, error_code& ec) {
 object_info fs_store::publish(writer& w, const object_attributes& attributes, error_code& ec) {
   namespace impl = fs_store_impl;
   object_info info{w.object_.key, w.written_, std::chrono::system_clock::now(), attributes};
+  if (!w.flush(ec)) return {};
   // Drop whatever a failed write left past the data.
   if (::ftruncate(w.fd_, impl::to_off(w.data_offset_ + w.written_)) != 0) {
     ec = impl::last_error();

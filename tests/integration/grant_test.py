@@ -104,6 +104,26 @@ def signed(server, method, path, key, headers, body=b""):
     return res.status, {k.lower(): v for k, v in res.getheaders()}, data
 
 
+def headers_etag(headers):
+    return headers.get("etag", headers.get("ETag", "")).strip('"')
+
+
+def crc32c_b64(data):
+    crc = 0xFFFFFFFF
+    table = crc32c_b64.table
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return base64.b64encode((crc ^ 0xFFFFFFFF).to_bytes(4, "big")).decode()
+
+
+crc32c_b64.table = [0] * 256
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    crc32c_b64.table[_i] = _c
+
+
 def error_code(body):
     return body.split(b"<Code>")[1].split(b"</Code>")[0].decode() if b"<Code>" in body else body[:80].decode()
 
@@ -186,6 +206,20 @@ def main():
         expect(status == 200 and headers.get("x-amz-rdma-reply") == "200", "PUT by memfd grant: 200 (%d %s)" % (status, body[:200]))
         status, _, body = signed(server, "GET", "/bucket-alice/put", "alice", {})
         expect(status == 200 and body == put_payload, "the PUT stored exactly the granted bytes")
+        expect(headers_etag(headers) == hashlib.md5(put_payload).hexdigest(), "with Content-MD5 the ETag is the MD5")
+        # Without Content-MD5 (what a PUT from device memory sends) the server keeps a CRC32C
+        # and answers an opaque ETag that no client mistakes for an MD5.
+        status, headers, body = signed(server, "PUT", "/bucket-alice/put-nomd5", "alice",
+                                       {"x-amz-rdma-token": put_tok, "x-amz-decoded-content-length": str(len(put_payload)),
+                                        "x-amz-content-sha256": hashlib.sha256(put_tok.encode()).hexdigest()})
+        etag = headers_etag(headers)
+        expect(status == 200 and headers.get("x-amz-rdma-reply") == "200", "PUT by grant without Content-MD5: 200 (%d %s)" % (status, body[:200]))
+        expect(len(etag) == 26 and all(c in "abcdefghijklmnopqrstuvwxyz234567" for c in etag) and any(c > "f" for c in etag),
+               "its ETag is 26 base32 characters, not an MD5 (%r)" % etag)
+        status, headers, body = signed(server, "GET", "/bucket-alice/put-nomd5", "alice", {"x-amz-checksum-mode": "ENABLED"})
+        crc = headers.get("x-amz-checksum-crc32c", "")
+        expect(status == 200 and body == put_payload and headers_etag(headers) == etag, "it stored exactly the granted bytes")
+        expect(crc and crc == crc32c_b64(put_payload), "and the CRC32C of them (%r)" % crc)
 
         # -- what a hostile local user tries ---------------------------------------------------
         before = bytes(a_map)

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -313,6 +314,70 @@ TEST_CASE("fs_store: put through a writer, then head, read and map") {
   CHECK(ec == errc::invalid_argument);
   writer.write(as_bytes("x"), ec);
   CHECK(ec == errc::invalid_argument);
+}
+
+TEST_CASE("fs_store: writes of any size gather into aligned units; a failed write counts for nothing") {
+  temp_root root;
+  fs_store store(root.config());
+  make_bucket(store);
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  std::vector<std::byte> data(9 * mib + 12345);
+  std::mt19937_64 rng(7);
+  for (auto& b : data) b = static_cast<std::byte>(rng());
+  error_code ec;
+  auto writer = store.begin_put({"bucket", "k"}, ec);
+  REQUIRE_FALSE(ec);
+  std::size_t at = 0;
+  const auto write = [&](std::size_t n) {
+    writer.write(std::span<const std::byte>(data).subspan(at, n), ec);
+    if (!ec) at += n;
+  };
+  // The first unit boundary of the file lies 2 MiB - 4096 bytes into the data (the header
+  // takes 4096): these stay gathered, nothing reaches the file yet.
+  write(1);
+  write(4095);
+  write(mib);
+  REQUIRE_FALSE(ec);
+  // A file size limit makes the write that crosses the boundary fail (EFBIG): nothing of it
+  // counts, and the same bytes written again later land where they belong.
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  const auto limit = [&](rlim_t bytes) {
+    rlimit r = old;
+    r.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &r) == 0);
+  };
+  limit(mib);
+  write(mib + mib / 2);
+  CHECK(ec == std::errc::file_too_large);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old) == 0);
+  write(mib + mib / 2);
+  REQUIRE_FALSE(ec);
+  // Now mid-unit; fill to the next boundary, then a whole-unit write goes straight to the file
+  // (no gathering): make that one fail too.
+  write(2 * mib - ((4096 + at) % (2 * mib)));
+  REQUIRE_FALSE(ec);
+  CHECK((4096 + at) % (2 * mib) == 0);
+  limit(4096 + at + 4096);
+  write(4 * mib + 3);
+  CHECK(ec == std::errc::file_too_large);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old) == 0);
+  ::signal(SIGXFSZ, old_handler);
+  while (at < data.size()) {
+    write(std::min<std::size_t>(data.size() - at, 3 * mib + 17));
+    REQUIRE_FALSE(ec);
+  }
+  const auto info = writer.commit({}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(info.size == data.size());
+  const auto mapping = store.map({"bucket", "k"}, ec);
+  REQUIRE_FALSE(ec);
+  const auto bytes = mapping.region();
+  REQUIRE(bytes.size == data.size());
+  CHECK(std::memcmp(bytes.data, data.data(), data.size()) == 0);
+  // The file holds the header and the data, nothing a failed write left past them.
+  CHECK(fs::file_size(object_files(root.root(), "bucket").at(0)) == 4096 + data.size());
 }
 
 TEST_CASE("fs_store: empty objects, reads at offsets, missing objects and buckets") {
