@@ -146,11 +146,11 @@ class fs_store {
     int fd_ = -1;
     std::filesystem::path temp_;
     object_ref object_;
-    std::uint64_t data_offset_ = 0;  // where the data goes in the temporary file
+    std::uint64_t data_offset_ = 0;   // where the data goes in the temporary file
     std::uint64_t written_ = 0;       // accepted bytes, pending_ included
     std::vector<std::byte> pending_;  // the last bytes accepted, up to the next unit boundary
-    std::string upload_id_;          // part writers only
-    std::uint32_t part_number_ = 0;  // 0: an object writer
+    std::string upload_id_;           // part writers only
+    std::uint32_t part_number_ = 0;   // 0: an object writer
   };
 
   /// Keeps one published version of an object open and mapped read-only (PROT_READ): its
