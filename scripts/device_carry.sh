@@ -36,7 +36,7 @@ esac
 if [[ ! -f ${build}/CMakeCache.txt ]]; then
   cmake --preset release -B "${build}" -DSLUICE_BUILD_TESTS=ON -DSLUICE_BUILD_FUZZ=OFF >/dev/null
 fi
-targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench)
+targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe)
 if grep -q vectors_from_s3 "${build}/build.ninja" 2>/dev/null; then targets+=(vectors_from_s3); fi
 cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}"
 
@@ -105,7 +105,7 @@ fi
 
 rm -rf "${out}"
 mkdir -p "${out}/lib"
-cp "${build}/src/sluice" "${build}/tests/gpu/sluice_gpu_tests" "${build}/bench/sluice_gpu_bench" "${out}/"
+cp "${build}/src/sluice" "${build}/tests/gpu/sluice_gpu_tests" "${build}/bench/sluice_gpu_bench" "${build}/bench/sluice_gpu_regprobe" "${out}/"
 if [[ -f ${build}/examples/vectors_from_s3/vectors_from_s3 ]]; then
   cp "${build}/examples/vectors_from_s3/vectors_from_s3" "${out}/"
 fi

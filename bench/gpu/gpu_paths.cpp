@@ -480,7 +480,7 @@ int main(int argc, char** argv) {
     if (!granted) {
       results.push_back({group, "grant GET", std::nullopt, "no grant session: " + ec.message()});
     } else {
-      const auto grant_get = [&](const std::string& key, measured& m) {
+      const auto grant_get = [&](s3::client& by, const std::string& key, measured& m) {
         (void)cuda::fill(device.region(), std::byte{0xAB});
         const double server0 = server_cpu(opt.server_pid);
         s3::transfer_report report;
@@ -488,7 +488,7 @@ int main(int argc, char** argv) {
         get.via = s3::transfer_via::rdma;
         get.report = &report;
         error_code e;
-        const std::uint64_t got = granted->get_object("bench", key, device.region(), get, e);
+        const std::uint64_t got = by.get_object("bench", key, device.region(), get, e);
         if (e || got != opt.size) {
           m.note = e ? e.message() : "short GET";
           return false;
@@ -506,31 +506,40 @@ int main(int argc, char** argv) {
       // cache holds it: it was just written).
       unsigned cold_run = 0;
       std::string why;
-      auto cold = median_of(
-          opt.repeat,
-          [&](measured& m) {
-            const std::string key = "cold-" + std::to_string(cold_run++);
-            s3::put_options put;
-            error_code e;
-            client.put_object(
-                "bench", key,
-                region{const_cast<std::byte*>(source.data()), source.size(), memory_kind::host_pageable, -1}, put, e);
-            if (e) {
-              m.note = e.message();
-              return false;
-            }
-            // Only the GET is timed, not the PUT before it.
-            const double cpu = cpu_now();
-            const auto start = std::chrono::steady_clock::now();
-            if (!grant_get(key, m)) return false;
-            m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            m.cpu_seconds = cpu_now() - cpu;
-            return true;
-          },
-          why);
+      const auto first_get = [&](s3::client& by) {
+        return median_of(
+            opt.repeat,
+            [&](measured& m) {
+              const std::string key = "cold-" + std::to_string(cold_run++);
+              s3::put_options put;
+              error_code e;
+              client.put_object(
+                  "bench", key,
+                  region{const_cast<std::byte*>(source.data()), source.size(), memory_kind::host_pageable, -1}, put, e);
+              if (e) {
+                m.note = e.message();
+                return false;
+              }
+              // Only the GET is timed, not the PUT before it.
+              const double cpu = cpu_now();
+              const auto start = std::chrono::steady_clock::now();
+              if (!grant_get(by, key, m)) return false;
+              m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              m.cpu_seconds = cpu_now() - cpu;
+              return true;
+            },
+            why);
+      };
+      auto cold = first_get(*granted);
       results.push_back({group, "first GET of the version (page cache registered as it goes)", cold, why});
+      // The same with the whole object in one request (no parts: one server thread registers
+      // and copies every chunk in order), to tell the parts' share of the first GET's time.
+      if (auto whole = grant_client(opt, opt.size, 1, ec)) {
+        auto one = first_get(*whole);
+        results.push_back({group, "first GET, the whole object in one request", one, why});
+      }
       auto warm = median_of(
-          opt.repeat, [&](measured& m) { return grant_get("object", m); }, why);
+          opt.repeat, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
       results.push_back({group, "GET, already registered", warm, why});
       for (unsigned i = 0; i < cold_run; ++i) client.delete_object("bench", "cold-" + std::to_string(i), ec);
 
@@ -622,6 +631,85 @@ int main(int argc, char** argv) {
           results.push_back({group, name, std::nullopt, "a client process failed"});
         }
       }
+    }
+  }
+
+  // -- S3 PUT from GPU through a same-host grant, against the disk's durable write rate --------
+  if (!opt.grant_socket.empty()) {
+    const std::string group = "S3 PUT ← GPU (same-host grant, cuda-ipc)";
+    // The baseline: dd of the same size with conv=fsync on the file system of --file (the
+    // store's, in run.sh), one run before each PUT.
+    const std::string dd_target = opt.file + ".dd";
+    const std::string dd = "dd if=/dev/zero of='" + dd_target + "' bs=16M count=" + std::to_string(opt.size >> 24) +
+                           " conv=fsync status=none";
+    auto granted = grant_client(opt, std::min<std::uint64_t>(opt.size, 1 * gib), 4, ec);
+    std::string why;
+    std::vector<double> dd_seconds;
+    std::vector<std::byte> back;  // reused: a fresh 4 GiB buffer per run would time page faults
+    unsigned put_run = 0;
+    auto put = median_of(
+        opt.repeat,
+        [&](measured& m) {
+          if (!granted) {
+            m.note = "no grant session";
+            return false;
+          }
+          const auto d0 = std::chrono::steady_clock::now();
+          const int rc = std::system(dd.c_str());
+          dd_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count());
+          ::unlink(dd_target.c_str());
+          if (rc != 0) {
+            m.note = "dd failed";
+            return false;
+          }
+          // The device buffer holds the source's bytes (the GETs above verified them).
+          const std::string key = "put-" + std::to_string(put_run++);
+          s3::put_options o;
+          s3::transfer_report report;
+          o.report = &report;
+          o.via = s3::transfer_via::rdma;
+          const double server0 = server_cpu(opt.server_pid);
+          const double cpu = cpu_now();
+          const auto start = std::chrono::steady_clock::now();
+          error_code e;
+          (void)granted->put_object("bench", key, device.region(), o, e);
+          m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          m.cpu_seconds = cpu_now() - cpu;
+          if (e) {
+            m.note = e.message();
+            return false;
+          }
+          const double server = server_cpu(opt.server_pid) - server0;
+          // Read it back by HTTP into host memory and compare with the source.
+          back.assign(opt.size, std::byte{0});
+          s3::get_options g;
+          g.via = s3::transfer_via::http;
+          const std::uint64_t got = client.get_object("bench", key, host_region(back), g, e);
+          if (e || got != opt.size || back != source) {
+            std::fprintf(stderr, "MISMATCH: PUT from GPU stored other bytes\n");
+            all_ok = false;
+          }
+          client.delete_object("bench", key, e);
+          char text[200];
+          std::snprintf(text, sizeof text, "rdma %llu MiB; server %.3f CPU-s/GiB; dd conv=fsync %.2f GiB/s",
+                        static_cast<unsigned long long>(report.rdma_bytes >> 20),
+                        server / (static_cast<double>(opt.size) / gib),
+                        static_cast<double>(opt.size) / gib / dd_seconds.back());
+          m.note = text;
+          return true;
+        },
+        why);
+    if (!dd_seconds.empty()) {
+      std::sort(dd_seconds.begin(), dd_seconds.end());
+      measured d;
+      d.seconds = dd_seconds[dd_seconds.size() / 2];
+      d.note = "dd if=/dev/zero bs=16M conv=fsync, the store's file system";
+      results.push_back({group, "baseline: durable write rate (dd conv=fsync)", d, d.note});
+    }
+    results.push_back({group, "PUT of the device buffer (one request)", put, why});
+    if (put && !dd_seconds.empty()) {
+      std::printf("PUT from GPU vs dd conv=fsync: %.2fx (target >= 0.80)\n",
+                  dd_seconds[dd_seconds.size() / 2] / put->seconds);
     }
   }
 

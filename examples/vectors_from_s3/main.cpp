@@ -362,9 +362,21 @@ bool check_object(s3::client& client, const options& opt) {
 }
 
 // Untimed: one 4 KiB ranged GET each way, so that the timed loads do not measure the first
-// connection (TCP, and the fabric's address exchange).
-bool warm_up(s3::client& client, const std::shared_ptr<fabric::client_plane>& plane, const options& opt) {
+// connection (TCP, and the fabric's address exchange); with same-host grants, `device` (the
+// sluice copy) is granted to the server once (its CUDA IPC handle opened there), as a fabric
+// registers memory once. No GET of the segment goes into it: the server registers none of the
+// segment's page cache before the timed load.
+bool warm_up(s3::client& client, const std::shared_ptr<fabric::client_plane>& plane, const options& opt,
+             const std::shared_ptr<s3::local_client_plane>& grants, const sluice::region& device) {
   std::vector<std::byte> probe(std::min<std::uint64_t>(opt.object_bytes(), 4 * sluice::kib));
+  if (grants) {
+    error_code ec;
+    const auto granted = grants->grant_access(device, s3::rdma_op::write,
+                                              std::chrono::system_clock::now() + std::chrono::minutes(1), ec);
+    if (ec) {  // not fatal: the load then takes another path, and says which
+      std::printf("    granting the device buffer to the server: %s\n", ec.message().c_str());
+    }
+  }
   for (const auto via : {s3::transfer_via::automatic, s3::transfer_via::http}) {
     s3::get_options get(sluice::byte_range{0, probe.size()});
     get.via = via;
@@ -635,13 +647,15 @@ int main(int argc, char** argv) {
     generated = upload(client, opt);
     if (!generated) return 1;
   }
-  if (!check_object(client, opt) || !warm_up(client, conn->plane, opt)) return 1;
+  auto by_sluice = allocate_copy(opt, false);
+  if (!by_sluice || !check_object(client, opt) ||
+      !warm_up(client, conn->plane, opt, conn->grants, by_sluice->memory.region())) {
+    return 1;
+  }
 
   std::printf("[1] load into GPU memory with sluice (cuda::get_object_to_device) ...\n");
   std::fflush(stdout);
-  auto by_sluice = allocate_copy(opt, false);
-  if (!by_sluice ||
-      !repeat_load("sluice", *by_sluice, opt, [&] { return load_with_sluice(client, conn->plane, opt, *by_sluice); })) {
+  if (!repeat_load("sluice", *by_sluice, opt, [&] { return load_with_sluice(client, conn->plane, opt, *by_sluice); })) {
     return 1;
   }
   std::printf("[2] load into GPU memory naively (HTTP GET into a std::vector, then cudaMemcpy) ...\n");

@@ -281,7 +281,10 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
     const std::uint64_t chunk = config_.chunk_bytes;
     error_code failure;
     // Chunk by chunk of the mapping: make sure the chunk is registered (or known not to be), then
-    // queue its part of the range; the next chunk registers while this one's DMA runs.
+    // queue its part of the range. On the H100 host the DMA does not run while cudaHostRegister
+    // does (bench/gpu/register_probe.cpp: register 4 GiB 0.08-0.10 s, copy 0.08 s, both in the
+    // same loop 0.16-0.19 s), so a first GET costs registration + copy; registering with more
+    // threads was slower inside the server (docs/performance.md).
     for (std::uint64_t at = source.offset; at < source.offset + source.length && !failure;) {
       const std::uint64_t index = (at + entry->lead) / chunk;
       const std::uint64_t end =
@@ -523,6 +526,12 @@ std::shared_ptr<s3::device_grant_opener> make_grant_opener(const grant_opener_co
     (void)cudaGetLastError();
     ec = errc::no_device;
     return nullptr;
+  }
+  // Create each device's primary context now, at server start (~0.3 s each on an H100 host),
+  // not inside the first client's GET.
+  for (int d = 0; d < count; ++d) {
+    const device_scope scope(d);
+    if (cudaFree(nullptr) != cudaSuccess) (void)cudaGetLastError();
   }
   ec = {};
   return std::make_shared<ipc_opener>(config);

@@ -217,15 +217,33 @@ std::string put_object_from_device(s3::client& client, const std::string& bucket
   device_transfer_report local;
   device_transfer_report& out = report != nullptr ? *report : local;
   out = {};
-  out.path = device_path::staged;
   if (source.kind != memory_kind::cuda_device || (source.data == nullptr && source.size != 0)) {
     ec = errc::invalid_argument;
     return {};
   }
-  if (options.path == device_path::direct) {  // a server RMA-reading HBM: not built yet
-    ec = errc::unsupported_memory;
+  if (const auto problem = ring_for(options, source).validate()) {
+    ec = errc::invalid_config;
     return {};
   }
+  if (options.path != device_path::staged && options.via != s3::transfer_via::http && source.size > 0) {
+    // Direct: one PUT whose bytes the server takes out of the device memory through the
+    // client's plane (a same-host CUDA IPC grant, or a fabric that registers device memory).
+    s3::transfer_report paths;
+    s3::put_options put;
+    put.via = s3::transfer_via::rdma;
+    put.report = &paths;
+    put.progress = options.progress;
+    std::string etag = client.put_object(bucket, key, source, std::move(put), ec);
+    out.path = device_path::direct;
+    out.rdma_bytes = paths.rdma_bytes;
+    // No plane takes device memory, the object is larger than one PUT, or the server declined:
+    // stage instead (as get_object_to_device does).
+    const bool stage = ec == errc::unsupported_memory || ec == s3::errc::rdma_not_supported ||
+                       ec == s3::errc::rdma_transfer_failed || is_fabric_error(ec);
+    if (!ec || options.path == device_path::direct || !stage) return etag;
+  }
+  out = {};
+  out.path = device_path::staged;
   auto ring = stager::create(ring_for(options, source), ec);
   if (ec) return {};
   out.pinned_bytes = ring->pinned_bytes();

@@ -5,8 +5,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstring>
+
+// grant_process_test.cpp: the client process of the cross-process grant tests.
+int sluice_gpu_grant_child(int argc, char** argv);
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--grant-child") == 0) return sluice_gpu_grant_child(argc, argv);
   sluice::error_code ec;
   const int devices = sluice::cuda::device_count(ec);
   if (devices == 0) {

@@ -116,7 +116,10 @@ void put_case(gpu_pair& pair, s3::transfer_via via, std::size_t n) {
   error_code ec;
   (void)cuda::put_object_from_device(*pair.client, "gpu", "up", device.region(), options, &report, ec);
   REQUIRE_MESSAGE(!ec, ec.message());
-  CHECK(report.path == cuda::device_path::staged);
+  // Automatic: direct (one PUT the server RMA-reads out of device memory) where the provider
+  // registers device memory, else staged.
+  const bool direct = pair.hmem && via != s3::transfer_via::http;
+  CHECK(report.path == (direct ? cuda::device_path::direct : cuda::device_path::staged));
   CHECK((via == s3::transfer_via::http ? report.http_bytes : report.rdma_bytes) == n);
   std::vector<std::byte> back(n);
   CHECK(pair.client->get_object("gpu", "up", host_region(back)) == n);
@@ -170,7 +173,7 @@ TEST_CASE("S3 GET of 4 GiB + 1 into GPU memory, each path, with ≤ 64 MiB pinne
   }
 }
 
-TEST_CASE("S3 PUT from GPU memory: staged over rdma and http, single and multipart") {
+TEST_CASE("S3 PUT from GPU memory: direct or staged over rdma, staged over http, single and multipart") {
   gpu_pair pair("shm");
   for (const auto via : {s3::transfer_via::rdma, s3::transfer_via::http}) {
     for (const std::size_t n : {std::size_t{1}, std::size_t{4095}, (std::size_t{40} << 20) + 3}) put_case(pair, via, n);

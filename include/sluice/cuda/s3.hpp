@@ -50,8 +50,11 @@ std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket
                                    const region& destination, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec);
 
-/// PUTs all of `source` (device memory) as `bucket`/`key` (multipart when it is larger than
-/// one slot); returns the ETag. Errors as get_object_to_device.
+/// PUTs all of `source` (device memory) as `bucket`/`key`; returns the ETag. Direct (automatic
+/// tries it first): one PUT the server reads out of the device memory through the client's
+/// plane (a same-host CUDA IPC grant, or a fabric with FI_HMEM), up to 5 GiB; its ETag is opaque
+/// (no MD5: the bytes are not on the host) and the server keeps a CRC32C. Staged: parts through
+/// the pinned slots (multipart when larger than one slot). Errors as get_object_to_device.
 std::string put_object_from_device(s3::client& client, const std::string& bucket, const std::string& key,
                                    const region& source, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec);
