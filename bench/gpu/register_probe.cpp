@@ -5,6 +5,7 @@
 //   sluice_gpu_regprobe [--file /tmp/regprobe.bin] [--size 4GiB] [--repeat 3]
 // Writes the file twice, as the store does (2 MiB pwrites) and in 64 KiB pwrites, and prints one
 // table row per case: median seconds and GiB/s of register alone, and of register + copy.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
@@ -62,7 +63,7 @@ struct timing {
 /// in order), and, with `copy`, queue each chunk's H2D copy as soon as it is registered (in order,
 /// on 4 streams), then unregister everything.
 bool run_case(int fd, std::uint64_t size, std::uint64_t chunk, unsigned threads, bool copy, int map_flags, void* device,
-              timing& t) {
+              CUcontext other, timing& t) {
   const double t0 = now();
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | map_flags, fd, 0);
   if (p == MAP_FAILED) return false;
@@ -71,11 +72,20 @@ bool run_case(int fd, std::uint64_t size, std::uint64_t chunk, unsigned threads,
   const std::uint64_t chunks = (size + chunk - 1) / chunk;
   std::vector<std::atomic<int>> state(chunks);  // 0 absent, 1 registered, 2 failed
   std::atomic<std::uint64_t> next{0};
+  // With `other`: registered (portable) by threads whose current context is a second context of
+  // the device, while the copies run in the primary one.
   const auto registrar = [&] {
+    if (other != nullptr) (void)cuCtxSetCurrent(other);
     for (std::uint64_t i = next++; i < chunks; i = next++) {
       const std::uint64_t n = std::min(chunk, size - i * chunk);
-      const cudaError_t e = cudaHostRegister(base + i * chunk, n, cudaHostRegisterReadOnly | cudaHostRegisterPortable);
-      state[i].store(e == cudaSuccess ? 1 : 2);
+      bool ok = false;
+      if (other != nullptr) {
+        ok = cuMemHostRegister(base + i * chunk, n, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_READ_ONLY) ==
+             CUDA_SUCCESS;
+      } else {
+        ok = cudaHostRegister(base + i * chunk, n, cudaHostRegisterReadOnly | cudaHostRegisterPortable) == cudaSuccess;
+      }
+      state[i].store(ok ? 1 : 2);
       state[i].notify_all();
     }
   };
@@ -106,12 +116,19 @@ bool run_case(int fd, std::uint64_t size, std::uint64_t chunk, unsigned threads,
     reg_end = now();
   }
   const double t2 = now();
-  for (std::uint64_t i = 0; i < chunks; ++i) {
-    if (state[i].load() == 1)
-      (void)cudaHostUnregister(base + i * chunk);
-    else
-      ok = false;
-  }
+  std::thread unregister([&] {
+    if (other != nullptr) (void)cuCtxSetCurrent(other);
+    for (std::uint64_t i = 0; i < chunks; ++i) {
+      if (state[i].load() != 1) {
+        ok = false;
+      } else if (other != nullptr) {
+        (void)cuMemHostUnregister(base + i * chunk);
+      } else {
+        (void)cudaHostUnregister(base + i * chunk);
+      }
+    }
+  });
+  unregister.join();
   const double t3 = now();
   ::munmap(p, size);
   t.map = t1 - t0;
@@ -174,7 +191,20 @@ int main(int argc, char** argv) {
     unsigned threads;
     bool copy;
     int flags;
+    bool other_context = false;
   };
+  // A second context of device 0, for registering while the primary context copies.
+  CUcontext other = nullptr;
+  {
+    CUdevice dev = 0;
+    CUcontext primary = nullptr;
+    (void)cuCtxGetCurrent(&primary);
+    if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuCtxCreate(&other, nullptr, 0, dev) != CUDA_SUCCESS) {
+      std::printf("no second context: those cases are skipped\n");
+      other = nullptr;
+    }
+    (void)cuCtxSetCurrent(primary);
+  }
   const config cases[] = {
       {"64 MiB chunks, 1 thread", 64 * mib, 1, false, 0},
       {"64 MiB chunks, 2 threads", 64 * mib, 2, false, 0},
@@ -188,6 +218,10 @@ int main(int argc, char** argv) {
       {"+copy: 64 MiB chunks, 2 threads", 64 * mib, 2, true, 0},
       {"+copy: 64 MiB chunks, 4 threads", 64 * mib, 4, true, 0},
       {"+copy: 32 MiB chunks, 4 threads", 32 * mib, 4, true, 0},
+      {"second context registers: 64 MiB chunks, 1 thread", 64 * mib, 1, false, 0, true},
+      {"+copy, second context registers: 64 MiB chunks, 1 thread", 64 * mib, 1, true, 0, true},
+      {"+copy, second context registers: 64 MiB chunks, 4 threads", 64 * mib, 4, true, 0, true},
+      {"+copy, second context registers: 16 MiB chunks, 2 threads", 16 * mib, 2, true, 0, true},
   };
   for (const std::uint64_t unit : {2 * mib, 64 * std::uint64_t{1024}}) {
     if (!write_file(file, size, unit)) {
@@ -201,7 +235,8 @@ int main(int argc, char** argv) {
       std::vector<timing> runs;
       for (unsigned r = 0; r < repeat; ++r) {
         timing t;
-        if (!run_case(fd, size, c.chunk, c.threads, c.copy, c.flags, device, t)) {
+        if (c.other_context && other == nullptr) break;
+        if (!run_case(fd, size, c.chunk, c.threads, c.copy, c.flags, device, c.other_context ? other : nullptr, t)) {
           std::printf("| %s | %s | failed |\n", unit_name, c.name);
           break;
         }
