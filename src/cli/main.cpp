@@ -6,6 +6,7 @@
 //                [--via auto|rdma|http] [--fabric auto|shm|tcp|...] (get, put)
 // Credentials: flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the CLI reads the
 // environment; the library never does).
+#include <sluice/names.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/local_plane.hpp>
@@ -570,6 +571,47 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
   }
 }
 
+/// A key as `ls` prints it: control characters, DEL, backslash and bytes that are not UTF-8
+/// written as \xNN (\\ for a backslash), so that a key can neither end the line early nor send
+/// escape sequences to the terminal; printable UTF-8 as it is.
+std::string printable_key(std::string_view key) {
+  std::string out;
+  out.reserve(key.size());
+  const auto escape = [&](unsigned char b) {
+    static constexpr char hex[] = "0123456789abcdef";
+    out += "\\x";
+    out += hex[b >> 4U];
+    out += hex[b & 15U];
+  };
+  for (std::size_t i = 0; i < key.size();) {
+    const auto b = static_cast<unsigned char>(key[i]);
+    if (b == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
+    if (b < 0x20 || b == 0x7F) {
+      escape(b);
+      ++i;
+      continue;
+    }
+    std::size_t n = b < 0x80                 ? 1
+                    : b >= 0xC2 && b <= 0xDF ? 2
+                    : b >= 0xE0 && b <= 0xEF ? 3
+                    : b >= 0xF0 && b <= 0xF4 ? 4
+                                             : 0;
+    // One whole UTF-8 sequence made of allowed characters passes; anything else byte by byte.
+    if (n > 0 && i + n <= key.size() && sluice::is_xml_safe_utf8(key.substr(i, n))) {
+      out.append(key.substr(i, n));
+      i += n;
+    } else {
+      escape(b);
+      ++i;
+    }
+  }
+  return out;
+}
+
 int ls_command(s3::client& client, const std::optional<s3_url>& where, bool recursive) {
   const std::string endpoint = client.config().endpoint;
   sluice::error_code ec;
@@ -592,10 +634,10 @@ int ls_command(s3::client& client, const std::optional<s3_url>& where, bool recu
                    describe(ec, endpoint).c_str());
       return 1;
     }
-    for (const auto& prefix : page.common_prefixes) std::printf("%30s %s\n", "PRE", prefix.c_str());
+    for (const auto& prefix : page.common_prefixes) std::printf("%30s %s\n", "PRE", printable_key(prefix).c_str());
     for (const auto& object : page.objects) {
       std::printf("%s %10llu %s\n", format_time(object.last_modified).c_str(),
-                  static_cast<unsigned long long>(object.size), object.key.c_str());
+                  static_cast<unsigned long long>(object.size), printable_key(object.key).c_str());
     }
     if (!page.truncated || page.next_continuation_token.empty()) return 0;
     options.continuation_token = page.next_continuation_token;

@@ -53,6 +53,8 @@ constexpr std::array codes{
     code_entry{errc::incomplete_body, "IncompleteBody", 400},
     code_entry{errc::x_amz_content_sha256_mismatch, "XAmzContentSHA256Mismatch", 400},
     code_entry{errc::authorization_header_malformed, "AuthorizationHeaderMalformed", 400},
+    code_entry{errc::authorization_query_parameters_error, "AuthorizationQueryParametersError", 400},
+    code_entry{errc::insufficient_storage, "InsufficientStorage", 507},
 };
 
 const code_entry* find(errc e) noexcept {

@@ -16,6 +16,7 @@ std::optional<config_error> server_config::validate() const {
   }
   if (max_header_bytes < 1024) return config_error{"max_header_bytes", "must be at least 1 KiB"};
   if (max_connections == 0) return config_error{"max_connections", "must be at least 1"};
+  if (max_connections_per_address == 0) return config_error{"max_connections_per_address", "must be at least 1"};
   if (io_threads == 0) return config_error{"io_threads", "must be at least 1"};
   if (rdma_threads == 0) return config_error{"rdma_threads", "must be at least 1"};
   if (read_timeout.count() <= 0 || idle_timeout.count() <= 0)
@@ -90,9 +91,11 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
       } else {
         return fail(key, "expected a size");
       }
-    } else if (key == "max_connections" || key == "read_timeout_s" || key == "idle_timeout_s" || key == "io_threads") {
+    } else if (key == "max_connections" || key == "max_connections_per_address" || key == "read_timeout_s" ||
+               key == "idle_timeout_s" || key == "io_threads") {
       if (value.get(number) != simdjson::SUCCESS) return fail(key, "expected a non-negative integer");
       if (key == "max_connections") config.max_connections = number;
+      if (key == "max_connections_per_address") config.max_connections_per_address = number;
       if (key == "read_timeout_s") config.read_timeout = std::chrono::seconds(number);
       if (key == "idle_timeout_s") config.idle_timeout = std::chrono::seconds(number);
       if (key == "io_threads") config.io_threads = number;

@@ -344,7 +344,7 @@ authorization parse_query_authorization(const std::vector<std::pair<std::string,
     ok = out.expires >= 1 && out.expires <= max_presigned_expiry && out.amz_date.compare(0, 8, out.date) == 0;
   }
   if (!ok) {
-    fail(ec, errc::invalid_argument);  // S3: AuthorizationQueryParametersError, which s3::errc lacks
+    fail(ec, errc::authorization_query_parameters_error);
     return {};
   }
   return out;
@@ -534,10 +534,10 @@ verified verify(const request_view& request, const secret_lookup& secret_for, st
   authorization auth = parse_authorization(request, ec);
   if (ec) return {};
   // A wrong service or region: S3 answers AuthorizationHeaderMalformed ("the region 'x' is
-  // wrong; expecting 'y'") for header auth and AuthorizationQueryParametersError, which s3::errc
-  // lacks, for presigned URLs: InvalidArgument stands in for it, as in parse_authorization().
+  // wrong; expecting 'y'") for header auth and AuthorizationQueryParametersError for presigned
+  // URLs.
   if (auth.service != "s3" || (required_region && auth.region != *required_region)) {
-    fail(ec, auth.presigned ? errc::invalid_argument : errc::authorization_header_malformed);
+    fail(ec, auth.presigned ? errc::authorization_query_parameters_error : errc::authorization_header_malformed);
     return {};
   }
   if (!sigv4_detail::contains(auth.signed_headers, "host") ||

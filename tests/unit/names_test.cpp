@@ -53,6 +53,16 @@ TEST_CASE("bucket names follow the S3 rules") {
       {"bucket/key", false},
       {"buck\xc3\xa9t", false},  // non-ASCII
       {std::string_view("abc\0def", 7), false},
+      // Prefixes and suffixes AWS reserves.
+      {"xn--bucket", false},
+      {"sthree-bucket", false},
+      {"amzn-s3-demo-bucket", false},
+      {"bucket-s3alias", false},
+      {"bucket--ol-s3", false},
+      {"bucket--x-s3", false},
+      {"xn-bucket", true},
+      {"bucket-s3alia", true},
+      {"my-sthree-bucket", true},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
@@ -78,4 +88,23 @@ TEST_CASE("object keys are 1 to 1024 bytes of anything") {
   CHECK(sluice::is_valid_object_key("../../etc/passwd"));
   CHECK(sluice::is_valid_object_key(std::string_view("a\0b", 3)));
   CHECK(sluice::is_valid_object_key("Dir/Sub Dir/\xc3\xa9.bin"));
+}
+
+TEST_CASE("object keys a plain listing can carry: UTF-8 without XML-1.0-invalid characters") {
+  CHECK(sluice::is_xml_safe_utf8("k"));
+  CHECK(sluice::is_xml_safe_utf8("Dir/Sub Dir/\xc3\xa9.bin"));         // é
+  CHECK(sluice::is_xml_safe_utf8("tab\tnew\nline\rreturn"));           // allowed in XML 1.0
+  CHECK(sluice::is_xml_safe_utf8("\xe2\x82\xac \xf0\x9f\x98\x80"));    // U+20AC, U+1F600
+  CHECK(sluice::is_xml_safe_utf8("\xef\xbf\xbd"));                     // U+FFFD
+  CHECK_FALSE(sluice::is_xml_safe_utf8(std::string_view("a\0b", 3)));  // NUL
+  CHECK_FALSE(sluice::is_xml_safe_utf8("a\x01b"));                     // C0 control
+  CHECK_FALSE(sluice::is_xml_safe_utf8("a\x1b[31m"));                  // escape
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xff"));                       // not UTF-8
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xc3"));                       // truncated
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xc0\xaf"));                   // overlong '/'
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xe0\x80\xaf"));               // overlong '/'
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xed\xa0\x80"));               // surrogate U+D800
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xef\xbf\xbe"));               // U+FFFE
+  CHECK_FALSE(sluice::is_xml_safe_utf8("\xf4\x90\x80\x80"));           // past U+10FFFF
+  static_assert(sluice::is_xml_safe_utf8("constexpr"));
 }

@@ -48,6 +48,8 @@ enum class errc : int {
   incomplete_body,
   x_amz_content_sha256_mismatch,
   authorization_header_malformed,
+  authorization_query_parameters_error,  ///< a presigned URL's X-Amz-* parameters are malformed
+  insufficient_storage,                  ///< 507: the store is out of space (ENOSPC, EDQUOT)
 };
 
 /// The S3 "Code" string ("NoSuchKey"); empty for values outside the enumeration.

@@ -37,10 +37,15 @@ struct server_config {
   std::vector<std::string> virtual_host_suffixes;  ///< "bucket.<suffix>" hosts name buckets
   std::size_t max_header_bytes = 16 * kib;
   std::size_t max_connections = 512;
+  /// Connections from one client address at once (IPv4-mapped IPv6 counts as its IPv4 address);
+  /// one more is closed at accept, unanswered, like one over max_connections. Bounds what one
+  /// host, authenticated or not, can hold of max_connections.
+  std::size_t max_connections_per_address = 128;
   std::uint64_t max_object_bytes = 5 * gib;  ///< one PUT or one part (S3's limit)
   std::uint64_t min_part_bytes = 5 * mib;    ///< every multipart part but the last (S3's limit)
-  std::chrono::seconds read_timeout{30};     ///< a request (headers or body) stalls no longer
-  std::chrono::seconds idle_timeout{60};     ///< a keep-alive connection waits no longer
+  /// A request's header section, from its first byte, and each wait for its body: no longer.
+  std::chrono::seconds read_timeout{30};
+  std::chrono::seconds idle_timeout{60};  ///< a connection waits no longer for a request's first byte
   std::chrono::minutes clock_skew{15};
   std::size_t io_threads = 2;  ///< threads of the server's own io_context
   /// The data plane behind x-amz-rdma-token (sluice::fabric::server_plane). Null: every token
@@ -59,10 +64,10 @@ struct server_config {
 /// Reads a server configuration from JSON (a sluice config file's "server" object or the
 /// whole document): {"listen": "127.0.0.1:9000", "region": "us-east-1", "anonymous": false,
 /// "users": [{"access_key_id": "...", "secret_access_key": "..."}], "virtual_host_suffixes": [...],
-/// "max_connections": 512, "max_object_bytes": "5 GiB", "read_timeout_s": 30, "idle_timeout_s": 60,
-/// "io_threads": 2}. Fields left out keep their defaults; unknown fields and wrong types set
-/// errc::invalid_config in `ec` and name the field in `error`. Rules over the whole
-/// configuration (server_config::validate) are checked when the server is constructed.
+/// "max_connections": 512, "max_connections_per_address": 128, "max_object_bytes": "5 GiB",
+/// "read_timeout_s": 30, "idle_timeout_s": 60, "io_threads": 2}. Fields left out keep their defaults; unknown fields
+/// and wrong types set errc::invalid_config in `ec` and name the field in `error`. Rules over the whole configuration
+/// (server_config::validate) are checked when the server is constructed.
 [[nodiscard]] server_config parse_server_config(std::string_view json, error_code& ec, config_error& error);
 
 namespace detail {

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -72,6 +73,11 @@ inline s3::errc to_s3(const error_code& ec, bool bucket_level = false) {
       default: break;
     }
   }
+  if (ec == std::errc::no_space_on_device || ec.value() == EDQUOT) {
+    if (ec.category() == boost::system::generic_category() || ec.category() == boost::system::system_category()) {
+      return s3::errc::insufficient_storage;
+    }
+  }
   return s3::errc::internal_error;
 }
 
@@ -88,6 +94,8 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<std::size_t> connections{0};
+  std::mutex address_mutex;                              // guards per_address
+  std::map<asio::ip::address, std::size_t> per_address;  // open connections per client address
   std::atomic<std::uint64_t> request_counter{0};
   std::atomic<bool> stopping{false};
 
@@ -339,8 +347,8 @@ inline range_result parse_range(std::string_view header, std::uint64_t size) {
 template <class Store>
 class connection : public std::enable_shared_from_this<connection<Store>> {
  public:
-  connection(std::shared_ptr<server_state<Store>> state, tcp::socket socket)
-      : state_(std::move(state)), stream_(std::move(socket)) {}
+  connection(std::shared_ptr<server_state<Store>> state, tcp::socket socket, asio::ip::address peer)
+      : state_(std::move(state)), stream_(std::move(socket)), peer_(std::move(peer)) {}
 
   asio::awaitable<void> run();
 
@@ -437,7 +445,42 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
   std::shared_ptr<server_state<Store>> state_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  asio::ip::address peer_;  // counted in state_->per_address while the connection lives
 };
+
+/// RFC 9112 §6.1 on a request's Transfer-Encoding (every field of that name, in order): null
+/// when the request may go on (no such field, or exactly "chunked"); otherwise the error to
+/// answer before any byte of the body is read, after which the connection closes (the body's
+/// end cannot be known, so whatever follows must not be read as the next request):
+/// Content-Length as well → 400; a final coding other than chunked, chunked twice, or an empty
+/// list → 400; a coding this server does not decode before the final chunked → 501.
+inline std::optional<s3::errc> transfer_encoding_problem(const http::request_header<>& msg) {
+  auto [first, last] = msg.equal_range(http::field::transfer_encoding);
+  if (first == last) return std::nullopt;
+  if (msg.find(http::field::content_length) != msg.end()) return s3::errc::invalid_request;
+  std::vector<std::string> codings;
+  for (auto it = first; it != last; ++it) {
+    std::string_view value(it->value().data(), it->value().size());
+    while (!value.empty()) {
+      const auto comma = value.find(',');
+      std::string_view item = value.substr(0, comma);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      std::string lower(item);
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (!lower.empty()) codings.push_back(std::move(lower));
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  if (codings.empty() || codings.back() != "chunked") return s3::errc::invalid_request;
+  for (std::size_t i = 0; i + 1 < codings.size(); ++i) {
+    if (codings[i] == "chunked") return s3::errc::invalid_request;  // chunked applied twice
+  }
+  if (codings.size() > 1) return s3::errc::not_implemented;  // gzip, deflate, ... are not decoded here
+  return std::nullopt;
+}
 
 }  // namespace sluice::s3::detail
 
@@ -461,7 +504,16 @@ asio::awaitable<void> connection<Store>::run() {
     parser.header_limit(static_cast<std::uint32_t>(state_->config.max_header_bytes));
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     error_code ec;
-    stream_.expires_after(buffer_.size() == 0 ? state_->config.idle_timeout : state_->config.read_timeout);
+    if (buffer_.size() == 0) {
+      // Between requests the connection may idle for idle_timeout; from the request's first byte
+      // its header section has read_timeout to arrive.
+      stream_.expires_after(state_->config.idle_timeout);
+      const std::size_t n =
+          co_await stream_.async_read_some(buffer_.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+      buffer_.commit(n);
+      if (ec) break;  // closed, reset or idle: nothing to answer
+    }
+    stream_.expires_after(state_->config.read_timeout);
     co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == http::error::header_limit) {
@@ -493,6 +545,12 @@ asio::awaitable<void> connection<Store>::run() {
     std::lock_guard lock(state_->mutex);
     state_->closers.erase(this);
   }
+  {
+    std::lock_guard lock(state_->address_mutex);
+    if (auto it = state_->per_address.find(peer_); it != state_->per_address.end() && --it->second == 0) {
+      state_->per_address.erase(it);
+    }
+  }
   state_->connections.fetch_sub(1);
 }
 
@@ -505,6 +563,13 @@ asio::awaitable<bool> connection<Store>::handle(header_parser& parser) {
   req.head = msg.method() == http::verb::head;
   req.keep_alive = parser.get().keep_alive();
   req.body_pending = !parser.is_done();
+  if (const auto problem = transfer_encoding_problem(msg)) {
+    req.keep_alive = false;  // the body's end is unknown: nothing after this header is a request
+    co_return co_await send_error(req, *problem,
+                                  *problem == s3::errc::not_implemented
+                                      ? "A Transfer-Encoding other than chunked is not supported."
+                                      : "Transfer-Encoding must end in chunked, once, without Content-Length.");
+  }
 
   const std::string_view method(msg.method_string().data(), msg.method_string().size());
   const std::string_view target(msg.target().data(), msg.target().size());
@@ -538,6 +603,14 @@ asio::awaitable<bool> connection<Store>::handle(header_parser& parser) {
   if (!req.where.bucket.empty() && req.where.op != operation::create_bucket &&
       req.where.op != operation::not_implemented && !owns(req, req.where.bucket)) {
     co_return co_await send_error(req, s3::errc::access_denied, "Access Denied");
+  }
+  // A new object's key must be text a plain (XML) listing can carry.
+  if ((req.where.op == operation::put_object || req.where.op == operation::copy_object ||
+       req.where.op == operation::create_multipart_upload) &&
+      !is_xml_safe_utf8(req.where.key)) {
+    co_return co_await send_error(req, s3::errc::invalid_argument,
+                                  "Object keys must be UTF-8 without control characters other than tab, newline "
+                                  "and carriage return (XML 1.0 cannot carry them).");
   }
   co_return co_await dispatch(req);
 }
@@ -926,8 +999,13 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_via
     });
   });
   if (moved) {
-    if (moved == s3::errc::rdma_not_supported) req.rdma_reply = "501";
-    co_await send_error(req, store_error ? to_s3(store_error) : to_s3(moved));
+    // The store failed (a full disk, an I/O error): that is the answer, not a decline, even when
+    // the plane stopped before its first byte moved.
+    // Any other failure carries its own status in x-amz-rdma-reply: the client must not take it
+    // for the decline of a server that ignores tokens (an answer without the header).
+    const s3::errc code = store_error ? to_s3(store_error) : to_s3(moved);
+    req.rdma_reply = moved == s3::errc::rdma_not_supported && !store_error ? "501" : std::to_string(http_status(code));
+    co_await send_error(req, code);
     co_return std::nullopt;
   }
   object_attributes attributes = attributes_from(req);
@@ -1441,12 +1519,30 @@ void server<Store>::listen(error_code& ec) {
             socket.close(ignored);  // over the limit: refuse rather than queue without bound
             continue;
           }
+          error_code peer_error;
+          auto peer = socket.remote_endpoint(peer_error).address();
+          if (peer.is_v6() && peer.to_v6().is_v4_mapped()) {
+            peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+          }
+          bool over = false;
+          {
+            std::lock_guard lock(state->address_mutex);
+            auto& count = state->per_address[peer];
+            over = count >= state->config.max_connections_per_address;
+            if (!over) ++count;
+          }
+          if (over) {  // one client address holds its share already
+            state->connections.fetch_sub(1);
+            error_code ignored;
+            socket.close(ignored);
+            continue;
+          }
           // Answers are written header then body: without TCP_NODELAY a small body waits for the
           // client's delayed ACK of the header (40 ms on Linux) on a kept-alive connection.
           error_code ignored_option;
           socket.set_option(tcp::no_delay(true), ignored_option);
           auto executor = socket.get_executor();
-          auto conn = std::make_shared<detail::connection<Store>>(state, std::move(socket));
+          auto conn = std::make_shared<detail::connection<Store>>(state, std::move(socket), peer);
           asio::co_spawn(
               executor, [conn]() { return conn->run(); }, asio::detached);
         }

@@ -128,8 +128,9 @@ struct authorization {
 ///   is not the request's date;
 /// - invalid_argument: another scheme ("Unsupported Authorization Type"), both forms at once, two
 ///   Authorization or x-amz-date headers, an x-amz-content-sha256 that is neither a SHA-256 nor a
-///   known keyword, and any malformed presigned parameter, X-Amz-Expires outside 1..604800
-///   included (S3's AuthorizationQueryParametersError, which s3::errc lacks; also a 400).
+///   known keyword;
+/// - authorization_query_parameters_error: any malformed presigned parameter, X-Amz-Expires
+///   outside 1..604800 included (S3's AuthorizationQueryParametersError, a 400).
 [[nodiscard]] authorization parse_authorization(const request_view& request, error_code& ec);
 
 /// The outcome of a successful verify(): what the rest of the request needs (the streaming
@@ -150,7 +151,8 @@ using secret_lookup = std::function<std::optional<std::string>(std::string_view 
 /// Verifies the SigV4 signature of `request` at time `now`.
 ///
 /// Besides the errors of parse_authorization():
-/// - authorization_header_malformed (header auth) or invalid_argument (presigned): the scope's
+/// - authorization_header_malformed (header auth) or authorization_query_parameters_error
+///   (presigned): the scope's
 ///   service is not "s3", or `required_region` is given and the scope names another region;
 /// - access_denied: host (and, for header auth, x-amz-content-sha256) is not among the signed
 ///   headers; a presigned URL is used after X-Amz-Date + X-Amz-Expires, or more than

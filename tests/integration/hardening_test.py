@@ -1,0 +1,343 @@
+#!/usr/bin/python3
+"""The server's front door, tried as an attacker on loopback would: raw sockets and requests
+signed here (SigV4, standard library only) against a real `sluice serve`.
+  hardening_test.py SLUICE_BINARY SCENARIO
+SCENARIO: framing | limits | names | full
+  framing  Transfer-Encoding (RFC 9112 §6): any coding list not ending in one chunked, or with
+           Content-Length, is 400 (501 for codings not decoded) and closes the connection, so a
+           request hidden in the body never runs; chunked, pipelining, HTTP/1.0 and bad
+           Content-Lengths keep their answers; malformed presigned parameters are S3's
+           AuthorizationQueryParametersError
+  limits   a stalled header section is dropped after read_timeout while an idle connection lives
+           until idle_timeout; one client address holds at most max_connections_per_address
+  names    keys a plain listing cannot carry (NUL, control characters, invalid UTF-8) are refused
+           at PUT and the listing stays parseable; AWS's reserved bucket names are refused;
+           `sluice ls` prints keys with control characters escaped
+  full     a full disk (a small tmpfs in a mount namespace) answers InsufficientStorage to an
+           RDMA PUT and an HTTP PUT, stores nothing, and the next PUT that fits succeeds
+Exit 0: passed; 77: skipped (the reason printed); anything else: failed."""
+import datetime
+import hashlib
+import hmac
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Server, expect  # noqa: E402
+
+AK, SK = "HARDAK", "hard-secret-key"
+SKIP = 77
+
+
+def sign(method, host, path, query="", headers=None, payload_hash="UNSIGNED-PAYLOAD"):
+    """SigV4 header auth of a request, computed independently of sluice. `path` is already
+    URI-encoded; returns the header list (name, value) to send, Host first."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    date = amz_date[:8]
+    hs = [("host", host), ("x-amz-content-sha256", payload_hash), ("x-amz-date", amz_date)]
+    hs += [(k.lower(), v) for k, v in (headers or [])]
+    hs.sort()
+    signed = ";".join(k for k, _ in hs)
+    params = sorted(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    cq = "&".join("%s=%s" % (urllib.parse.quote(k, safe="-_.~"), urllib.parse.quote(v, safe="-_.~")) for k, v in params)
+    canonical = "\n".join([method, path, cq, "".join("%s:%s\n" % (k, v.strip()) for k, v in hs), signed, payload_hash])
+    scope = "%s/us-east-1/s3/aws4_request" % date
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + SK).encode()
+    for part in (date, "us-east-1", "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+    out = [("Host", host), ("x-amz-content-sha256", payload_hash), ("x-amz-date", amz_date)]
+    out += list(headers or [])
+    out.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (AK, scope, signed, sig)))
+    return out
+
+
+def raw(method, host, target, headers, body=b"", version="HTTP/1.1"):
+    head = "%s %s %s\r\n" % (method, target, version) + "".join("%s: %s\r\n" % h for h in headers) + "\r\n"
+    return head.encode("latin-1") + body
+
+
+def signed(method, host, path, query="", headers=None, body=b"", version="HTTP/1.1", extra_unsigned=None):
+    hs = sign(method, host, path, query, headers)
+    hs += list(extra_unsigned or [])
+    return raw(method, host, path + ("?" + query if query else ""), hs, body, version)
+
+
+def exchange(port, data, wait=5.0):
+    """Sends `data`, then reads until the server closes or `wait` seconds pass; returns (bytes,
+    closed)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(data)
+    s.settimeout(wait)
+    got = b""
+    closed = False
+    deadline = time.time() + wait
+    try:
+        while time.time() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    s.close()
+    return got, closed
+
+
+def read_response(sock):
+    """One HTTP response with a Content-Length body from a kept-alive connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return head + b"\r\n\r\n" + rest
+
+
+def statuses(reply):
+    """The status of every response in `reply` (a body may end where the next status line starts)."""
+    return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", reply)]
+
+
+def status_of(port, method, host, path, query="", headers=None, body=b""):
+    reply, _ = exchange(port, signed(method, host, path, query, headers, body,
+                                     extra_unsigned=[("Content-Length", str(len(body))), ("Connection", "close")]))
+    codes = statuses(reply)
+    return (codes[0] if codes else None), reply
+
+
+def test_framing(server):
+    port, host = server.port, "127.0.0.1:%d" % server.port
+    expect(status_of(port, "PUT", host, "/frame")[0] == 200, "CreateBucket")
+    expect(status_of(port, "PUT", host, "/frame/victim", body=b"precious")[0] == 200, "PUT the victim object")
+    smuggled = signed("DELETE", host, "/frame/victim", extra_unsigned=[("Content-Length", "0")])
+    cases = [("identity", 400), ("gzip", 400), ("foo", 400), ("chunked, identity", 400), ("chunked, chunked", 400),
+             ("gzip, chunked", 501), (",", 400)]
+    for i, (coding, want) in enumerate(cases):
+        key = "/frame/smuggle-%d" % i
+        request = signed("PUT", host, key, extra_unsigned=[("Transfer-Encoding", coding)], body=smuggled)
+        reply, closed = exchange(port, request)
+        expect(statuses(reply) == [want] and closed,
+               "Transfer-Encoding: %s → one answer, %d, and the connection closed (got %s)" % (coding, want, statuses(reply)))
+        expect(status_of(port, "GET", host, key)[0] == 404, "Transfer-Encoding: %s → nothing stored" % coding)
+        expect(status_of(port, "GET", host, "/frame/victim")[0] == 200,
+               "Transfer-Encoding: %s → the DELETE in its body did not run" % coding)
+    # Transfer-Encoding with Content-Length: no "Transfer-Encoding wins" leniency.
+    body = b"5\r\nhello\r\n0\r\n\r\n"
+    request = signed("PUT", host, "/frame/both", extra_unsigned=[("Transfer-Encoding", "chunked"),
+                                                                 ("Content-Length", str(len(body)))], body=body)
+    reply, closed = exchange(port, request)
+    expect(statuses(reply) == [400] and closed, "Transfer-Encoding and Content-Length → 400 and close (got %s)" % statuses(reply))
+    expect(status_of(port, "GET", host, "/frame/both")[0] == 404, "Transfer-Encoding and Content-Length → nothing stored")
+    # A plain chunked PUT (no x-amz-decoded-content-length) is refused as S3 refuses it: 411.
+    request = signed("PUT", host, "/frame/chunked", extra_unsigned=[("Transfer-Encoding", "chunked")],
+                     body=b"6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n" + smuggled)
+    reply, closed = exchange(port, request)
+    expect(statuses(reply) == [411] and b"MissingContentLength" in reply and closed,
+           "Transfer-Encoding: chunked without a decoded length → 411 MissingContentLength, and close")
+    expect(status_of(port, "GET", host, "/frame/victim")[0] == 200, "the DELETE after that chunked body did not run")
+    # Pipelining and HTTP/1.0 keep working.
+    expect(status_of(port, "PUT", host, "/frame/second", body=b"second")[0] == 200, "PUT a second object")
+    two = signed("GET", host, "/frame/victim") + signed("GET", host, "/frame/second", extra_unsigned=[("Connection", "close")])
+    reply, _ = exchange(port, two)
+    expect(statuses(reply) == [200, 200] and reply.index(b"precious") < reply.index(b"second"),
+           "two pipelined GETs → two answers, in order")
+    reply, closed = exchange(port, signed("GET", host, "/frame/victim", version="HTTP/1.0"))
+    expect(statuses(reply) == [200] and reply.endswith(b"precious") and closed, "HTTP/1.0 GET → answered, then closed")
+    # Content-Length: duplicate and different, negative, huge: refused, nothing stored.
+    for i, lengths in enumerate([["3", "4"], ["-1"], ["99999999999999999999999"]]):
+        key = "/frame/length-%d" % i
+        reply, closed = exchange(port, signed("PUT", host, key, extra_unsigned=[("Content-Length", n) for n in lengths],
+                                              body=b"abcd"))
+        code = statuses(reply)[0] if statuses(reply) else None
+        expect(code == 400 and closed, "Content-Length %s → 400 and close (got %s)" % (", ".join(lengths), code))
+        expect(status_of(port, "GET", host, key)[0] == 404, "Content-Length %s → nothing stored" % ", ".join(lengths))
+    # A malformed presigned URL: S3's AuthorizationQueryParametersError.
+    reply, _ = exchange(port, raw("GET", host, "/frame/victim?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=x&X-Amz-Signature=y",
+                                  [("Host", host), ("Connection", "close")]))
+    expect(statuses(reply) == [400] and b"<Code>AuthorizationQueryParametersError</Code>" in reply,
+           "malformed presigned parameters → 400 AuthorizationQueryParametersError")
+
+
+def test_limits(server):
+    """The server runs with read_timeout 2 s, idle_timeout 8 s, max_connections_per_address 4."""
+    port, host = server.port, "127.0.0.1:%d" % server.port
+    stalled = socket.create_connection(("127.0.0.1", port))
+    stalled.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n")  # never finishes its header section
+    stalled.settimeout(15)
+    start = time.time()
+    try:
+        stalled.recv(4096)
+    except ConnectionResetError:
+        pass
+    took = time.time() - start
+    expect(took < 5, "a header section that stalls is dropped after read_timeout (2 s), not idle_timeout (8 s): %.1f s" % took)
+    idle = socket.create_connection(("127.0.0.1", port))
+    time.sleep(4)  # longer than read_timeout, shorter than idle_timeout
+    idle.sendall(signed("GET", host, "/", extra_unsigned=[("Connection", "close")]))
+    idle.settimeout(10)
+    reply = b""
+    while True:
+        chunk = idle.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    expect(statuses(reply) == [200], "an idle connection is still served after 4 s (idle_timeout 8 s)")
+    idle.close()
+    time.sleep(0.5)  # the server has ended the connections above
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    for s_ in held:  # each one accepted and served (kept alive): four counted for this address
+        s_.settimeout(10)
+        s_.sendall(signed("GET", host, "/"))
+        expect(read_response(s_).startswith(b"HTTP/1.1 200"), "a held connection is served and kept alive")
+    extra = socket.create_connection(("127.0.0.1", port))
+    extra.settimeout(3)  # idle_timeout is 8 s: an accepted connection would not close before
+    try:
+        refused = extra.recv(4096) == b""
+    except ConnectionResetError:
+        refused = True
+    except socket.timeout:
+        refused = False
+    expect(refused, "a fifth connection from one address (max_connections_per_address 4) is closed at once")
+    held[0].sendall(signed("GET", host, "/"))
+    expect(read_response(held[0]).startswith(b"HTTP/1.1 200"), "the four held connections are still served")
+    for s_ in held + [extra]:
+        s_.close()
+    time.sleep(0.3)
+    expect(status_of(port, "GET", host, "/")[0] == 200, "once they close, the address is served again")
+
+
+def test_names(server, binary):
+    port, host = server.port, "127.0.0.1:%d" % server.port
+    expect(status_of(port, "PUT", host, "/names")[0] == 200, "CreateBucket")
+    for name in ["xn--bucket", "sthree-bucket", "bucket-s3alias", "bucket--ol-s3", "amzn-s3-demo-bucket"]:
+        code, reply = status_of(port, "PUT", host, "/" + name)
+        expect(code == 400 and b"InvalidBucketName" in reply, "reserved bucket name %s → 400 InvalidBucketName" % name)
+    for encoded in ["a%00b", "a%01b", "esc%1B%5B31m", "bad%FF", "overlong%C0%AF", "surrogate%ED%A0%80", "nonchar%EF%BF%BE"]:
+        code, reply = status_of(port, "PUT", host, "/names/" + encoded, body=b"x")
+        expect(code == 400 and b"InvalidArgument" in reply, "key %s → 400 InvalidArgument" % encoded)
+        expect(status_of(port, "GET", host, "/names/" + encoded)[0] == 404, "key %s → nothing stored" % encoded)
+    for encoded in ["tab%09and%0Anewline%0D", "caf%C3%A9", "emoji%F0%9F%98%80", "plain"]:
+        expect(status_of(port, "PUT", host, "/names/" + encoded, body=b"y")[0] == 200, "key %s is accepted" % encoded)
+    code, reply = status_of(port, "GET", host, "/names", query="list-type=2")
+    body = reply.split(b"\r\n\r\n", 1)[1]
+    keys = [e.text for e in ET.fromstring(body).iter("{http://s3.amazonaws.com/doc/2006-03-01/}Key")]
+    expect(code == 200 and "caf\u00e9" in keys and "emoji\U0001F600" in keys,
+           "a plain listing (no encoding-type) is XML that parses, with every key (%d)" % len(keys))
+    code, reply = status_of(port, "GET", host, "/names", query="encoding-type=url&list-type=2")
+    expect(code == 200 and b"tab%09and%0Anewline%0D" in reply, "a listing with encoding-type=url URL-encodes the keys")
+    r = subprocess.run([binary, "ls", "s3://names/", "--endpoint", server.url, "--access-key", AK, "--secret-key", SK],
+                       capture_output=True, text=True, timeout=60)
+    lines = r.stdout.splitlines()
+    expect(r.returncode == 0 and any(l.endswith("tab\\x09and\\x0anewline\\x0d") for l in lines) and len(lines) == 4,
+           "sluice ls prints the key with control characters escaped, one line per key: %r" % lines)
+
+
+def test_full(binary, tmp):
+    if not shutil.which("unshare"):
+        return "unshare is not installed"
+    root = os.path.join(tmp, "small")
+    os.makedirs(root)
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", "mount -t tmpfs -o size=4m tmpfs %s" % root],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return "cannot mount a tmpfs in a mount namespace here: " + probe.stderr.strip()
+    # The server runs in a mount namespace whose store is a 24 MiB tmpfs.
+    cmd = ("mount -t tmpfs -o size=24m tmpfs %s && exec %s serve --root %s/store --listen 127.0.0.1:0 "
+           "--access-key %s --secret-key %s --fabric tcp --grant-socket off") % (root, binary, root, AK, SK)
+    proc = subprocess.Popen(["unshare", "--mount", "sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = ""
+    while True:
+        line = proc.stdout.readline()
+        if not line or "listening on" in line:
+            break
+    if "listening on" not in line:
+        proc.kill()
+        raise AssertionError("server did not start: " + line + proc.stdout.read())
+    port = int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
+    url = "http://127.0.0.1:%d" % port
+    try:
+        def cli(*args):
+            return subprocess.run([binary] + list(args) + ["--endpoint", url, "--access-key", AK, "--secret-key", SK],
+                                  capture_output=True, text=True, timeout=120)
+        expect(cli("mb", "s3://full").returncode == 0, "CreateBucket on the small store")
+        big = os.path.join(tmp, "big")
+        with open(big, "wb") as f:
+            f.write(os.urandom(40 * 1024 * 1024))
+        for via in ("rdma", "http"):
+            r = cli("put", big, "s3://full/big-" + via, "--via", via, "--fabric", "tcp")
+            said = r.stdout + r.stderr
+            expect(r.returncode != 0 and "InsufficientStorage" in said and "RDMANotSupported" not in said,
+                   "a PUT --via %s that fills the disk fails with InsufficientStorage: %s" % (via, said.strip()[-200:]))
+            expect(cli("ls", "s3://full/").stdout.strip() == "", "nothing was stored by the PUT --via %s" % via)
+        small = os.path.join(tmp, "small-file")
+        with open(small, "wb") as f:
+            f.write(os.urandom(1024 * 1024))
+        r = cli("put", small, "s3://full/small", "--via", "rdma", "--fabric", "tcp")
+        expect(r.returncode == 0, "then a PUT that fits succeeds (the failed ones left no space taken): %s" % r.stderr[-300:])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return None
+
+
+def main():
+    binary, scenario = sys.argv[1], sys.argv[2]
+    tmp = tempfile.mkdtemp(prefix="sluice-hardening-")
+    try:
+        if scenario == "full":
+            skipped = test_full(binary, tmp)
+        else:
+            extra = []
+            if scenario == "limits":
+                config = os.path.join(tmp, "server.json")
+                with open(config, "w") as f:
+                    f.write('{"read_timeout_s": 2, "idle_timeout_s": 8, "max_connections_per_address": 4}')
+                extra = ["--config", config]
+            server = Server(binary, os.path.join(tmp, "root"), AK, SK, ["--fabric", "off", "--grant-socket", "off"] + extra).start()
+            try:
+                print("%s against sluice serve on %s" % (scenario, server.url))
+                skipped = {"framing": lambda: test_framing(server), "limits": lambda: test_limits(server),
+                           "names": lambda: test_names(server, binary)}[scenario]()
+            finally:
+                server.stop()
+        if skipped:
+            print("SKIPPED: " + skipped)
+            return SKIP
+        print("PASSED: " + scenario)
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
