@@ -116,13 +116,16 @@ int usage() {
   std::fprintf(stderr,
                "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
                "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n"
-               "                    [--grant-socket PATH|off]\n"
+               "                    [--grant-socket PATH|off] [--tls-cert PEM --tls-key PEM [--tls-listen HOST:PORT]]\n"
                "  --fabric auto      opens the hardware providers and tcp; never shm (a list: shm,tcp)\n"
                "  --fabric shm       libfabric's shm: it does not check keys or ranges, so every local\n"
                "                     process that can sign a request can read and write the memory of any\n"
                "                     other shm peer. Only for hosts whose local users all trust each other.\n"
                "  --grant-socket     where same-host clients grant exactly their buffers (memfd, CUDA IPC);\n"
-               "                     default /tmp/sluice-PORT.sock\n");
+               "                     default /tmp/sluice-PORT.sock\n"
+               "  --tls-cert, --tls-key  also serve HTTPS (TLS 1.2/1.3) with this certificate chain and key\n"
+               "                     (PEM) on --tls-listen (default: the --listen host, port 9443);\n"
+               "                     --listen off serves HTTPS only\n");
   return 2;
 }
 
@@ -154,10 +157,32 @@ int serve(const arguments& args) {
     }
   }
   const std::string listen(args.get("listen").value_or(config.listen_address + ":" + std::to_string(config.port)));
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return usage();
-  config.listen_address = listen.substr(0, colon);
-  config.port = static_cast<std::uint16_t>(std::stoul(listen.substr(colon + 1)));
+  if (listen == "off") {
+    config.plain_http = false;
+  } else {
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) return usage();
+    config.listen_address = listen.substr(0, colon);
+    config.port = static_cast<std::uint16_t>(std::stoul(listen.substr(colon + 1)));
+  }
+  const auto tls_cert = args.get("tls-cert");
+  const auto tls_key = args.get("tls-key");
+  if (tls_cert.has_value() != tls_key.has_value()) {
+    std::fprintf(stderr, "sluice serve: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
+  if (tls_cert) {
+    sluice::s3::tls_listener tls;
+    tls.certificate_chain = std::string(*tls_cert);
+    tls.private_key = std::string(*tls_key);
+    tls.listen_address = config.listen_address;
+    const std::string tls_listen(args.get("tls-listen").value_or(config.listen_address + ":9443"));
+    const auto colon = tls_listen.rfind(':');
+    if (colon == std::string::npos) return usage();
+    tls.listen_address = tls_listen.substr(0, colon);
+    tls.port = static_cast<std::uint16_t>(std::stoul(tls_listen.substr(colon + 1)));
+    config.tls = std::move(tls);
+  }
   if (auto region = args.get("region")) config.region = std::string(*region);
   config.allow_anonymous = args.flag("anonymous");
   const std::string access = std::string(args.get("access-key").value_or(env_or("AWS_ACCESS_KEY_ID", "")));
@@ -240,11 +265,22 @@ int serve(const arguments& args) {
       std::fprintf(stderr, "sluice serve: cannot listen on %s: %s\n", listen.c_str(), ec.message().c_str());
       return 1;
     }
-    const auto endpoint = server.local_endpoint();
     std::printf("sluice serve: rdma: %s\n", rdma_status.c_str());
     std::printf("sluice serve: grants: %s\n", grant_status.c_str());
-    std::printf("sluice serve: listening on %s:%u, store %.*s\n", endpoint.address().to_string().c_str(),
-                static_cast<unsigned>(endpoint.port()), static_cast<int>(root->size()), root->data());
+    if (config.tls) {  // before the "listening on" line, which says the server is ready
+      const auto tls = server.tls_endpoint();
+      std::printf("sluice serve: https on %s:%u (%s)\n", tls.address().to_string().c_str(),
+                  static_cast<unsigned>(tls.port()), config.tls->certificate_chain.c_str());
+    }
+    if (config.plain_http) {
+      const auto endpoint = server.local_endpoint();
+      std::printf("sluice serve: listening on %s:%u, store %.*s\n", endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(endpoint.port()), static_cast<int>(root->size()), root->data());
+    } else {
+      const auto endpoint = server.tls_endpoint();
+      std::printf("sluice serve: listening on %s:%u (https only), store %.*s\n", endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(endpoint.port()), static_cast<int>(root->size()), root->data());
+    }
     std::fflush(stdout);
     int received = 0;
     sigwait(&signals, &received);

@@ -22,6 +22,10 @@ std::optional<config_error> server_config::validate() const {
   if (read_timeout.count() <= 0 || idle_timeout.count() <= 0)
     return config_error{"read_timeout", "timeouts must be positive"};
   if (max_object_bytes == 0) return config_error{"max_object_bytes", "must be greater than 0"};
+  if (!plain_http && !tls) return config_error{"plain_http", "a server without plain HTTP needs a TLS listener"};
+  if (tls && (tls->certificate_chain.empty() || tls->private_key.empty())) {
+    return config_error{"tls", "needs a certificate chain and a private key (PEM files)"};
+  }
   return std::nullopt;
 }
 

@@ -2,7 +2,7 @@
 """The server's front door, tried as an attacker on loopback would: raw sockets and requests
 signed here (SigV4, standard library only) against a real `sluice serve`.
   hardening_test.py SLUICE_BINARY SCENARIO
-SCENARIO: framing | limits | names | full
+SCENARIO: framing | limits | names | full | tls
   framing  Transfer-Encoding (RFC 9112 §6): any coding list not ending in one chunked, or with
            Content-Length, is 400 (501 for codings not decoded) and closes the connection, so a
            request hidden in the body never runs; chunked, pipelining, HTTP/1.0 and bad
@@ -15,6 +15,9 @@ SCENARIO: framing | limits | names | full
            `sluice ls` prints keys with control characters escaped
   full     a full disk (a small tmpfs in a mount namespace) answers InsufficientStorage to an
            RDMA PUT and an HTTP PUT, stores nothing, and the next PUT that fits succeeds
+  tls      `sluice serve --tls-cert --tls-key` beside plain HTTP: curl, boto3 and the AWS CLI (v1
+           and v2) with the test's CA round-trip objects over HTTPS and refuse the server without
+           it; plain HTTP or a silent client on the TLS port is dropped, the server keeps serving
 Exit 0: passed; 77: skipped (the reason printed); anything else: failed."""
 import datetime
 import hashlib
@@ -310,12 +313,108 @@ def test_full(binary, tmp):
     return None
 
 
+def test_tls(binary, tmp):
+    if not shutil.which("openssl") or not shutil.which("curl"):
+        return "openssl or curl is not installed"
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    config = os.path.join(tmp, "server.json")
+    with open(config, "w") as f:
+        f.write('{"read_timeout_s": 2}')
+    server = Server(binary, os.path.join(tmp, "root"), AK, SK,
+                    ["--fabric", "off", "--grant-socket", "off", "--tls-cert", cert, "--tls-key", key,
+                     "--tls-listen", "127.0.0.1:0", "--config", config]).start()
+    try:
+        line = [l for l in server.banner if "https on" in l][0]
+        port = int(line.split("https on ")[1].split(" ")[0].rsplit(":", 1)[1])
+        url = "https://localhost:%d" % port
+        print("tls against sluice serve on %s (and %s)" % (url, server.url))
+        curl = ["curl", "-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", AK + ":" + SK,
+                "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", "/dev/null", "-w", "%{http_code}"]
+        expect(subprocess.run(curl + ["--cacert", cert, "-X", "PUT", url + "/tls-bucket"], capture_output=True,
+                              text=True).stdout == "200", "curl over HTTPS: CreateBucket")
+        src = os.path.join(tmp, "src")
+        with open(src, "wb") as f:
+            f.write(os.urandom(3 * 1024 * 1024 + 5))
+        expect(subprocess.run(curl + ["--cacert", cert, "-T", src, url + "/tls-bucket/k"], capture_output=True,
+                              text=True).stdout == "200", "curl over HTTPS: PutObject 3 MiB")
+        out = os.path.join(tmp, "out")
+        r = subprocess.run(curl[:-4] + ["--cacert", cert, "-o", out, url + "/tls-bucket/k"], capture_output=True)
+        expect(r.returncode == 0 and open(out, "rb").read() == open(src, "rb").read(), "curl over HTTPS: GetObject byte-exact")
+        r = subprocess.run(curl + [url + "/tls-bucket/k"], capture_output=True, text=True)
+        expect(r.returncode == 60, "curl without the test's CA refuses the server's certificate (exit %d)" % r.returncode)
+        r = subprocess.run(curl + ["--cacert", cert, "--resolve", "other.example:%d:127.0.0.1" % port,
+                                   "https://other.example:%d/" % port], capture_output=True, text=True)
+        expect(r.returncode == 60, "curl refuses a host name the certificate does not name (exit %d)" % r.returncode)
+        # boto3 with the CA bundle; then with no CA it fails verification.
+        script = """
+import sys, boto3, botocore
+from botocore.config import Config
+url, ak, sk, cert = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=ak, aws_secret_access_key=sk, region_name="us-east-1",
+                  verify=cert, config=Config(s3={"addressing_style": "path"}))
+s3.put_object(Bucket="tls-bucket", Key="boto", Body=b"x" * 100000)
+assert s3.get_object(Bucket="tls-bucket", Key="boto")["Body"].read() == b"x" * 100000
+assert "boto" in [o["Key"] for o in s3.list_objects_v2(Bucket="tls-bucket")["Contents"]]
+bad = boto3.client("s3", endpoint_url=url, aws_access_key_id=ak, aws_secret_access_key=sk, region_name="us-east-1",
+                   config=Config(retries={"max_attempts": 1}))
+try:
+    bad.list_buckets()
+    print("NOT REFUSED")
+except botocore.exceptions.SSLError:
+    print("refused")
+"""
+        if subprocess.run(["/usr/bin/python3", "-c", "import boto3"], capture_output=True).returncode == 0:
+            r = subprocess.run(["/usr/bin/python3", "-c", script, url, AK, SK, cert], capture_output=True, text=True,
+                               timeout=120)
+            expect(r.returncode == 0 and r.stdout.strip() == "refused",
+                   "boto3 over HTTPS with verify=CA: put, get, list; without the CA: SSLError (%s)" % (r.stdout + r.stderr)[-300:])
+        else:
+            print("  (boto3 is not installed: its part is not run)")
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_DEFAULT_REGION="us-east-1",
+                   AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+        for aws in [shutil.which("aws", path="/root/.pyenv/shims:/usr/local/bin"), "/usr/bin/aws"]:
+            if not aws or not os.path.exists(aws):
+                continue
+            ep = [aws, "--endpoint-url", url, "--ca-bundle", cert]
+            r = subprocess.run(ep + ["s3", "cp", src, "s3://tls-bucket/aws"], env=env, capture_output=True, text=True, timeout=120)
+            expect(r.returncode == 0, "%s s3 cp over HTTPS with --ca-bundle: %s" % (aws, r.stderr[-300:]))
+            r = subprocess.run(ep + ["s3", "cp", "s3://tls-bucket/aws", out], env=env, capture_output=True, text=True, timeout=120)
+            expect(r.returncode == 0 and open(out, "rb").read() == open(src, "rb").read(),
+                   "%s s3 cp back over HTTPS: byte-exact" % aws)
+            r = subprocess.run([aws, "--endpoint-url", url, "s3", "ls", "s3://tls-bucket/"], env=env, capture_output=True,
+                               text=True, timeout=120)
+            expect(r.returncode != 0 and "SSL" in r.stderr, "%s without the CA refuses the server" % aws)
+        # Plain HTTP to the TLS port, and a client that never starts its handshake: dropped.
+        reply, closed = exchange(port, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+        expect(closed and not reply.startswith(b"HTTP/1.1 200"), "plain HTTP on the TLS port is dropped")
+        silent = socket.create_connection(("127.0.0.1", port))
+        silent.settimeout(10)
+        start = time.time()
+        try:
+            silent.recv(100)
+        except ConnectionResetError:
+            pass
+        expect(time.time() - start < 6, "a client that never sends its TLS hello is dropped after read_timeout")
+        expect(subprocess.run(curl + ["--cacert", cert, url + "/tls-bucket/k"], capture_output=True, text=True).stdout == "200",
+               "HTTPS still served afterwards")
+        expect(status_of(server.port, "GET", "127.0.0.1:%d" % server.port, "/tls-bucket/k")[0] == 200,
+               "the plain HTTP listener serves the same store")
+    finally:
+        server.stop()
+    return None
+
+
 def main():
     binary, scenario = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="sluice-hardening-")
     try:
         if scenario == "full":
             skipped = test_full(binary, tmp)
+        elif scenario == "tls":
+            skipped = test_tls(binary, tmp)
         else:
             extra = []
             if scenario == "limits":

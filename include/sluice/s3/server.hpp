@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,10 +28,20 @@ struct user {
   std::string secret_access_key;
 };
 
+/// The HTTPS listener of a server (Boost.Beast over OpenSSL; TLS 1.2 and 1.3).
+struct tls_listener {
+  std::string listen_address = "127.0.0.1";
+  std::uint16_t port = 9443;                ///< 0: an ephemeral port (see server::tls_endpoint())
+  std::filesystem::path certificate_chain;  ///< PEM: the server's certificate, then its intermediates
+  std::filesystem::path private_key;        ///< PEM, unencrypted
+};
+
 /// Everything the server can be told; validated at construction.
 struct server_config {
   std::string listen_address = "127.0.0.1";
   std::uint16_t port = 9000;                       ///< 0: an ephemeral port (see local_endpoint())
+  bool plain_http = true;                          ///< listen on listen_address:port (false: HTTPS only)
+  std::optional<tls_listener> tls;                 ///< also (or only) serve HTTPS
   std::vector<user> users;                         ///< at least one unless allow_anonymous
   bool allow_anonymous = false;                    ///< unsigned requests act as the first user
   std::optional<std::string> region;               ///< when set, requests signed for another region fail
@@ -93,6 +104,8 @@ class server {
   void listen();
   /// Where the server listens (the actual port when config.port was 0).
   [[nodiscard]] boost::asio::ip::tcp::endpoint local_endpoint() const;
+  /// Where the HTTPS listener listens (config.tls; default-constructed without it).
+  [[nodiscard]] boost::asio::ip::tcp::endpoint tls_endpoint() const;
   /// Stops accepting, closes all connections and joins the threads. Idempotent.
   void stop();
 

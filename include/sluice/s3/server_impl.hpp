@@ -21,12 +21,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <algorithm>
 #include <array>
@@ -84,7 +86,7 @@ inline s3::errc to_s3(const error_code& ec, bool bucket_level = false) {
 /// Shared by the acceptor and every connection.
 template <class Store>
 struct server_state : std::enable_shared_from_this<server_state<Store>> {
-  server_state(Store& s, server_config c) : store(&s), config(std::move(c)), acceptor(io) {}
+  server_state(Store& s, server_config c) : store(&s), config(std::move(c)), acceptor(io), tls_acceptor(io) {}
 
   Store* store;
   server_config config;
@@ -92,6 +94,8 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
   asio::thread_pool blocking{2};                // store calls that wait for the disk (fsync, concatenation)
   asio::thread_pool rdma{config.rdma_threads};  // RDMA transfers (each waits for its completions)
   tcp::acceptor acceptor;
+  tcp::acceptor tls_acceptor;                     // config.tls: the HTTPS listener
+  std::optional<asio::ssl::context> tls_context;  // its certificate and key, loaded by listen()
   std::vector<std::thread> threads;
   std::atomic<std::size_t> connections{0};
   std::mutex address_mutex;                              // guards per_address
@@ -344,11 +348,14 @@ inline range_result parse_range(std::string_view header, std::uint64_t size) {
 }
 
 /// One connection: reads requests, routes, authenticates, runs the operation, answers.
-template <class Store>
-class connection : public std::enable_shared_from_this<connection<Store>> {
+/// One client connection. `Stream` is beast::tcp_stream (HTTP) or an ssl::stream over one
+/// (HTTPS: the TLS handshake runs first, under read_timeout).
+template <class Store, class Stream>
+class connection : public std::enable_shared_from_this<connection<Store, Stream>> {
  public:
-  connection(std::shared_ptr<server_state<Store>> state, tcp::socket socket, asio::ip::address peer)
-      : state_(std::move(state)), stream_(std::move(socket)), peer_(std::move(peer)) {}
+  static constexpr bool tls = !std::is_same_v<Stream, beast::tcp_stream>;
+  connection(std::shared_ptr<server_state<Store>> state, Stream stream, asio::ip::address peer)
+      : state_(std::move(state)), stream_(std::move(stream)), peer_(std::move(peer)) {}
 
   asio::awaitable<void> run();
 
@@ -442,8 +449,10 @@ class connection : public std::enable_shared_from_this<connection<Store>> {
   object_attributes attributes_from(const request& req) const;
   void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
 
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
   std::shared_ptr<server_state<Store>> state_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   asio::ip::address peer_;  // counted in state_->per_address while the connection lives
 };
@@ -486,20 +495,27 @@ inline std::optional<s3::errc> transfer_encoding_problem(const http::request_hea
 
 namespace sluice::s3::detail {
 
-template <class Store>
-asio::awaitable<void> connection<Store>::run() {
+template <class Store, class Stream>
+asio::awaitable<void> connection<Store, Stream>::run() {
   {
     std::lock_guard lock(state_->mutex);
     state_->closers[this] = [weak = this->weak_from_this()] {
       if (auto self = weak.lock()) {
         asio::post(self->stream_.get_executor(), [self] {
           error_code ignored;
-          self->stream_.socket().close(ignored);
+          self->lowest().socket().close(ignored);
         });
       }
     };
   }
-  for (;;) {
+  bool open = true;
+  if constexpr (tls) {
+    error_code ec;
+    lowest().expires_after(state_->config.read_timeout);
+    co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+    open = !ec;  // not TLS, an old protocol, a stall: dropped without an answer
+  }
+  while (open) {
     header_parser parser;
     parser.header_limit(static_cast<std::uint32_t>(state_->config.max_header_bytes));
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -507,13 +523,13 @@ asio::awaitable<void> connection<Store>::run() {
     if (buffer_.size() == 0) {
       // Between requests the connection may idle for idle_timeout; from the request's first byte
       // its header section has read_timeout to arrive.
-      stream_.expires_after(state_->config.idle_timeout);
+      lowest().expires_after(state_->config.idle_timeout);
       const std::size_t n =
           co_await stream_.async_read_some(buffer_.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
       buffer_.commit(n);
       if (ec) break;  // closed, reset or idle: nothing to answer
     }
-    stream_.expires_after(state_->config.read_timeout);
+    lowest().expires_after(state_->config.read_timeout);
     co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == http::error::header_limit) {
@@ -534,13 +550,17 @@ asio::awaitable<void> connection<Store>::run() {
       }
       break;
     }
-    stream_.expires_after(state_->config.read_timeout);
+    lowest().expires_after(state_->config.read_timeout);
     const bool keep = co_await handle(parser);
     if (!keep || state_->stopping) break;
   }
   error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  stream_.close();
+  if constexpr (tls) {  // close_notify, best effort: a peer that is gone or stalls does not hold us
+    if (open) lowest().expires_after(std::chrono::seconds(2));
+    if (open) co_await stream_.async_shutdown(asio::redirect_error(asio::use_awaitable, ignored));
+  }
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+  lowest().close();
   {
     std::lock_guard lock(state_->mutex);
     state_->closers.erase(this);
@@ -554,8 +574,8 @@ asio::awaitable<void> connection<Store>::run() {
   state_->connections.fetch_sub(1);
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::handle(header_parser& parser) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
   request req{&parser};
   req.id = state_->next_request_id();
   req.fields = parser.get().base();
@@ -615,15 +635,15 @@ asio::awaitable<bool> connection<Store>::handle(header_parser& parser) {
   co_return co_await dispatch(req);
 }
 
-template <class Store>
-bool connection<Store>::owns(const request& req, std::string_view bucket) const {
+template <class Store, class Stream>
+bool connection<Store, Stream>::owns(const request& req, std::string_view bucket) const {
   std::lock_guard lock(state_->mutex);
   auto it = state_->owners.find(bucket);
   return it == state_->owners.end() || it->second == req.user;  // unknown bucket: the store answers NoSuchBucket
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::dispatch(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
   switch (req.where.op) {
     case operation::list_buckets: co_return co_await list_buckets(req);
     case operation::create_bucket: co_return co_await create_bucket(req);
@@ -654,16 +674,16 @@ asio::awaitable<bool> connection<Store>::dispatch(request& req) {
 // ---------------------------------------------------------------------------------------------
 // Responses
 
-template <class Store>
-void connection<Store>::common_headers(request& req, http::fields& fields) {
+template <class Store, class Stream>
+void connection<Store, Stream>::common_headers(request& req, http::fields& fields) {
   fields.set(http::field::server, "sluice");
   fields.set("x-amz-request-id", req.id);
   fields.set(http::field::date, xml::http_date(std::chrono::system_clock::now()));
   if (!req.rdma_reply.empty()) fields.set("x-amz-rdma-reply", req.rdma_reply);
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::send(request& req, string_response res) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send(request& req, string_response res) {
   common_headers(req, res.base());
   // A request whose body was not read leaves bytes on the wire: close after answering.
   const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
@@ -684,22 +704,22 @@ asio::awaitable<bool> connection<Store>::send(request& req, string_response res)
   co_return !ec && keep;
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::send_xml(request& req, std::string body, http::status status) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send_xml(request& req, std::string body, http::status status) {
   string_response res{status, 11};
   res.set(http::field::content_type, "application/xml");
   res.body() = std::move(body);
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::send_empty(request& req, http::status status) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send_empty(request& req, http::status status) {
   string_response res{status, 11};
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::send_error(request& req, s3::errc code, std::string message) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send_error(request& req, s3::errc code, std::string message) {
   const unsigned status = http_status(code);
   string_response res{static_cast<http::status>(status), 11};
   if (status == 304) co_return co_await send(req, std::move(res));  // 304 carries no body
@@ -712,8 +732,8 @@ asio::awaitable<bool> connection<Store>::send_error(request& req, s3::errc code,
 // ---------------------------------------------------------------------------------------------
 // Bodies
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::continue_if_expected(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::continue_if_expected(request& req) {
   if (!iequals(req.header("Expect"), "100-continue")) co_return true;
   http::response<http::empty_body> res{http::status::continue_, 11};
   error_code ec;
@@ -721,8 +741,9 @@ asio::awaitable<bool> connection<Store>::continue_if_expected(request& req) {
   co_return !ec;
 }
 
-template <class Store>
-asio::awaitable<std::optional<std::string>> connection<Store>::read_small_body(request& req, std::size_t limit) {
+template <class Store, class Stream>
+asio::awaitable<std::optional<std::string>> connection<Store, Stream>::read_small_body(request& req,
+                                                                                       std::size_t limit) {
   if (!req.body_pending) co_return std::string();
   const auto length = req.parser->content_length();
   if (length && *length > limit) co_return std::nullopt;
@@ -747,8 +768,8 @@ asio::awaitable<std::optional<std::string>> connection<Store>::read_small_body(r
   co_return body;
 }
 
-template <class Store>
-object_attributes connection<Store>::attributes_from(const request& req) const {
+template <class Store, class Stream>
+object_attributes connection<Store, Stream>::attributes_from(const request& req) const {
   object_attributes a;
   a.content_type = std::string(req.header("Content-Type"));
   a.content_encoding = std::string(req.header("Content-Encoding"));
@@ -770,8 +791,9 @@ object_attributes connection<Store>::attributes_from(const request& req) const {
   return a;
 }
 
-template <class Store>
-void connection<Store>::object_headers(http::fields& fields, const object_info& info, bool with_checksums) const {
+template <class Store, class Stream>
+void connection<Store, Stream>::object_headers(http::fields& fields, const object_info& info,
+                                               bool with_checksums) const {
   fields.set(http::field::etag, "\"" + info.attributes.etag + "\"");
   fields.set(http::field::last_modified, xml::http_date(info.last_modified));
   fields.set(http::field::content_type,
@@ -792,10 +814,11 @@ void connection<Store>::object_headers(http::fields& fields, const object_info& 
 /// payload hash, Content-MD5 and any x-amz-checksum-* (header or trailer). Returns the attributes
 /// to publish (ETag and checksums filled in), or nullopt after answering the error itself
 /// (the writer is then dropped by the caller: nothing is published).
-template <class Store>
+template <class Store, class Stream>
 template <class Writer>
-asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_object(request& req, Writer& writer,
-                                                                                    std::uint64_t limit) {
+asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::receive_object(request& req,
+                                                                                            Writer& writer,
+                                                                                            std::uint64_t limit) {
   const std::string payload_hash = req.auth ? req.auth->payload_hash : std::string("UNSIGNED-PAYLOAD");
   const bool chunked = payload_hash.starts_with("STREAMING-");
   std::uint64_t expected = 0;
@@ -876,7 +899,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_obj
       } else {
         on_payload(got);
       }
-      stream_.expires_after(state_->config.read_timeout);
+      lowest().expires_after(state_->config.read_timeout);
     }
     req.body_pending = false;
   }
@@ -906,9 +929,11 @@ asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_obj
   co_return attributes;
 }
 
-template <class Store>
-typename connection<Store>::token_verdict connection<Store>::check_token(request& req, rdma_op op, std::uint64_t length,
-                                                                         rdma_token& token, std::string& why) {
+template <class Store, class Stream>
+typename connection<Store, Stream>::token_verdict connection<Store, Stream>::check_token(request& req, rdma_op op,
+                                                                                         std::uint64_t length,
+                                                                                         rdma_token& token,
+                                                                                         std::string& why) {
   if (!state_->config.rdma) return token_verdict::decline;
   // The token is a grant to write into (or read from) the client's memory: only a token that the
   // credential holder signed is used, or anyone who saw one could aim the server at that memory.
@@ -936,8 +961,8 @@ typename connection<Store>::token_verdict connection<Store>::check_token(request
   if (!state_->config.rdma->serves(token.provider)) return token_verdict::decline;
   if (state_->config.rdma_same_host_only) {
     error_code peer_error;
-    const auto peer = stream_.socket().remote_endpoint(peer_error);
-    const auto self = stream_.socket().local_endpoint(peer_error);
+    const auto peer = lowest().socket().remote_endpoint(peer_error);
+    const auto self = lowest().socket().local_endpoint(peer_error);
     // A same-host grant (local:*) is only for a client on this host: loopback, or our own address.
     const bool local_grant = token.provider.starts_with("local:");
     const bool on_host = local_grant ? peer.address().is_loopback() || peer.address() == self.address()
@@ -950,10 +975,11 @@ typename connection<Store>::token_verdict connection<Store>::check_token(request
   return token_verdict::accept;
 }
 
-template <class Store>
+template <class Store, class Stream>
 template <class Writer>
-asio::awaitable<std::optional<object_attributes>> connection<Store>::receive_via_rdma(request& req, Writer& writer,
-                                                                                      std::uint64_t limit) {
+asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::receive_via_rdma(request& req,
+                                                                                              Writer& writer,
+                                                                                              std::uint64_t limit) {
   // The payload's size travels in x-amz-decoded-content-length; the request has no body.
   std::uint64_t expected = 0;
   const auto decoded = req.header("x-amz-decoded-content-length");
@@ -1024,8 +1050,8 @@ namespace sluice::s3::detail {
 // ---------------------------------------------------------------------------------------------
 // Operations
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::list_buckets(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::list_buckets(request& req) {
   error_code ec;
   std::vector<bucket_info> all = state_->store->list_buckets(ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -1036,8 +1062,8 @@ asio::awaitable<bool> connection<Store>::list_buckets(request& req) {
   co_return co_await send_xml(req, xml::list_buckets(req.user, req.user, mine));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::create_bucket(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
   auto body = co_await read_small_body(req, 64 * kib);
   if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
   error_code ec;
@@ -1058,8 +1084,8 @@ asio::awaitable<bool> connection<Store>::create_bucket(request& req) {
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::bucket_only(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::bucket_only(request& req) {
   error_code ec;
   if (req.where.op == operation::delete_bucket) {
     state_->store->remove_bucket(req.where.bucket, ec);
@@ -1081,8 +1107,8 @@ asio::awaitable<bool> connection<Store>::bucket_only(request& req) {
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::list_objects(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::list_objects(request& req) {
   const route& r = req.where;
   const bool v2 = r.op == operation::list_objects_v2;
   const bool versions = r.op == operation::list_object_versions;
@@ -1161,8 +1187,8 @@ asio::awaitable<bool> connection<Store>::list_objects(request& req) {
   co_return co_await send_xml(req, xml::list_objects_v1(page));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::delete_objects(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::delete_objects(request& req) {
   auto body = co_await read_small_body(req, 2 * mib);
   if (!body) co_return co_await send_error(req, s3::errc::bad_digest, "the body does not match its digest");
   error_code ec;
@@ -1182,8 +1208,8 @@ asio::awaitable<bool> connection<Store>::delete_objects(request& req) {
   co_return co_await send_xml(req, xml::delete_result(deleted, errors, what.quiet));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::put_object(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
   error_code ec;
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -1202,8 +1228,8 @@ asio::awaitable<bool> connection<Store>::put_object(request& req) {
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::copy_object(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
   // x-amz-copy-source: [/]bucket/key[?versionId=...], url-encoded.
   std::string_view source = req.header("x-amz-copy-source");
   if (source.starts_with('/')) source.remove_prefix(1);
@@ -1238,8 +1264,8 @@ asio::awaitable<bool> connection<Store>::copy_object(request& req) {
   co_return co_await send_xml(req, xml::copy_object_result(info.attributes.etag, info.last_modified));
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::get_object(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   error_code ec;
   auto mapped = state_->store->map({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -1358,7 +1384,7 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
     res.body().size = static_cast<std::size_t>(n);
     sent += n;
     res.body().more = sent < length;
-    stream_.expires_after(state_->config.read_timeout);
+    lowest().expires_after(state_->config.read_timeout);
     co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return false;
@@ -1372,16 +1398,16 @@ asio::awaitable<bool> connection<Store>::get_object(request& req) {
   co_return keep;
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::delete_object(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::delete_object(request& req) {
   error_code ec;
   state_->store->remove({req.where.bucket, req.where.key}, ec);
   if (ec && ec != sluice::errc::no_such_object) co_return co_await send_error(req, to_s3(ec));
   co_return co_await send_empty(req, http::status::no_content);
 }
 
-template <class Store>
-asio::awaitable<bool> connection<Store>::multipart(request& req) {
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
   const route& r = req.where;
   const object_ref object{r.bucket, r.key};
   const std::string upload_id(r.param("uploadId").value_or(""));
@@ -1471,6 +1497,65 @@ asio::awaitable<bool> connection<Store>::multipart(request& req) {
 
 }  // namespace sluice::s3::detail
 
+namespace sluice::s3::detail {
+
+/// Accepts on `acceptor` until the server stops: HTTPS connections with `with_tls`.
+template <class Store, bool with_tls>
+asio::awaitable<void> accept_loop(std::shared_ptr<server_state<Store>> state, tcp::acceptor& acceptor) {
+  for (;;) {
+    error_code accept_error;
+    tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(state->io),
+                                                        asio::redirect_error(asio::use_awaitable, accept_error));
+    if (accept_error) {
+      if (state->stopping || accept_error == asio::error::operation_aborted) co_return;
+      continue;  // EMFILE and friends: keep serving the connections we have
+    }
+    if (state->connections.fetch_add(1) >= state->config.max_connections) {
+      state->connections.fetch_sub(1);
+      error_code ignored;
+      socket.close(ignored);  // over the limit: refuse rather than queue without bound
+      continue;
+    }
+    error_code peer_error;
+    auto peer = socket.remote_endpoint(peer_error).address();
+    if (peer.is_v6() && peer.to_v6().is_v4_mapped()) {
+      peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+    }
+    bool over = false;
+    {
+      std::lock_guard lock(state->address_mutex);
+      auto& count = state->per_address[peer];
+      over = count >= state->config.max_connections_per_address;
+      if (!over) ++count;
+    }
+    if (over) {  // one client address holds its share already
+      state->connections.fetch_sub(1);
+      error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    // Answers are written header then body: without TCP_NODELAY a small body waits for the
+    // client's delayed ACK of the header (40 ms on Linux) on a kept-alive connection.
+    error_code ignored_option;
+    socket.set_option(tcp::no_delay(true), ignored_option);
+    auto executor = socket.get_executor();
+    if constexpr (with_tls) {
+      using tls_stream = asio::ssl::stream<beast::tcp_stream>;
+      auto conn = std::make_shared<detail::connection<Store, tls_stream>>(
+          state, tls_stream(beast::tcp_stream(std::move(socket)), *state->tls_context), peer);
+      asio::co_spawn(
+          executor, [conn]() { return conn->run(); }, asio::detached);
+    } else {
+      auto conn = std::make_shared<detail::connection<Store, beast::tcp_stream>>(
+          state, beast::tcp_stream(std::move(socket)), peer);
+      asio::co_spawn(
+          executor, [conn]() { return conn->run(); }, asio::detached);
+    }
+  }
+}
+
+}  // namespace sluice::s3::detail
+
 namespace sluice::s3 {
 
 template <multipart_store Store>
@@ -1494,60 +1579,39 @@ void server<Store>::listen(error_code& ec) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
   auto& s = *state_;
-  const auto address = asio::ip::make_address(s.config.listen_address, ec);
+  const auto open = [&](tcp::acceptor& acceptor, const std::string& host, std::uint16_t port) {
+    const auto address = asio::ip::make_address(host, ec);
+    if (ec) return;
+    const tcp::endpoint endpoint(address, port);
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  };
+  if (s.config.plain_http) open(s.acceptor, s.config.listen_address, s.config.port);
   if (ec) return;
-  const tcp::endpoint endpoint(address, s.config.port);
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return;
-  asio::co_spawn(
-      s.io,
-      [state = state_]() -> asio::awaitable<void> {
-        for (;;) {
-          error_code accept_error;
-          tcp::socket socket = co_await state->acceptor.async_accept(
-              asio::make_strand(state->io), asio::redirect_error(asio::use_awaitable, accept_error));
-          if (accept_error) {
-            if (state->stopping || accept_error == asio::error::operation_aborted) co_return;
-            continue;  // EMFILE and friends: keep serving the connections we have
-          }
-          if (state->connections.fetch_add(1) >= state->config.max_connections) {
-            state->connections.fetch_sub(1);
-            error_code ignored;
-            socket.close(ignored);  // over the limit: refuse rather than queue without bound
-            continue;
-          }
-          error_code peer_error;
-          auto peer = socket.remote_endpoint(peer_error).address();
-          if (peer.is_v6() && peer.to_v6().is_v4_mapped()) {
-            peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
-          }
-          bool over = false;
-          {
-            std::lock_guard lock(state->address_mutex);
-            auto& count = state->per_address[peer];
-            over = count >= state->config.max_connections_per_address;
-            if (!over) ++count;
-          }
-          if (over) {  // one client address holds its share already
-            state->connections.fetch_sub(1);
-            error_code ignored;
-            socket.close(ignored);
-            continue;
-          }
-          // Answers are written header then body: without TCP_NODELAY a small body waits for the
-          // client's delayed ACK of the header (40 ms on Linux) on a kept-alive connection.
-          error_code ignored_option;
-          socket.set_option(tcp::no_delay(true), ignored_option);
-          auto executor = socket.get_executor();
-          auto conn = std::make_shared<detail::connection<Store>>(state, std::move(socket), peer);
-          asio::co_spawn(
-              executor, [conn]() { return conn->run(); }, asio::detached);
-        }
-      },
-      asio::detached);
+  if (s.config.tls) {
+    // TLS 1.2 and 1.3 only; the certificate chain and key as PEM files.
+    auto& context = s.tls_context.emplace(asio::ssl::context::tls_server);
+    context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                            asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                            asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use,
+                        ec);
+    if (!ec) context.use_certificate_chain_file(s.config.tls->certificate_chain.string(), ec);
+    if (!ec) context.use_private_key_file(s.config.tls->private_key.string(), asio::ssl::context::pem, ec);
+    if (!ec) open(s.tls_acceptor, s.config.tls->listen_address, s.config.tls->port);
+    if (ec) {
+      error_code ignored;
+      s.acceptor.close(ignored);
+      return;
+    }
+  }
+  if (s.config.plain_http) {
+    asio::co_spawn(s.io, detail::accept_loop<Store, false>(state_, s.acceptor), asio::detached);
+  }
+  if (s.config.tls) {
+    asio::co_spawn(s.io, detail::accept_loop<Store, true>(state_, s.tls_acceptor), asio::detached);
+  }
   for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([st = state_] { st->io.run(); });
 }
 
@@ -1565,6 +1629,12 @@ boost::asio::ip::tcp::endpoint server<Store>::local_endpoint() const {
 }
 
 template <multipart_store Store>
+boost::asio::ip::tcp::endpoint server<Store>::tls_endpoint() const {
+  error_code ec;
+  return state_->tls_acceptor.local_endpoint(ec);
+}
+
+template <multipart_store Store>
 void server<Store>::stop() {
   auto& s = *state_;
   if (s.stopping.exchange(true)) return;
@@ -1573,6 +1643,7 @@ void server<Store>::stop() {
   boost::asio::post(s.io, [state = state_] {
     error_code ignored;
     state->acceptor.close(ignored);
+    state->tls_acceptor.close(ignored);
     std::lock_guard lock(state->mutex);
     for (auto& [connection, close] : state->closers) close();
   });
