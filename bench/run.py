@@ -7,7 +7,7 @@ and writes results.json, table.md (printed at the end) and PNG plots.
 cpu: starts `sluice serve --fabric shm,tcp --grant-socket …` (store on tmpfs) and nginx (sendfile)
   on loopback, then
   large GET 1 GiB   sluice rdma (shm), rdma (tcp;ofi_rxm), same-host grant (memfd), http; nginx
-                    with the same client; curl
+                    with the same client; curl over HTTP and HTTPS (TLS 1.3, self-signed)
                     and the AWS CLI against sluice serve; curl against nginx; ceilings (memcpy,
                     loopback TCP, libfabric RMA write over shm and tcp); part size x parts in flight
   large PUT 1 GiB   sluice rdma (shm), http; curl -T
@@ -178,15 +178,26 @@ class SluiceServer:
     def __init__(self, cli, root, logdir):
         self.cli, self.root, self.log_path = cli, root, os.path.join(logdir, "sluice-serve.log")
         self.proc, self.port, self.banner = None, None, []
+        self.tls_port, self.tls_ca = None, None
 
     def start(self):
         self._log = open(self.log_path, "w")
+        # HTTPS beside HTTP (the get.curl_sluice_https row): a self-signed certificate for 127.0.0.1.
+        tls = []
+        if shutil.which("openssl"):
+            cert, key = self.root + ".cert.pem", self.root + ".key.pem"
+            made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                                   "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                                  capture_output=True)
+            if made.returncode == 0:
+                tls = ["--tls-cert", cert, "--tls-key", key, "--tls-listen", "127.0.0.1:0"]
+                self.tls_ca = cert
         # shm is named: `auto` no longer opens it (it trusts every local process); the benchmark
         # still measures it beside tcp and the same-host grants (GRANT_SOCKET).
         self.grant_socket = self.root + ".grants.sock"
         self.proc = subprocess.Popen([self.cli, "serve", "--root", self.root, "--listen", "127.0.0.1:0", "--fabric",
                                       "shm,tcp", "--grant-socket", self.grant_socket, "--access-key", ACCESS_KEY,
-                                      "--secret-key", SECRET_KEY],
+                                      "--secret-key", SECRET_KEY] + tls,
                                      stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent)
         on_cleanup(self.stop)
@@ -197,6 +208,8 @@ class SluiceServer:
             m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
             if m:
                 self.port = int(m.group(1))
+                t = re.search(r"https on 127\.0\.0\.1:(\d+)", text)
+                self.tls_port = int(t.group(1)) if t else None
                 self.banner = [line.replace("sluice serve: ", "", 1) for line in text.splitlines() if line.strip()]
                 return self
             if self.proc.poll() is not None:
@@ -604,10 +617,10 @@ class Harness:
                 "seconds_all": [round(x[0].wall, 4) for x in runs],
                 "cmd": " ".join(cmd).replace(SECRET_KEY, "***"), "note": note}
 
-    def curl_get(self, url, size, signed, repeat, server_pid):
+    def curl_get(self, url, size, signed, repeat, server_pid, extra=()):
         self.tool("curl")
-        cmd = (self.curl_sign if signed else ["curl", "-sS"]) + ["-o", "/dev/null", "-w", "%{http_code} %{size_download}",
-                                                                url]
+        cmd = (self.curl_sign if signed else ["curl", "-sS"]) + list(extra) + [
+            "-o", "/dev/null", "-w", "%{http_code} %{size_download}", url]
 
         def check(r):
             code, got = (r.stdout.split() + ["?", "?"])[:2]
@@ -647,6 +660,13 @@ class Harness:
         url = "%s/%s/%s" % (self.server.url, BUCKET, key)
         scenario(R, "get.curl_sluice", group, "curl → sluice serve", "baseline",
                  lambda: self.curl_get(url, size, True, rep, self.server.proc.pid))
+
+        def curl_https():
+            if not self.server.tls_port:
+                raise NotRun("sluice serve has no HTTPS listener (openssl missing?)")
+            return self.curl_get("https://127.0.0.1:%d/%s/%s" % (self.server.tls_port, BUCKET, key), size, True, rep,
+                                 self.server.proc.pid, extra=["--cacert", self.server.tls_ca])
+        scenario(R, "get.curl_sluice_https", group, "curl → sluice serve over HTTPS (TLS 1.3)", "baseline", curl_https)
 
         def curl_nginx():
             self.need_nginx()
@@ -857,6 +877,7 @@ class Harness:
         ("get.http", "ceil.tcp", "sluice http ÷ loopback TCP ceiling"),
         ("get.nginx", "ceil.tcp", "nginx ÷ loopback TCP ceiling"),
         ("put.rdma_shm", "put.http", "PUT sluice rdma shm ÷ sluice http"),
+        ("get.curl_sluice_https", "get.curl_sluice", "GET curl https ÷ curl http (sluice serve)"),
         ("put.http", "put.curl", "PUT sluice http ÷ curl -T"),
         ("small.4k.sluice", "small.4k.nginx", "4 KiB ops/s sluice ÷ nginx"),
         ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
