@@ -2,7 +2,7 @@
 //   sluice serve --root DIR [--listen 127.0.0.1:9000] [--region R] [--anonymous]
 //                [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]
 //   sluice mb|rb s3://B, put FILE s3://B/K, get s3://B/K [FILE], ls [s3://B[/PREFIX]], rm s3://B/K
-//                [--endpoint URL] [--access-key AK --secret-key SK] [--region R]
+//                [--endpoint URL] [--ca-bundle PEM] [--access-key AK --secret-key SK] [--region R]
 //                [--via auto|rdma|http] [--fabric auto|shm|tcp|...] (get, put)
 // Credentials: flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the CLI reads the
 // environment; the library never does).
@@ -19,6 +19,8 @@
 #include <sluice/fabric/s3_plane.hpp>
 #endif
 
+#include <boost/asio/ssl/error.hpp>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -31,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -104,9 +107,9 @@ bool is_loopback_host(std::string_view host) {
   return host == "localhost" || host.starts_with("127.") || host == "::1" || host == "[::1]";
 }
 
-// The host part of http://host[:port][/...].
+// The host part of http://host[:port][/...] or https://host[:port][/...].
 std::string host_of(std::string_view url) {
-  if (url.starts_with("http://")) url.remove_prefix(7);
+  if (const auto scheme = url.find("://"); scheme != std::string_view::npos) url.remove_prefix(scheme + 3);
   url = url.substr(0, url.find('/'));
   if (url.starts_with('[')) return std::string(url.substr(0, url.find(']') + 1));
   return std::string(url.substr(0, url.rfind(':')));
@@ -345,8 +348,8 @@ struct client_arguments {
 
 // Options that take a value, and flags; anything else starting with "--" is a usage error.
 client_arguments parse_client_arguments(int argc, char** argv, int first) {
-  static const std::set<std::string, std::less<>> valued = {"endpoint",     "access-key", "secret-key", "region",
-                                                            "content-type", "via",        "fabric"};
+  static const std::set<std::string, std::less<>> valued = {"endpoint", "ca-bundle",    "access-key", "secret-key",
+                                                            "region",   "content-type", "via",        "fabric"};
   static const std::set<std::string, std::less<>> flags = {"recursive", "no-progress"};
   client_arguments a;
   for (int i = first; i < argc; ++i) {
@@ -380,7 +383,9 @@ int client_usage() {
                "       sluice get s3://BUCKET/KEY [FILE]     (written to FILE.partial, then renamed)\n"
                "       sluice ls [s3://BUCKET[/PREFIX]] [--recursive]\n"
                "       sluice rm s3://BUCKET/KEY\n"
-               "  options: --endpoint URL (default http://127.0.0.1:9000), --access-key AK, --secret-key SK\n"
+               "  options: --endpoint URL (default http://127.0.0.1:9000; https://HOST[:PORT] for TLS),\n"
+               "           --ca-bundle PEM (https: the CAs to trust; default: the system's store),\n"
+               "           --access-key AK, --secret-key SK\n"
                "           (default: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), --region R (default: AWS_REGION,\n"
                "           AWS_DEFAULT_REGION, us-east-1), --content-type T (put), --no-progress,\n"
                "           --via auto|rdma|http (get, put; default auto), --fabric auto|shm|tcp|verbs|efa\n");
@@ -406,6 +411,13 @@ std::string describe(const sluice::error_code& ec, std::string_view endpoint) {
   }
   if (ec == boost::asio::error::connection_refused) {
     return ec.message() + " (is an S3 server listening on " + std::string(endpoint) + "?)";
+  }
+  if (ec.category() == s3::tls_verify_category()) {
+    return ec.message() + " (is the server's CA in --ca-bundle, and does its certificate name the host of " +
+           std::string(endpoint) + "?)";
+  }
+  if (ec.category() == boost::asio::error::get_ssl_category()) {
+    return "TLS: " + ec.message() + " (is " + std::string(endpoint) + " an HTTPS server?)";
   }
   return ec.message();
 }
@@ -716,6 +728,7 @@ std::optional<int> client_command(std::string_view command, int argc, char** arg
 
   s3::client_config config;
   config.endpoint = args.get("endpoint").value_or("http://127.0.0.1:9000");
+  config.ca_bundle = args.get("ca-bundle").value_or("");
   config.creds.access_key_id = args.get("access-key").value_or(env_or("AWS_ACCESS_KEY_ID", ""));
   config.creds.secret_access_key = args.get("secret-key").value_or(env_or("AWS_SECRET_ACCESS_KEY", ""));
   config.region = args.get("region").value_or(env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1")));
@@ -752,7 +765,14 @@ std::optional<int> client_command(std::string_view command, int argc, char** arg
     }
 #endif
   }
-  s3::client client(config);
+  std::optional<s3::client> made;
+  try {
+    made.emplace(config);
+  } catch (const std::invalid_argument& e) {  // a --ca-bundle that cannot be loaded
+    std::fprintf(stderr, "sluice %.*s: %s\n", static_cast<int>(command.size()), command.data(), e.what());
+    return 2;
+  }
+  s3::client& client = *made;
   sluice::error_code ec;
   const std::string where = url ? "s3://" + url->bucket + (url->key.empty() ? "" : "/" + url->key) : "";
   auto report = [&](const char* done_word) {

@@ -49,6 +49,15 @@ class first_error {
 /// A libfabric error (sluice::fabric's category), named so that this tier needs no libfabric.
 bool is_fabric_error(const error_code& ec) { return std::string_view(ec.category().name()) == "fabric"; }
 
+/// Whether a direct transfer's failure means "take the staged path": the plane cannot register
+/// device memory (no FI_HMEM, or the provider's CUDA support failed to load: a fabric error), the
+/// object is larger than one PUT, or the server cannot reach the memory or declined. An S3 answer
+/// (NoSuchKey, AccessDenied, ...) would be the same staged, so it ends the transfer.
+bool stage_instead(const error_code& ec) {
+  return ec == errc::unsupported_memory || ec == s3::errc::rdma_not_supported || ec == s3::errc::rdma_transfer_failed ||
+         is_fabric_error(ec);
+}
+
 stager_config ring_for(const device_transfer_options& options, const region& device_memory) {
   stager_config config = options.staging;
   config.device = device_memory.device < 0 ? 0 : device_memory.device;
@@ -199,12 +208,7 @@ std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket
     const std::uint64_t got = client.get_object(bucket, key, destination, std::move(get), ec);
     out.path = device_path::direct;
     out.rdma_bytes = paths.rdma_bytes;
-    // The plane cannot register device memory (no FI_HMEM, or the provider's CUDA support
-    // failed to load: a fabric error), or the server cannot reach it: stage instead. An S3
-    // answer (NoSuchKey, AccessDenied, …) would be the same staged, so it ends here.
-    const bool stage = ec == errc::unsupported_memory || ec == s3::errc::rdma_not_supported ||
-                       ec == s3::errc::rdma_transfer_failed || is_fabric_error(ec);
-    if (!ec || options.path == device_path::direct || !stage) return got;
+    if (!ec || options.path == device_path::direct || !stage_instead(ec)) return got;
   }
   out = {};
   out.path = device_path::staged;
@@ -236,11 +240,7 @@ std::string put_object_from_device(s3::client& client, const std::string& bucket
     std::string etag = client.put_object(bucket, key, source, std::move(put), ec);
     out.path = device_path::direct;
     out.rdma_bytes = paths.rdma_bytes;
-    // No plane takes device memory, the object is larger than one PUT, or the server declined:
-    // stage instead (as get_object_to_device does).
-    const bool stage = ec == errc::unsupported_memory || ec == s3::errc::rdma_not_supported ||
-                       ec == s3::errc::rdma_transfer_failed || is_fabric_error(ec);
-    if (!ec || options.path == device_path::direct || !stage) return etag;
+    if (!ec || options.path == device_path::direct || !stage_instead(ec)) return etag;
   }
   out = {};
   out.path = device_path::staged;

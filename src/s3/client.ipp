@@ -5,7 +5,11 @@
 // the state they share needs no lock; operations run in parallel on the client's threads.
 // A connection moves between operations through the pool: its descriptor is released from
 // the socket of one strand and adopted by a socket of the next, so that a beast::tcp_stream
-// (and its timeout timer) always lives on the strand of the coroutine that uses it.
+// (and its timeout timer) always lives on the strand of the coroutine that uses it. Over https
+// the TLS session (an asio::ssl::stream, whose SSL object talks to the socket only through the
+// layer below it) moves with the connection, and that layer is pointed at the adopted stream.
+// Requests are one template, attempt<Tls>: plain HTTP reads and writes the beast::tcp_stream as
+// before, https goes through the ssl::stream over it.
 #include <sluice/detail/completion.hpp>
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/client.hpp>
@@ -17,7 +21,9 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -35,9 +41,14 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,21 +67,29 @@ struct endpoint_parts {
   std::string host;       ///< to resolve and connect to ("127.0.0.1", "::1", "s3.example")
   std::string port;       ///< "9000"
   std::string authority;  ///< the Host header: host[:port] as written
+  bool tls = false;       ///< https
 };
 
-/// "http://host[:port][/]" → its parts; nullopt for anything else.
-std::optional<endpoint_parts> parse_endpoint(std::string_view url) {
-  constexpr std::string_view scheme = "http://";
-  if (url.size() <= scheme.size()) return std::nullopt;
+/// Whether `url` starts with `scheme` ("http://"), in any case.
+bool has_scheme(std::string_view url, std::string_view scheme) {
+  if (url.size() < scheme.size()) return false;
   for (std::size_t i = 0; i < scheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return std::nullopt;
+    if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
   }
-  std::string_view rest = url.substr(scheme.size());
+  return true;
+}
+
+/// "http://host[:port][/]" or "https://host[:port][/]" → its parts; nullopt for anything else.
+std::optional<endpoint_parts> parse_endpoint(std::string_view url) {
+  const bool tls = has_scheme(url, "https://");
+  if (!tls && !has_scheme(url, "http://")) return std::nullopt;
+  std::string_view rest = url.substr(tls ? 8 : 7);
   if (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.empty() || rest.find_first_of("/?#@ \t\r\n") != std::string_view::npos) return std::nullopt;
   endpoint_parts out;
   out.authority = std::string(rest);
-  std::string_view port = "80";
+  out.tls = tls;
+  std::string_view port = tls ? "443" : "80";
   if (rest.front() == '[') {
     const auto close = rest.find(']');
     if (close == std::string_view::npos || close == 1) return std::nullopt;
@@ -141,6 +160,37 @@ bool still_open(tcp::socket& socket) {
   return open;
 }
 
+/// The layer under a TLS session: forwards to a beast::tcp_stream that it does not own (the
+/// lease's), so that the session survives when its connection moves to another strand and the
+/// stream is replaced by one adopted there (reset()).
+class tcp_layer {
+ public:
+  using executor_type = beast::tcp_stream::executor_type;
+  using lowest_layer_type = beast::tcp_stream::socket_type;
+
+  explicit tcp_layer(beast::tcp_stream* stream) noexcept : stream_(stream) {}
+  void reset(beast::tcp_stream* stream) noexcept { stream_ = stream; }
+
+  executor_type get_executor() noexcept { return stream_->get_executor(); }
+  lowest_layer_type& lowest_layer() noexcept { return stream_->socket(); }
+  [[nodiscard]] const lowest_layer_type& lowest_layer() const noexcept { return stream_->socket(); }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    return stream_->async_read_some(buffers, std::forward<Token>(token));
+  }
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    return stream_->async_write_some(buffers, std::forward<Token>(token));
+  }
+
+ private:
+  beast::tcp_stream* stream_;
+};
+
+/// A TLS session over a pooled connection.
+using tls_stream = asio::ssl::stream<tcp_layer>;
+
 /// Moves the descriptor of `socket` into a new socket on `executor`; nullptr when it failed or
 /// the connection is no longer usable.
 std::unique_ptr<beast::tcp_stream> adopt(tcp::socket& socket, const asio::any_io_executor& executor) {
@@ -163,17 +213,24 @@ std::unique_ptr<beast::tcp_stream> adopt(tcp::socket& socket, const asio::any_io
 class connection_pool {
  public:
   /// A connection slot held by one request: a stream (connected when reused, to be connected
-  /// otherwise). Gives the slot back when destroyed, dropping the connection unless
+  /// otherwise) and, over https, the TLS session on it (made by start_tls() on a new
+  /// connection). Gives the slot back when destroyed, dropping the connection unless
   /// give_back(true) said it may be reused.
   class lease {
    public:
     lease() = default;
-    lease(connection_pool* pool, std::string host_key, std::unique_ptr<beast::tcp_stream> stream, bool reused)
-        : pool_(pool), host_key_(std::move(host_key)), stream_(std::move(stream)), reused_(reused) {}
+    lease(connection_pool* pool, std::string host_key, std::unique_ptr<beast::tcp_stream> stream,
+          std::unique_ptr<tls_stream> tls, bool reused)
+        : pool_(pool),
+          host_key_(std::move(host_key)),
+          stream_(std::move(stream)),
+          tls_(std::move(tls)),
+          reused_(reused) {}
     lease(lease&& other) noexcept
         : pool_(std::exchange(other.pool_, nullptr)),
           host_key_(std::move(other.host_key_)),
           stream_(std::move(other.stream_)),
+          tls_(std::move(other.tls_)),
           reused_(other.reused_) {}
     lease& operator=(lease&& other) noexcept {
       if (this != &other) {
@@ -181,6 +238,7 @@ class connection_pool {
         pool_ = std::exchange(other.pool_, nullptr);
         host_key_ = std::move(other.host_key_);
         stream_ = std::move(other.stream_);
+        tls_ = std::move(other.tls_);
         reused_ = other.reused_;
       }
       return *this;
@@ -190,6 +248,13 @@ class connection_pool {
     ~lease() { give_back(false); }
 
     [[nodiscard]] beast::tcp_stream& stream() noexcept { return *stream_; }
+    /// The TLS session; null on plain HTTP and before start_tls().
+    [[nodiscard]] tls_stream* tls() noexcept { return tls_.get(); }
+    /// A new TLS session over the (connected) stream.
+    tls_stream& start_tls(asio::ssl::context& context) {
+      tls_ = std::make_unique<tls_stream>(tcp_layer(stream_.get()), context);
+      return *tls_;
+    }
     [[nodiscard]] bool reused() const noexcept { return reused_; }
     [[nodiscard]] bool valid() const noexcept { return pool_ != nullptr; }
 
@@ -200,6 +265,7 @@ class connection_pool {
     connection_pool* pool_ = nullptr;
     std::string host_key_;
     std::unique_ptr<beast::tcp_stream> stream_;
+    std::unique_ptr<tls_stream> tls_;  // after stream_: refers to it, destroyed first
     bool reused_ = false;
   };
 
@@ -216,6 +282,7 @@ class connection_pool {
  private:
   struct idle_connection {
     tcp::socket socket;
+    std::unique_ptr<tls_stream> tls;  // https: the session, its layer pointing nowhere while idle
     steady::time_point since;
   };
   struct waiter {
@@ -231,7 +298,7 @@ class connection_pool {
   };
 
   std::optional<idle_connection> take_idle(host_entry& host);
-  void put_back(const std::string& host_key, std::optional<tcp::socket> socket);
+  void put_back(const std::string& host_key, std::optional<tcp::socket> socket, std::unique_ptr<tls_stream> tls);
 
   asio::io_context& io_;
   std::size_t max_per_host_;
@@ -255,7 +322,8 @@ struct client_state {
   boost::asio::io_context io;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
-  client_impl::connection_pool pool;  // after io: its idle sockets are destroyed first
+  std::optional<boost::asio::ssl::context> tls_context;  // https: protocol versions, trusted CAs
+  client_impl::connection_pool pool;                     // after io: its idle sockets are destroyed first
 
   std::mutex cancel_mutex;  // guards cancel_slots and next_slot
   std::atomic<std::uint64_t> epoch{0};
@@ -327,8 +395,14 @@ void connection_pool::lease::give_back(bool reusable) {
       }
     }
   }
+  std::unique_ptr<tls_stream> session;
+  if (keep && tls_) {
+    session = std::move(tls_);
+    session->next_layer().reset(nullptr);
+  }
+  tls_.reset();
   stream_.reset();
-  pool->put_back(host_key_, std::move(keep));
+  pool->put_back(host_key_, std::move(keep), std::move(session));
 }
 
 std::optional<connection_pool::idle_connection> connection_pool::take_idle(host_entry& host) {
@@ -342,7 +416,8 @@ std::optional<connection_pool::idle_connection> connection_pool::take_idle(host_
   return std::nullopt;
 }
 
-void connection_pool::put_back(const std::string& host_key, std::optional<tcp::socket> socket) {
+void connection_pool::put_back(const std::string& host_key, std::optional<tcp::socket> socket,
+                               std::unique_ptr<tls_stream> tls) {
   std::lock_guard lock(mutex_);
   host_entry& host = hosts_[host_key];
   if (!host.waiters.empty()) {
@@ -350,12 +425,12 @@ void connection_pool::put_back(const std::string& host_key, std::optional<tcp::s
     std::shared_ptr<waiter> next = std::move(host.waiters.front());
     host.waiters.pop_front();
     next->granted = true;
-    if (socket) next->handed.emplace(idle_connection{std::move(*socket), steady::now()});
+    if (socket) next->handed.emplace(idle_connection{std::move(*socket), std::move(tls), steady::now()});
     asio::post(next->timer.get_executor(), [next] { next->timer.cancel(); });
     return;
   }
   --host.busy;
-  if (socket) host.idle.push_back(idle_connection{std::move(*socket), steady::now()});
+  if (socket) host.idle.push_back(idle_connection{std::move(*socket), std::move(tls), steady::now()});
 }
 
 asio::awaitable<connection_pool::lease> connection_pool::acquire(const op_context& op, const std::string& host_key,
@@ -398,10 +473,15 @@ asio::awaitable<connection_pool::lease> connection_pool::acquire(const op_contex
     if (ec) co_return lease{};
   }
   std::unique_ptr<beast::tcp_stream> stream;
+  std::unique_ptr<tls_stream> tls;
   if (found) stream = adopt(found->socket, executor);
+  if (stream && found->tls) {
+    tls = std::move(found->tls);  // the session goes on over the adopted stream
+    tls->next_layer().reset(stream.get());
+  }
   const bool reused = stream != nullptr;
   if (!stream) stream = std::make_unique<beast::tcp_stream>(executor);
-  co_return lease(this, host_key, std::move(stream), reused);
+  co_return lease(this, host_key, std::move(stream), std::move(tls), reused);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -511,7 +591,8 @@ address address_for(const client_state& state, std::string_view bucket) {
     a.host_header = std::string(bucket) + "." + state.where.authority;
     a.connect_host = std::string(bucket) + "." + state.where.host;
   }
-  a.pool_key = a.connect_host + " " + state.where.port;
+  // A kept-alive TLS session was verified for this host name: it is reused for this host only.
+  a.pool_key = (state.where.tls ? "https " : "http ") + a.connect_host + " " + state.where.port;
   return a;
 }
 
@@ -519,7 +600,8 @@ bool is_connection_error(const error_code& ec) {
   return ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::connection_aborted ||
          ec == asio::error::broken_pipe || ec == asio::error::connection_refused || ec == asio::error::not_connected ||
          ec == asio::error::network_reset || ec == asio::error::shut_down || ec == http::error::end_of_stream ||
-         ec == http::error::partial_message;
+         ec == http::error::partial_message ||
+         ec == asio::ssl::error::stream_truncated;  // TLS: closed without close_notify
 }
 
 /// Whether an answer asks to be repeated later.
@@ -601,8 +683,10 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-/// Reads the body into `target` until it is full or the message ends; the bytes read.
-asio::awaitable<std::size_t> read_into(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+/// Reads the body into `target` until it is full or the message ends; the bytes read. `Stream`
+/// is beast::tcp_stream or tls_stream, here and below.
+template <class Stream>
+asio::awaitable<std::size_t> read_into(Stream& stream, beast::flat_buffer& buffer,
                                        http::response_parser<http::buffer_body>& parser, std::span<std::byte> target,
                                        transfer_progress* progress, std::uint64_t& progressed, error_code& ec) {
   std::size_t filled = 0;
@@ -624,10 +708,11 @@ asio::awaitable<std::size_t> read_into(beast::tcp_stream& stream, beast::flat_bu
 }
 
 /// Reads the rest of a body of known length straight from the socket into `target` (after the
-/// bytes the header read left in `buffer`): no copy but the kernel's. The bytes read.
-asio::awaitable<std::size_t> read_direct(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                         std::span<std::byte> target, transfer_progress* progress,
-                                         std::uint64_t& progressed, error_code& ec) {
+/// bytes the header read left in `buffer`): no copy but the kernel's (over TLS, OpenSSL decrypts
+/// into `target`). The bytes read.
+template <class Stream>
+asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buffer, std::span<std::byte> target,
+                                         transfer_progress* progress, std::uint64_t& progressed, error_code& ec) {
   std::size_t filled = std::min(buffer.size(), target.size());
   asio::buffer_copy(asio::buffer(target.data(), filled), buffer.data());
   buffer.consume(filled);
@@ -637,8 +722,16 @@ asio::awaitable<std::size_t> read_direct(beast::tcp_stream& stream, beast::flat_
   }
   while (filled < target.size()) {
     const std::size_t n = std::min(io_slice, target.size() - filled);
-    const std::size_t got = co_await stream.async_read_some(asio::buffer(target.data() + filled, n),
-                                                            asio::redirect_error(asio::use_awaitable, ec));
+    std::size_t got = 0;
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      got = co_await stream.async_read_some(asio::buffer(target.data() + filled, n),
+                                            asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      // A TLS read returns one record (16 KiB at most): the whole slice at once instead, so that
+      // progress is still reported per io_slice.
+      got = co_await asio::async_read(stream, asio::buffer(target.data() + filled, n),
+                                      asio::redirect_error(asio::use_awaitable, ec));
+    }
     filled += got;
     if (progress != nullptr && got > 0) {
       progress->add(got);
@@ -650,7 +743,8 @@ asio::awaitable<std::size_t> read_direct(beast::tcp_stream& stream, beast::flat_
 }
 
 /// Reads the body as text, up to `limit` bytes (the rest stays unread).
-asio::awaitable<void> read_text(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+template <class Stream>
+asio::awaitable<void> read_text(Stream& stream, beast::flat_buffer& buffer,
                                 http::response_parser<http::buffer_body>& parser, std::string& text, std::size_t limit,
                                 error_code& ec) {
   std::vector<char> chunk(64 * kib);
@@ -674,7 +768,68 @@ struct attempt_result {
   response res;
 };
 
-/// Sends the request once and receives the answer, within request_timeout.
+/// OpenSSL's last error on this thread, in Asio's "asio.ssl" category (invalid_argument if none).
+error_code last_ssl_error() {
+  const unsigned long code = ::ERR_get_error();
+  if (code == 0) return sluice::errc::invalid_argument;
+  return {static_cast<int>(code), asio::error::get_ssl_category()};
+}
+
+/// RFC 6125 host name verification (asio::ssl::host_name_verification: a DNS name against the
+/// certificate's DNS SANs, an IP literal against its IP SANs) that records a mismatch as the
+/// verification result, so the error says why (OpenSSL leaves it unspecified otherwise).
+struct host_check {
+  asio::ssl::host_name_verification check;
+  bool ip_literal = false;
+
+  bool operator()(bool preverified, asio::ssl::verify_context& context) const {
+    const bool ok = check(preverified, context);
+    if (!ok && preverified) {
+      X509_STORE_CTX_set_error(context.native_handle(),
+                               ip_literal ? X509_V_ERR_IP_ADDRESS_MISMATCH : X509_V_ERR_HOSTNAME_MISMATCH);
+    }
+    return ok;
+  }
+};
+
+/// Whether the TLS session holds nothing received and unread. What arrived with the answer (a
+/// close_notify sent right after it, as a server that closes after answering does) waits in
+/// OpenSSL's buffers, where the socket peek of still_open() cannot see it.
+bool nothing_buffered(tls_stream& tls) {
+  SSL* ssl = tls.native_handle();
+  return SSL_has_pending(ssl) == 0 && BIO_ctrl_pending(SSL_get_rbio(ssl)) == 0;
+}
+
+/// Starts TLS on the new connection of `conn` to `host` (SNI unless an IP literal, certificate
+/// and host name verified as the configuration says) and runs the handshake. A certificate
+/// refused is tls_verify_category() with OpenSSL's verification result.
+asio::awaitable<error_code> start_tls(client_state& state, connection_pool::lease& conn, const std::string& host) {
+  tls_stream& tls = conn.start_tls(*state.tls_context);
+  error_code ec;
+  error_code not_an_address;
+  (void)asio::ip::make_address(host, not_an_address);
+  const bool ip_literal = !not_an_address;
+  // SNI names a host, never an address (RFC 6066 §3); OpenSSL sends what it is given. (This is
+  // SSL_set_tlsext_host_name, whose macro casts; OpenSSL copies the name.)
+  if (!ip_literal && SSL_ctrl(tls.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                              const_cast<char*>(host.c_str())) != 1) {
+    co_return last_ssl_error();
+  }
+  if (state.config.verify_peer) {
+    tls.set_verify_callback(host_check{asio::ssl::host_name_verification(host), ip_literal}, ec);
+    if (ec) co_return ec;
+  }
+  co_await tls.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec && state.config.verify_peer) {
+    const long result = SSL_get_verify_result(tls.native_handle());
+    if (result != X509_V_OK) ec = error_code(static_cast<int>(result), tls_verify_category());
+  }
+  co_return ec;
+}
+
+/// Sends the request once and receives the answer, within request_timeout: over the
+/// beast::tcp_stream (Tls false), or over a TLS session on it.
+template <bool Tls>
 asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec& spec, const std::string& target,
                                         const address& where) {
   attempt_result r;
@@ -688,10 +843,10 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
     co_return r;
   }
   r.reused = conn.reused();
-  beast::tcp_stream& stream = conn.stream();
+  beast::tcp_stream& wire = conn.stream();
   tcp::resolver resolver(executor);
-  cancel_scope scope(op, executor, [&stream, &resolver] {
-    stream.close();
+  cancel_scope scope(op, executor, [&wire, &resolver] {
+    wire.close();
     resolver.cancel();
   });
   if (op.aborted()) {
@@ -699,7 +854,7 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
     r.fatal = true;
     co_return r;
   }
-  stream.expires_at(deadline);
+  wire.expires_at(deadline);  // the TLS handshake and every TLS read and write included
   if (!r.reused) {
     const auto endpoints = co_await resolver.async_resolve(where.connect_host, state.where.port,
                                                            asio::redirect_error(asio::use_awaitable, r.ec));
@@ -707,12 +862,27 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
       r.fatal = !is_connection_error(r.ec);
       co_return r;
     }
-    co_await stream.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, r.ec));
+    co_await wire.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, r.ec));
     if (r.ec) co_return r;
     state.connections_opened.fetch_add(1);
     error_code ignored;
-    stream.socket().set_option(tcp::no_delay(true), ignored);
+    wire.socket().set_option(tcp::no_delay(true), ignored);
+    if constexpr (Tls) {
+      r.ec = co_await start_tls(state, conn, where.connect_host);
+      if (r.ec) {
+        r.fatal = !is_connection_error(r.ec);  // a refused certificate is not retried
+        co_return r;
+      }
+    }
   }
+  auto& stream = [&]() -> auto& {
+    if constexpr (Tls) {
+      return *conn.tls();
+    } else {
+      return wire;
+    }
+  }
+  ();
 
   // The request, signed.
   http::request<http::buffer_body> req{spec.method, target, 11};
@@ -836,7 +1006,9 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
       }
     }
   }
-  if (reusable && complete && parser->get().keep_alive() && buffer.size() == 0) conn.give_back(true);
+  bool drained = buffer.size() == 0;
+  if constexpr (Tls) drained = drained && nothing_buffered(stream);
+  if (reusable && complete && parser->get().keep_alive() && drained) conn.give_back(true);
   co_return r;
 }
 
@@ -879,7 +1051,12 @@ asio::awaitable<response> execute(const op_context& op, const request_spec& spec
       ec = asio::error::operation_aborted;
       co_return response{};
     }
-    attempt_result r = co_await attempt(op, spec, target, where);
+    attempt_result r;  // (not co_await in a conditional expression: GCC 12 destroys its result twice)
+    if (state.where.tls) {
+      r = co_await attempt<true>(op, spec, target, where);
+    } else {
+      r = co_await attempt<false>(op, spec, target, where);
+    }
     r.res.attempts = attempt_number;
     if (r.ec && op.aborted()) r.ec = asio::error::operation_aborted;
     if (r.ec == beast::error::timeout) r.ec = asio::error::timed_out;
@@ -1871,12 +2048,34 @@ void run_blocking_void(Initiate&& initiate, error_code& ec) {
   context.run();
 }
 
+class tls_verify_category_impl final : public boost::system::error_category {
+ public:
+  [[nodiscard]] const char* name() const noexcept override { return "tls-verify"; }
+  [[nodiscard]] std::string message(int value) const override {
+    return std::string("TLS certificate verification failed: ") + X509_verify_cert_error_string(value);
+  }
+};
+
 }  // namespace
 
+const boost::system::error_category& tls_verify_category() noexcept {
+  static const tls_verify_category_impl category;
+  return category;
+}
+
 std::optional<config_error> client_config::validate() const {
-  if (!detail::client_impl::parse_endpoint(endpoint)) {
-    return config_error{"endpoint", "must be http://host[:port] (plain HTTP; no TLS)"};
+  const auto where = detail::client_impl::parse_endpoint(endpoint);
+  if (!where) {
+    const auto separator = endpoint.find("://");
+    if (separator != std::string::npos) {
+      const std::string scheme = detail::client_impl::lower(std::string_view(endpoint).substr(0, separator));
+      if (scheme != "http" && scheme != "https") {
+        return config_error{"endpoint", "scheme \"" + scheme + "\" is not supported: use http:// or https://"};
+      }
+    }
+    return config_error{"endpoint", "must be http://host[:port] or https://host[:port]"};
   }
+  if (!ca_bundle.empty() && !where->tls) return config_error{"ca_bundle", "is for an https:// endpoint only"};
   if (region.empty()) return config_error{"region", "must not be empty"};
   if (creds.access_key_id.empty() != creds.secret_access_key.empty()) {
     return config_error{"creds", "give both the access key id and the secret, or neither"};
@@ -1897,6 +2096,32 @@ client::client(client_config config) {
   auto where = *detail::client_impl::parse_endpoint(config.endpoint);
   state_ = std::make_shared<detail::client_state>(std::move(config), std::move(where));
   auto& s = *state_;
+  if (s.where.tls) {
+    namespace ssl = boost::asio::ssl;
+    auto& context = s.tls_context.emplace(ssl::context::tls_client);
+    error_code ec;
+    context.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                            ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::no_compression,
+                        ec);
+    if (!ec && SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION) != 1) {
+      ec = detail::client_impl::last_ssl_error();
+    }
+    if (!ec) context.set_verify_mode(s.config.verify_peer ? ssl::verify_peer : ssl::verify_none, ec);
+    if (ec) throw sluice::system_error(ec, "TLS context");
+    if (!s.config.ca_bundle.empty()) {
+      const std::string path = s.config.ca_bundle.string();
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // OpenSSL 3 has no text for system errors
+      if (fd < 0) {
+        throw std::invalid_argument("ca_bundle: cannot open " + path + ": " + std::generic_category().message(errno));
+      }
+      ::close(fd);
+      context.load_verify_file(path, ec);
+      if (ec) throw std::invalid_argument("ca_bundle: no CA certificate loaded from " + path + ": " + ec.message());
+    } else if (s.config.verify_peer) {
+      context.set_default_verify_paths(ec);
+      if (ec) throw sluice::system_error(ec, "TLS context: the system's CA store");
+    }
+  }
   s.work.emplace(s.io.get_executor());
   for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([&s] { s.io.run(); });
 }
@@ -2005,8 +2230,8 @@ std::uint64_t client::get_object(const std::string& bucket, const std::string& k
   return bytes;
 }
 
-std::string client::put_object(const std::string& bucket, const std::string& key,
-                               std::shared_ptr<upload_source> source, put_options options, error_code& ec) {
+std::string client::put_object(const std::string& bucket, const std::string& key, std::shared_ptr<upload_source> source,
+                               put_options options, error_code& ec) {
   return sluice::detail::run_blocking<std::string>(
       [&](auto handler) { async_put_object(bucket, key, std::move(source), std::move(options), std::move(handler)); },
       ec);

@@ -112,8 +112,13 @@ def main():
                      ["ls", "--bogus", "s3://cli"]):
             r = subprocess.run([binary] + args, capture_output=True, text=True, env=env)
             expect(r.returncode == 2 and "usage" in r.stderr, "usage error for %s: exit 2" % " ".join(args))
-        r = cli("ls", "s3://cli", endpoint="https://127.0.0.1:1")
-        expect(r.returncode == 2 and "endpoint" in r.stderr, "an https endpoint is refused: exit 2")
+        r = cli("ls", "s3://cli", endpoint="ftp://127.0.0.1:1")
+        expect(r.returncode == 2 and "endpoint" in r.stderr and '"ftp" is not supported' in r.stderr,
+               "an ftp endpoint is refused: exit 2")
+        r = cli("ls", "s3://cli", endpoint="https://127.0.0.1:%d" % free_port())
+        expect(r.returncode == 1 and "refused" in r.stderr, "an https endpoint is taken (no server: connection refused)")
+        r = cli("ls", "s3://cli", "--ca-bundle", os.path.join(tmp, "ca.pem"))
+        expect(r.returncode == 2 and "ca_bundle" in r.stderr, "--ca-bundle with an http endpoint: exit 2")
 
         # Credentials from the environment.
         r = subprocess.run([binary, "ls", "s3://cli", "--endpoint", server.url], capture_output=True, text=True,

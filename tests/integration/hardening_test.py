@@ -15,9 +15,10 @@ SCENARIO: framing | limits | names | full | tls
            `sluice ls` prints keys with control characters escaped
   full     a full disk (a small tmpfs in a mount namespace) answers InsufficientStorage to an
            RDMA PUT and an HTTP PUT, stores nothing, and the next PUT that fits succeeds
-  tls      `sluice serve --tls-cert --tls-key` beside plain HTTP: curl, boto3 and the AWS CLI (v1
-           and v2) with the test's CA round-trip objects over HTTPS and refuse the server without
-           it; plain HTTP or a silent client on the TLS port is dropped, the server keeps serving
+  tls      `sluice serve --tls-cert --tls-key` beside plain HTTP: curl, boto3, the AWS CLI (v1
+           and v2) and sluice's own client (`sluice put/get/ls --ca-bundle`) with the test's CA
+           round-trip objects over HTTPS and refuse the server without it; plain HTTP or a silent
+           client on the TLS port is dropped, the server keeps serving
 Exit 0: passed; 77: skipped (the reason printed); anything else: failed."""
 import datetime
 import hashlib
@@ -348,6 +349,37 @@ def test_tls(binary, tmp):
         r = subprocess.run(curl + ["--cacert", cert, "--resolve", "other.example:%d:127.0.0.1" % port,
                                    "https://other.example:%d/" % port], capture_output=True, text=True)
         expect(r.returncode == 60, "curl refuses a host name the certificate does not name (exit %d)" % r.returncode)
+        # sluice's own client: put (single and multipart), get (whole and parallel ranged), ls over
+        # HTTPS with --ca-bundle; without it (the system's CAs) the certificate is refused at once.
+        def sluice(*args, ca=True):
+            return subprocess.run([binary] + list(args) + ["--endpoint", url, "--access-key", AK, "--secret-key", SK,
+                                                           "--no-progress"] + (["--ca-bundle", cert] if ca else []),
+                                  capture_output=True, text=True, timeout=120)
+        big = os.path.join(tmp, "big")
+        with open(big, "wb") as f:
+            f.write(os.urandom(20 * 1024 * 1024 + 7))
+        for name, path in (("small", src), ("big", big)):
+            r = sluice("put", path, "s3://tls-bucket/sluice-" + name)
+            expect(r.returncode == 0, "sluice put over HTTPS with --ca-bundle (%s): %s" % (name, (r.stdout + r.stderr)[-300:]))
+            back = os.path.join(tmp, "back-" + name)
+            r = sluice("get", "s3://tls-bucket/sluice-" + name, back, "--via", "http")
+            expect(r.returncode == 0 and open(back, "rb").read() == open(path, "rb").read(),
+                   "sluice get over HTTPS (%s) byte-exact: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        r = sluice("ls", "s3://tls-bucket/")
+        expect(r.returncode == 0 and "sluice-small" in r.stdout and "sluice-big" in r.stdout,
+               "sluice ls over HTTPS lists both objects: %s" % (r.stdout + r.stderr)[-300:])
+        start = time.time()
+        r = sluice("ls", "s3://tls-bucket/", ca=False)
+        expect(r.returncode != 0 and "TLS certificate verification failed" in r.stderr and time.time() - start < 10,
+               "sluice ls without --ca-bundle refuses the certificate, at once: %s" % r.stderr.strip()[-300:])
+        r = sluice("get", "s3://tls-bucket/sluice-small", os.path.join(tmp, "nope"), ca=False)
+        expect(r.returncode != 0 and "TLS certificate verification failed" in r.stderr
+               and not os.path.exists(os.path.join(tmp, "nope")),
+               "sluice get without --ca-bundle refuses the certificate: %s" % r.stderr.strip()[-300:])
+        r = subprocess.run([binary, "ls", "--endpoint", url, "--ca-bundle", os.path.join(tmp, "missing.pem")],
+                           capture_output=True, text=True, timeout=60)
+        expect(r.returncode == 2 and "ca_bundle" in r.stderr, "a --ca-bundle that cannot be read is a usage error: %s"
+               % r.stderr.strip()[-300:])
         # boto3 with the CA bundle; then with no CA it fails verification.
         script = """
 import sys, boto3, botocore

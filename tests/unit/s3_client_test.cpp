@@ -14,6 +14,9 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -32,6 +35,13 @@
 #include <thread>
 #include <vector>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
 
 namespace {
@@ -202,6 +212,139 @@ double seconds_since(typename Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A self-signed certificate (EC P-256, valid for two days) naming `subject_alt_name`
+// ("DNS:localhost,IP:127.0.0.1"), and its key: PEM files in a directory of their own, removed
+// with the object. Made with the OpenSSL API, so the test needs no openssl command.
+struct test_certificate {
+  explicit test_certificate(const std::string& subject_alt_name) {
+    static std::atomic<int> made{0};
+    const int serial = ++made;
+    dir = std::filesystem::temp_directory_path() /
+          ("sluice-client-tls-" + std::to_string(::getpid()) + "-" + std::to_string(serial));
+    std::filesystem::create_directories(dir);
+    certificate = dir / "cert.pem";
+    key = dir / "key.pem";
+    EVP_PKEY* pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
+    X509* x509 = X509_new();
+    REQUIRE(pkey != nullptr);
+    REQUIRE(x509 != nullptr);
+    X509_set_version(x509, 2);  // v3
+    ASN1_INTEGER_set(X509_get_serialNumber(x509), serial);
+    X509_gmtime_adj(X509_getm_notBefore(x509), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(x509), 2L * 24 * 3600);
+    X509_set_pubkey(x509, pkey);
+    X509_NAME* name = X509_get_subject_name(x509);
+    const std::string common_name = "sluice test " + std::to_string(serial);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()),
+                               -1, -1, 0);
+    X509_set_issuer_name(x509, name);
+    X509V3_CTX context{};  // no config database
+    X509V3_set_ctx(&context, x509, x509, nullptr, nullptr, 0);
+    const std::pair<int, std::string> extensions[] = {{NID_subject_alt_name, subject_alt_name},
+                                                      {NID_basic_constraints, "critical,CA:TRUE"}};
+    for (const auto& [nid, value] : extensions) {
+      X509_EXTENSION* extension = X509V3_EXT_conf_nid(nullptr, &context, nid, value.c_str());
+      REQUIRE(extension != nullptr);
+      X509_add_ext(x509, extension, -1);
+      X509_EXTENSION_free(extension);
+    }
+    REQUIRE(X509_sign(x509, pkey, EVP_sha256()) > 0);
+    BIO* out = BIO_new_file(certificate.c_str(), "w");
+    REQUIRE(out != nullptr);
+    CHECK(PEM_write_bio_X509(out, x509) == 1);
+    BIO_free(out);
+    out = BIO_new_file(key.c_str(), "w");
+    REQUIRE(out != nullptr);
+    CHECK(PEM_write_bio_PrivateKey(out, pkey, nullptr, nullptr, 0, nullptr, nullptr) == 1);
+    BIO_free(out);
+    X509_free(x509);
+    EVP_PKEY_free(pkey);
+  }
+  test_certificate(const test_certificate&) = delete;
+  test_certificate& operator=(const test_certificate&) = delete;
+  ~test_certificate() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+
+  std::filesystem::path dir;
+  std::filesystem::path certificate;
+  std::filesystem::path key;
+};
+
+// A live_server that also serves HTTPS (an ephemeral port) with `certificate`.
+s3::server_config tls_defaults(const test_certificate& certificate) {
+  s3::server_config config = live_server::defaults();
+  config.tls = s3::tls_listener{"127.0.0.1", 0, certificate.certificate, certificate.key};
+  return config;
+}
+
+std::string https_endpoint(const live_server& live, const std::string& host) {
+  return "https://" + host + ":" + std::to_string(live.server.tls_endpoint().port());
+}
+
+// An HTTPS server that answers each request (the n-th, from 1, gets script(n)) and then ends the
+// TLS session with close_notify although the answer did not say "Connection: close", as a server
+// that closes after an error does. TCP_CORK holds both until the kernel sends them together
+// (200 ms), so the client receives the close_notify with the answer.
+class closing_tls_server {
+ public:
+  closing_tls_server(const test_certificate& certificate, std::function<std::string(std::size_t)> script)
+      : context_(asio::ssl::context::tls_server),
+        acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+        script_(std::move(script)) {
+    context_.use_certificate_chain_file(certificate.certificate.string());
+    context_.use_private_key_file(certificate.key.string(), asio::ssl::context::pem);
+    asio::co_spawn(io_, accept_loop(), asio::detached);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  closing_tls_server(const closing_tls_server&) = delete;
+  closing_tls_server& operator=(const closing_tls_server&) = delete;
+  ~closing_tls_server() {
+    io_.stop();
+    thread_.join();
+  }
+
+  [[nodiscard]] std::string endpoint() const {
+    return "https://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  [[nodiscard]] std::size_t requests() const { return requests_.load(); }
+
+ private:
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      error_code ec;
+      tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      asio::co_spawn(io_, serve(std::move(socket)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> serve(tcp::socket socket) {
+    asio::ssl::stream<tcp::socket> tls(std::move(socket), context_);
+    error_code ec;
+    co_await tls.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    std::string request;
+    co_await asio::async_read_until(tls, asio::dynamic_buffer(request), "\r\n\r\n",
+                                    asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    const std::string answer = script_(requests_.fetch_add(1) + 1);
+    const int on = 1;
+    ::setsockopt(tls.next_layer().native_handle(), IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+    co_await asio::async_write(tls, asio::buffer(answer), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    co_await tls.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));  // until the client closes
+  }
+
+  asio::io_context io_;
+  asio::ssl::context context_;
+  tcp::acceptor acceptor_;
+  std::function<std::string(std::size_t)> script_;
+  std::atomic<std::size_t> requests_{0};
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST_CASE("s3 client: configuration is validated") {
@@ -213,7 +356,9 @@ TEST_CASE("s3 client: configuration is validated") {
     return c.validate().has_value();
   };
   CHECK(broken([](auto& c) { c.endpoint = ""; }));
-  CHECK(broken([](auto& c) { c.endpoint = "https://127.0.0.1:9000"; }));
+  CHECK(broken([](auto& c) { c.endpoint = "ftp://127.0.0.1:9000"; }));
+  CHECK(broken([](auto& c) { c.endpoint = "https://"; }));
+  CHECK(broken([](auto& c) { c.ca_bundle = "ca.pem"; }));  // with an http:// endpoint
   CHECK(broken([](auto& c) { c.endpoint = "http://127.0.0.1:99999"; }));
   CHECK(broken([](auto& c) { c.endpoint = "http://127.0.0.1:9000/path"; }));
   CHECK(broken([](auto& c) { c.creds.secret_access_key.clear(); }));
@@ -224,6 +369,16 @@ TEST_CASE("s3 client: configuration is validated") {
   CHECK(broken([](auto& c) { c.request_timeout = 0s; }));
   CHECK_FALSE(broken([](auto& c) { c.endpoint = "http://[::1]:9000/"; }));
   CHECK_FALSE(broken([](auto& c) { c.endpoint = "http://localhost"; }));
+  CHECK_FALSE(broken([](auto& c) { c.endpoint = "https://localhost"; }));
+  CHECK_FALSE(broken([](auto& c) { c.endpoint = "HTTPS://[::1]:9443/"; }));
+  CHECK_FALSE(broken([](auto& c) {
+    c.endpoint = "https://s3.example:8443";
+    c.ca_bundle = "ca.pem";
+  }));
+  s3::client_config ftp = good;
+  ftp.endpoint = "ftp://x";
+  REQUIRE(ftp.validate());
+  CHECK(ftp.validate()->message().find("\"ftp\" is not supported") != std::string::npos);
   CHECK_FALSE(broken([](auto& c) { c.creds = {}; }));  // anonymous
   s3::client_config bad = good;
   bad.endpoint = "ftp://x";
@@ -683,6 +838,178 @@ TEST_CASE("s3 client: no answer times out after request_timeout, and cancel() en
   REQUIRE(result.wait_for(5s) == std::future_status::ready);
   CHECK(result.get() == asio::error::operation_aborted);
   CHECK(seconds_since(cancel_at) < 1.0);
+}
+
+TEST_CASE("s3 client: https round trips of 0 B to 12 MiB with the CA bundle, sessions kept alive per host") {
+  const test_certificate certificate("DNS:localhost,IP:127.0.0.1");
+  live_server live(tls_defaults(certificate));
+  s3::client_config config = config_for(https_endpoint(live, "localhost"));
+  config.ca_bundle = certificate.certificate;
+  config.multipart_threshold = 5 * mib;
+  s3::client client(config);
+  client.create_bucket("secure");
+  for (const std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{70000}, 12 * mib + 3}) {
+    CAPTURE(size);
+    const auto data = pattern(size, size + 7);
+    auto source = data;
+    const std::string key = "tls/" + std::to_string(size);
+    const std::string etag = client.put_object("secure", key, sluice::host_region(source));
+    CHECK((etag.find('-') != std::string::npos) == (size > config.multipart_threshold));
+    CHECK(client.head_object("secure", key).size == size);
+    std::vector<std::byte> back(size + 5, std::byte{0xEE});
+    CHECK(client.get_object("secure", key, sluice::host_region(back)) == size);
+    CHECK(std::equal(data.begin(), data.end(), back.begin()));
+    CHECK(back[size] == std::byte{0xEE});
+    // A range inside the body, read through the TLS stream.
+    if (size >= 70000) {
+      std::vector<std::byte> part(1000);
+      CHECK(client.get_object("secure", key, sluice::host_region(part), sluice::byte_range{65000, 1000}) == 1000);
+      CHECK(std::equal(part.begin(), part.end(), data.begin() + 65000));
+    }
+  }
+  const auto listing = client.list_all_objects("secure");
+  CHECK(listing.objects.size() == 4);
+  // The same objects over plain HTTP, from the same server.
+  s3::client plain(config_for(live.endpoint()));
+  CHECK(plain.head_object("secure", "tls/70000").size == 70000);
+  // Kept-alive TLS sessions move between operations (each on a strand of its own) and are reused.
+  CHECK(client.statistics().connections_opened <= config.parts_in_flight + 1);
+  CHECK(client.statistics().retries == 0);
+
+  // One connection, many operations: one TLS handshake. An IP literal is checked against the
+  // certificate's IP SANs.
+  config.endpoint = https_endpoint(live, "127.0.0.1");
+  config.max_connections_per_host = 1;
+  s3::client one(config);
+  for (int i = 0; i < 20; ++i) CHECK(one.head_object("secure", "tls/1").size == 1);
+  std::vector<std::byte> back(12 * mib + 3);
+  CHECK(one.get_object("secure", "tls/12582915", sluice::host_region(back)) == back.size());
+  CHECK(one.statistics().connections_opened == 1);
+}
+
+TEST_CASE("s3 client: https refuses a certificate it cannot verify, at once and without retries") {
+  const test_certificate certificate("DNS:localhost,IP:127.0.0.1");
+  live_server live(tls_defaults(certificate));
+  // No CA bundle: the system's store, which does not hold the test's certificate.
+  s3::client_config config = config_for(https_endpoint(live, "localhost"));
+  config.max_retries = 3;
+  config.retry_base_delay = 500ms;  // a retry would show in the time taken
+  s3::client client(config);
+  const auto start = std::chrono::steady_clock::now();
+  error_code ec;
+  client.create_bucket("refused", ec);
+  CHECK(seconds_since(start) < 2.0);
+  CHECK(ec.category() == s3::tls_verify_category());
+  CHECK(ec.value() == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT);
+  CHECK(ec.message().starts_with("TLS certificate verification failed: "));
+  MESSAGE("without the CA: " << ec.message());
+  CHECK(client.statistics().retries == 0);
+  CHECK(client.statistics().connections_opened == 1);
+  CHECK(client.statistics().requests == 0);  // nothing was sent
+  std::vector<std::byte> out(10);
+  (void)client.get_object("refused", "k", sluice::host_region(out), {}, ec);
+  CHECK(ec.category() == s3::tls_verify_category());
+  error_code store_ec;
+  CHECK(live.store.list_buckets(store_ec).empty());
+
+  // A CA bundle that holds another certificate: refused the same way.
+  const test_certificate stranger("DNS:localhost,IP:127.0.0.1");
+  config.ca_bundle = stranger.certificate;
+  s3::client other(config);
+  other.create_bucket("refused", ec);
+  CHECK(ec.category() == s3::tls_verify_category());
+  CHECK(other.statistics().retries == 0);
+
+  // A CA bundle that cannot be read, or holds no certificate: the client is not built.
+  config.ca_bundle = certificate.dir / "missing.pem";
+  CHECK_THROWS_WITH_AS(s3::client{config}, doctest::Contains("No such file"), std::invalid_argument);
+  config.ca_bundle = certificate.key;
+  CHECK_THROWS_WITH_AS(s3::client{config}, doctest::Contains("ca_bundle: no CA certificate"), std::invalid_argument);
+
+  // https to a plain HTTP port: a TLS error, not retried.
+  s3::client_config wrong = config_for("https://127.0.0.1:" + std::to_string(live.server.local_endpoint().port()));
+  wrong.ca_bundle = certificate.certificate;
+  s3::client confused(wrong);
+  confused.create_bucket("refused", ec);
+  CHECK(ec);
+  CHECK(ec.category() == asio::error::get_ssl_category());
+  MESSAGE("https to a plain HTTP port: " << ec.message());
+  CHECK(confused.statistics().retries == 0);
+}
+
+TEST_CASE("s3 client: https refuses a certificate for another host name, verify_peer=false accepts it") {
+  const test_certificate certificate("DNS:other.example");
+  live_server live(tls_defaults(certificate));
+  s3::client_config config = config_for(https_endpoint(live, "127.0.0.1"));
+  config.ca_bundle = certificate.certificate;  // trusted, but for another name
+  error_code ec;
+  {
+    s3::client client(config);
+    client.create_bucket("names", ec);
+    CHECK(ec.category() == s3::tls_verify_category());
+    CHECK(ec.value() == X509_V_ERR_IP_ADDRESS_MISMATCH);
+    MESSAGE("an IP literal the certificate does not name: " << ec.message());
+    CHECK(client.statistics().retries == 0);
+  }
+  {
+    config.endpoint = https_endpoint(live, "localhost");
+    s3::client client(config);
+    client.create_bucket("names", ec);
+    CHECK(ec.category() == s3::tls_verify_category());
+    CHECK(ec.value() == X509_V_ERR_HOSTNAME_MISMATCH);
+    MESSAGE("a host name the certificate does not name: " << ec.message());
+  }
+  error_code store_ec;
+  CHECK(live.store.list_buckets(store_ec).empty());
+  {
+    // Tests only: no verification at all (no CA bundle either).
+    config.ca_bundle.clear();
+    config.verify_peer = false;
+    s3::client client(config);
+    client.create_bucket("names", ec);
+    CHECK_FALSE(ec);
+    auto data = pattern(3 * mib, 9);
+    client.put_object("names", "k", sluice::host_region(data));
+    std::vector<std::byte> back(data.size());
+    CHECK(client.get_object("names", "k", sluice::host_region(back)) == data.size());
+    CHECK(back == data);
+  }
+}
+
+TEST_CASE("s3 client: a TLS session whose close_notify came with the answer is not reused") {
+  const test_certificate certificate("DNS:localhost,IP:127.0.0.1");
+  closing_tls_server server(certificate,
+                            [](std::size_t n) { return n <= 2 ? raw_server::slow_down() : raw_server::hello(); });
+  s3::client_config config = config_for(server.endpoint());
+  config.ca_bundle = certificate.certificate;
+  s3::client client(config);
+  std::vector<std::byte> out(16);
+  CHECK(client.get_object("b", "k", sluice::host_region(out)) == 5);
+  // Each attempt on a new connection: none is wasted on a session the server had ended (which
+  // would fail with end_of_stream, and count as a retry the second time).
+  CHECK(server.requests() == 3);
+  CHECK(client.statistics().requests == 3);
+  CHECK(client.statistics().retries == 2);
+  CHECK(client.statistics().connections_opened == 3);
+  CHECK(client.get_object("b", "k", sluice::host_region(out)) == 5);
+  CHECK(client.statistics().requests == 4);
+  CHECK(client.statistics().connections_opened == 4);
+}
+
+TEST_CASE("s3 client: an https handshake that gets no answer ends at request_timeout") {
+  raw_server raw([](std::size_t) { return raw_server::action{raw_server::kind::hang, {}}; });
+  s3::client_config config = config_for("https://127.0.0.1:" + raw.endpoint().substr(raw.endpoint().rfind(':') + 1));
+  config.request_timeout = 1s;
+  config.verify_peer = false;
+  s3::client client(config);
+  const auto start = std::chrono::steady_clock::now();
+  error_code ec;
+  (void)client.head_object("b", "k", ec);
+  const double took = seconds_since(start);
+  CHECK(ec == asio::error::timed_out);
+  CHECK(took >= 0.9);
+  CHECK(took < 3.0);
+  CHECK(raw.requests() == 0);  // the client hello is no HTTP request
 }
 
 TEST_CASE("s3 client xml: ListBucketResult, Initiate and Complete results, Error bodies, ISO 8601") {

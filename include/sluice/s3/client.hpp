@@ -1,6 +1,6 @@
-// sluice::s3::client: an S3 client (Boost.Beast, HTTP/1.1 keep-alive) with a connection pool per
-// host, retries with backoff, a deadline per request, multipart uploads and parallel ranged
-// downloads straight into the caller's memory.
+// sluice::s3::client: an S3 client (Boost.Beast, HTTP/1.1 keep-alive, plain or over TLS with
+// OpenSSL) with a connection pool per host, retries with backoff, a deadline per request,
+// multipart uploads and parallel ranged downloads straight into the caller's memory.
 //
 // Executor model. The client runs its own io_context on `client_config::io_threads` threads, as
 // the server does, so it can be embedded in any program. Every asynchronous operation takes an
@@ -26,7 +26,10 @@
 //   bad_range (the range lies outside the object), protocol_violation (an answer that breaks
 //   HTTP or S3, such as a part of the wrong size);
 // - the system category: connection errors, boost::asio::error::timed_out when a request ran
-//   past client_config::request_timeout, operation_aborted after cancel().
+//   past client_config::request_timeout, operation_aborted after cancel();
+// - over https: tls_verify_category() when the server's certificate was refused (not issued by a
+//   trusted CA, expired, or for another host name), Boost.Asio's "asio.ssl" category for other
+//   TLS failures (no common protocol version, an alert from the server). Neither is retried.
 //
 // Retries. Idempotent requests (GET, HEAD, PUT of a whole object or of a part, DELETE) are
 // retried with exponential backoff and jitter (retry_base_delay × 2^n, n = 0, 1, ..., capped at
@@ -39,7 +42,8 @@
 //   same parts is safe: when a repeat answers NoSuchUpload (an earlier attempt completed it and
 //   its answer was lost), the client HEADs the object and accepts it if its ETag is the
 //   multipart ETag computed locally from the parts' MD5s.
-// - Pooled connections: before reusing an idle keep-alive connection the client checks (with a
+// - Pooled connections (over https, each with its TLS session, reused for the same host and
+//   port only): before reusing an idle keep-alive connection the client checks (with a
 //   non-blocking peek) that the server has not closed it. If one still fails before any byte of
 //   the answer arrived (the server closed it meanwhile), the request is sent once more on a fresh
 //   connection, whatever its method; this does not count against max_retries.
@@ -72,11 +76,25 @@
 
 namespace sluice::s3 {
 
+/// The category of a server certificate that an https client refused ("tls-verify"): the value
+/// is OpenSSL's verification result (an X509_V_ERR_* code: X509_V_ERR_HOSTNAME_MISMATCH or
+/// X509_V_ERR_IP_ADDRESS_MISMATCH for a certificate of another host), the message "TLS
+/// certificate verification failed: " and OpenSSL's reason.
+[[nodiscard]] const boost::system::error_category& tls_verify_category() noexcept;
+
 /// Everything the client can be told; validated when the client is built.
 struct client_config {
-  /// Where the server is: "http://host[:port]" (port 80 when left out; an IPv6 address in
-  /// brackets). Plain HTTP only: this client has no TLS.
+  /// Where the server is: "http://host[:port]" (port 80 when left out) or "https://host[:port]"
+  /// (port 443; TLS 1.2 or 1.3); an IPv6 address in brackets.
   std::string endpoint;
+  /// https only: a PEM file of the certificate authorities to trust (the server's certificate, or
+  /// its issuer). Empty: the system's default store (OpenSSL's default verify paths).
+  std::filesystem::path ca_bundle;
+  /// https only: check the server's certificate chain and that it names the endpoint's host
+  /// (RFC 6125: a DNS name against its DNS SANs, an IP literal against its IP SANs). Turning it
+  /// off accepts any certificate, so anyone on the path can read and change the traffic: for
+  /// tests only.
+  bool verify_peer = true;
   /// The key pair that signs every request (SigV4). Both empty: requests go unsigned (anonymous).
   credentials creds;
   std::string region = "us-east-1";  ///< the region requests are signed for
@@ -95,10 +113,11 @@ struct client_config {
   /// The data plane for x-amz-rdma-token (sluice::fabric::client_plane); null: HTTP bodies only.
   std::shared_ptr<rdma_client_plane> rdma;
 
-  /// The first problem, or nullopt: endpoint not "http://host[:port]", region empty, only one of
-  /// the two keys given, max_connections_per_host, parts_in_flight or io_threads 0, part_size
-  /// outside 5 MiB..5 GiB (S3's part limits), multipart_threshold below 5 MiB, a timeout or
-  /// delay that is not positive.
+  /// The first problem, or nullopt: endpoint not "http://host[:port]" or "https://host[:port]"
+  /// (another scheme is named in the message), a ca_bundle with an http:// endpoint, region
+  /// empty, only one of the two keys given, max_connections_per_host, parts_in_flight or
+  /// io_threads 0, part_size outside 5 MiB..5 GiB (S3's part limits), multipart_threshold below
+  /// 5 MiB, a timeout or delay that is not positive.
   [[nodiscard]] std::optional<config_error> validate() const;
 };
 
@@ -237,7 +256,7 @@ class client {
   using executor_type = boost::asio::io_context::executor_type;
 
   /// Starts the client's threads. Throws std::invalid_argument ("field: reason") when `config`
-  /// is invalid. Connects to nothing until the first request.
+  /// is invalid or its ca_bundle cannot be loaded. Connects to nothing until the first request.
   explicit client(client_config config);
   client(const client&) = delete;
   client& operator=(const client&) = delete;

@@ -515,7 +515,7 @@ asio::awaitable<void> connection<Store, Stream>::run() {
     co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
     open = !ec;  // not TLS, an old protocol, a stall: dropped without an answer
   }
-  while (open) {
+  while (open) {  // NOLINT(bugprone-infinite-loop): every way out of the loop is a break
     header_parser parser;
     parser.header_limit(static_cast<std::uint32_t>(state_->config.max_header_bytes));
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
