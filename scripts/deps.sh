@@ -14,6 +14,7 @@ packages=(
   doctest-dev                                # tests
   clang clang-format clang-tidy              # fuzz preset, lint
   curl awscli python3-boto3 s3cmd rclone     # S3 interop tests (real clients)
+  openssl util-linux                         # hardening tests: a test certificate (tls), unshare (full)
   nginx wrk python3-matplotlib               # bench/run.py: the nginx baseline, small objects, plots
   nodejs npm                                 # JS SDK interop, s3rver (npm packages fetched by the tests)
 )
