@@ -36,23 +36,6 @@ constexpr std::size_t description_bytes = 4 + 4 + handle_bytes + uuid_bytes + 8;
 
 using get_range_fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
-/// cuMemGetAddressRange through the runtime (no link to libcuda: hosts without a driver still
-/// load the library); null when the driver does not give it.
-get_range_fn address_range() {
-  static const get_range_fn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &status) !=
-            cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return get_range_fn{nullptr};
-    }
-    return reinterpret_cast<get_range_fn>(p);  // the driver's documented signature
-  }();
-  return fn;
-}
-
 /// A driver entry point through the runtime (no link to libcuda), at the version of CUDA 12.0;
 /// null when the driver does not give it.
 template <class Fn>
@@ -65,6 +48,13 @@ Fn driver_entry(const char* name) {
     return nullptr;
   }
   return reinterpret_cast<Fn>(p);  // the driver's documented signature at that version
+}
+
+/// cuMemGetAddressRange (hosts without a driver still load the library); null when the driver
+/// does not give it.
+get_range_fn address_range() {
+  static const get_range_fn fn = driver_entry<get_range_fn>("cuMemGetAddressRange");
+  return fn;
 }
 
 /// Page-cache registration in a context of its own. Measured on the H100 host

@@ -123,6 +123,17 @@ def read_response(sock):
     return head + b"\r\n\r\n" + rest
 
 
+def seconds_until_dropped(sock, limit=15):
+    """Waits for the server to close (or reset) `sock`; returns the seconds it took."""
+    sock.settimeout(limit)
+    start = time.time()
+    try:
+        sock.recv(4096)
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return time.time() - start
+
+
 def statuses(reply):
     """The status of every response in `reply` (a body may end where the next status line starts)."""
     return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", reply)]
@@ -193,13 +204,7 @@ def test_limits(server):
     port, host = server.port, "127.0.0.1:%d" % server.port
     stalled = socket.create_connection(("127.0.0.1", port))
     stalled.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n")  # never finishes its header section
-    stalled.settimeout(15)
-    start = time.time()
-    try:
-        stalled.recv(4096)
-    except ConnectionResetError:
-        pass
-    took = time.time() - start
+    took = seconds_until_dropped(stalled)
     expect(took < 5, "a header section that stalls is dropped after read_timeout (2 s), not idle_timeout (8 s): %.1f s" % took)
     idle = socket.create_connection(("127.0.0.1", port))
     time.sleep(4)  # longer than read_timeout, shorter than idle_timeout
@@ -271,20 +276,12 @@ def test_full(binary, tmp):
                            capture_output=True, text=True)
     if probe.returncode != 0:
         return "cannot mount a tmpfs in a mount namespace here: " + probe.stderr.strip()
-    # The server runs in a mount namespace whose store is a 24 MiB tmpfs.
-    cmd = ("mount -t tmpfs -o size=24m tmpfs %s && exec %s serve --root %s/store --listen 127.0.0.1:0 "
-           "--access-key %s --secret-key %s --fabric tcp --grant-socket off") % (root, binary, root, AK, SK)
-    proc = subprocess.Popen(["unshare", "--mount", "sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = ""
-    while True:
-        line = proc.stdout.readline()
-        if not line or "listening on" in line:
-            break
-    if "listening on" not in line:
-        proc.kill()
-        raise AssertionError("server did not start: " + line + proc.stdout.read())
-    port = int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
-    url = "http://127.0.0.1:%d" % port
+    # The server runs in a mount namespace whose store is a 24 MiB tmpfs: sh mounts it ($0), then
+    # execs the server command common.Server appends ("$@").
+    mount_first = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs -o size=24m tmpfs "$0" && exec "$@"', root]
+    server = Server(binary, os.path.join(root, "store"), AK, SK, ["--fabric", "tcp", "--grant-socket", "off"],
+                    prefix=mount_first).start()
+    url = server.url
     try:
         def cli(*args):
             return subprocess.run([binary] + list(args) + ["--endpoint", url, "--access-key", AK, "--secret-key", SK],
@@ -305,12 +302,7 @@ def test_full(binary, tmp):
         r = cli("put", small, "s3://full/small", "--via", "rdma", "--fabric", "tcp")
         expect(r.returncode == 0, "then a PUT that fits succeeds (the failed ones left no space taken): %s" % r.stderr[-300:])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.stop()
     return None
 
 
@@ -423,13 +415,7 @@ except botocore.exceptions.SSLError:
         reply, closed = exchange(port, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
         expect(closed and not reply.startswith(b"HTTP/1.1 200"), "plain HTTP on the TLS port is dropped")
         silent = socket.create_connection(("127.0.0.1", port))
-        silent.settimeout(10)
-        start = time.time()
-        try:
-            silent.recv(100)
-        except ConnectionResetError:
-            pass
-        expect(time.time() - start < 6, "a client that never sends its TLS hello is dropped after read_timeout")
+        expect(seconds_until_dropped(silent, 10) < 6, "a client that never sends its TLS hello is dropped after read_timeout")
         expect(subprocess.run(curl + ["--cacert", cert, url + "/tls-bucket/k"], capture_output=True, text=True).stdout == "200",
                "HTTPS still served afterwards")
         expect(status_of(server.port, "GET", "127.0.0.1:%d" % server.port, "/tls-bucket/k")[0] == 200,
