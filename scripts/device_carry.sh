@@ -217,7 +217,9 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)
   # shm is named (auto no longer opens it) so the staged-RDMA rows stay comparable with earlier
   # runs; the grant socket serves the same-host CUDA IPC grants.
-  "${here}/sluice" serve --root "${root}/store" --listen 127.0.0.1:0 --fabric shm,tcp \
+  # SLUICE_GRANT_TRACE: the server prints one line per grant copy (registration waits, times);
+  # the first ones (the first GETs and the registered ones) are shown after the benchmark.
+  SLUICE_GRANT_TRACE=1 "${here}/sluice" serve --root "${root}/store" --listen 127.0.0.1:0 --fabric shm,tcp \
     --grant-socket "${root}/grants.sock" \
     --access-key SLUICEBENCH --secret-key sluice-bench-secret >"${root}/serve.log" 2>&1 &
   server=$!
@@ -239,8 +241,17 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
     "${here}/vectors_from_s3" --endpoint "${endpoint}" --bucket vectors --access-key SLUICEBENCH \
       --secret-key sluice-bench-secret --fabric auto --grant-socket "${root}/grants.sock" --upload || status=1
   fi
+  # SLUICE_PROBE_STORE=1: the registration probe on the store's largest object file, as the
+  # benchmark's PUT left it (the probe writes its own files otherwise).
+  if [[ -n ${SLUICE_PROBE_STORE:-} ]]; then
+    object=$(find "${root}/store" -type f -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+    echo "== registration probe on the store's object file ${object}"
+    "${here}/sluice_gpu_regprobe" --file "${object}" --existing yes --repeat 3 || status=1
+  fi
   kill "${server}" 2>/dev/null
   wait "${server}" 2>/dev/null
+  echo "== the server's first grant copies"
+  grep '^sluice grant:' "${root}/serve.log" | head -40 | sed 's/^/server: /'
   rm -rf "${root}"
 fi
 exit "${status}"

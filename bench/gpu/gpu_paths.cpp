@@ -71,6 +71,11 @@ struct options {
   unsigned aggregate = 4;             // client processes of the concurrent grant case
   int server_pid = 0;                 // for the server's CPU seconds
   bool child = false;                 // one process of the concurrent case (internal)
+  std::string only;                   // "grant": the ceilings and the grant GETs only
+  // Parts of the grant GETs (a GET's first part goes alone: its answer tells the object's size).
+  // On the H100 host 256 MiB × 8 and 1 GiB × 4 measured the same within the run-to-run spread.
+  std::uint64_t grant_part = 1 * gib;
+  std::uint32_t grant_in_flight = 4;
 };
 
 /// The server's user + system CPU seconds (/proc/PID/stat); 0 when unknown.
@@ -274,7 +279,8 @@ int usage() {
                "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
                "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
                "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n"
-               "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]]\n");
+               "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]] [--only grant]\n"
+               "                        [--grant-part MiB (1024)] [--grant-in-flight 4]\n");
   return 2;
 }
 
@@ -309,6 +315,12 @@ int main(int argc, char** argv) {
       opt.server_pid = std::stoi(value);
     else if (flag == "--child")
       opt.child = value == "1";
+    else if (flag == "--only" && value == "grant")
+      opt.only = value;
+    else if (flag == "--grant-part")
+      opt.grant_part = std::stoull(value) * mib;
+    else if (flag == "--grant-in-flight")
+      opt.grant_in_flight = static_cast<std::uint32_t>(std::stoul(value));
     else if (flag == "--size") {
       const auto n = parse_size(value);
       if (!n || *n == 0) return usage();
@@ -438,17 +450,21 @@ int main(int argc, char** argv) {
         why);
     results.push_back({"S3 GET → GPU (" + provider + ")", name, value, why});
   };
-  if (hmem) {
+  const bool every = opt.only.empty();
+  if (!every) {
+    // --only grant: the grant cases below, nothing else
+  } else if (hmem) {
     s3_case("direct (RMA into HBM)", cuda::device_path::direct, s3::transfer_via::rdma, client);
   } else {
     results.push_back({"S3 GET → GPU (" + provider + ")", "direct (RMA into HBM)", std::nullopt,
                        "provider " + provider + " has no FI_HMEM here"});
   }
   const std::string staged_rdma = "staged, RDMA parts, " + std::to_string(rdma->endpoint_count()) + " endpoints";
-  s3_case(staged_rdma.c_str(), cuda::device_path::staged, s3::transfer_via::rdma, client);
-  s3_case("staged, RDMA parts, 1 endpoint", cuda::device_path::staged, s3::transfer_via::rdma, single_client);
-  s3_case("staged, HTTP parts", cuda::device_path::staged, s3::transfer_via::http, client);
-  {
+  if (every) s3_case(staged_rdma.c_str(), cuda::device_path::staged, s3::transfer_via::rdma, client);
+  if (every)
+    s3_case("staged, RDMA parts, 1 endpoint", cuda::device_path::staged, s3::transfer_via::rdma, single_client);
+  if (every) s3_case("staged, HTTP parts", cuda::device_path::staged, s3::transfer_via::http, client);
+  if (every) {
     std::string why;
     std::vector<std::byte> pageable;
     auto value = median_of(
@@ -476,7 +492,7 @@ int main(int argc, char** argv) {
   // -- S3 GET → GPU through a same-host grant (CUDA IPC) --------------------------------------
   if (!opt.grant_socket.empty()) {
     const std::string group = "S3 GET → GPU (same-host grant, cuda-ipc)";
-    auto granted = grant_client(opt, std::min<std::uint64_t>(opt.size, 1 * gib), 4, ec);
+    auto granted = grant_client(opt, std::min(opt.size, opt.grant_part), opt.grant_in_flight, ec);
     if (!granted) {
       results.push_back({group, "grant GET", std::nullopt, "no grant session: " + ec.message()});
     } else {
@@ -524,7 +540,14 @@ int main(int argc, char** argv) {
               const double cpu = cpu_now();
               const auto start = std::chrono::steady_clock::now();
               if (!grant_get(by, key, m)) return false;
-              m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              const auto end = std::chrono::steady_clock::now();
+              m.own_seconds = std::chrono::duration<double>(end - start).count();
+              if (std::getenv("SLUICE_GRANT_TRACE") != nullptr) {  // NOLINT(concurrency-mt-unsafe)
+                // steady_clock is CLOCK_MONOTONIC, the same in the server's trace lines
+                std::printf("bench: first GET of %s from %.4f to %.4f\n", key.c_str(),
+                            std::chrono::duration<double>(start.time_since_epoch()).count(),
+                            std::chrono::duration<double>(end.time_since_epoch()).count());
+              }
               m.cpu_seconds = cpu_now() - cpu;
               return true;
             },
@@ -635,7 +658,7 @@ int main(int argc, char** argv) {
   }
 
   // -- S3 PUT from GPU through a same-host grant, against the disk's durable write rate --------
-  if (!opt.grant_socket.empty()) {
+  if (every && !opt.grant_socket.empty()) {
     const std::string group = "S3 PUT ← GPU (same-host grant, cuda-ipc)";
     // The baseline: dd of the same size with conv=fsync on the file system of --file (the
     // store's, in run.sh), one run before each PUT.
@@ -714,142 +737,144 @@ int main(int argc, char** argv) {
   }
 
   // -- file → GPU ----------------------------------------------------------------------------
-  {
-    const int fd = ::open(opt.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    bool written = fd >= 0;
-    for (std::uint64_t done = 0; written && done < opt.size;) {
-      const ssize_t n = ::write(fd, source.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib));
-      if (n <= 0)
-        written = false;
-      else
-        done += static_cast<std::uint64_t>(n);
+  if (every) {  // not with --only grant
+    {
+      const int fd = ::open(opt.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      bool written = fd >= 0;
+      for (std::uint64_t done = 0; written && done < opt.size;) {
+        const ssize_t n = ::write(fd, source.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib));
+        if (n <= 0)
+          written = false;
+        else
+          done += static_cast<std::uint64_t>(n);
+      }
+      if (fd >= 0) {
+        written = written && ::fsync(fd) == 0;
+        ::close(fd);
+      }
+      if (!written) std::fprintf(stderr, "sluice_gpu_bench: cannot write %s\n", opt.file.c_str());
     }
-    if (fd >= 0) {
-      written = written && ::fsync(fd) == 0;
-      ::close(fd);
-    }
-    if (!written) std::fprintf(stderr, "sluice_gpu_bench: cannot write %s\n", opt.file.c_str());
-  }
-  // Every case starts with the file out of the page cache (written and fsynced, so DONTNEED
-  // drops it): each reads from the disk, as a cold load does.
-  const auto drop_cache = [&] {
-    const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-      ::close(fd);
-    }
-  };
-  // Untimed: reads the whole file once, so that it is in the page cache.
-  const auto warm_cache = [&] {
-    const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
-    std::vector<std::byte> buffer(64 * mib);
-    while (fd >= 0 && ::read(fd, buffer.data(), buffer.size()) > 0) {
-    }
-    if (fd >= 0) ::close(fd);
-  };
-  {  // the disk's own rate: O_DIRECT reads of the cold file into host memory
-    std::string why;
-    void* raw = nullptr;
-    const bool aligned = ::posix_memalign(&raw, 4096, 64 * mib) == 0;
-    auto value = median_of(
-        opt.repeat,
-        [&](measured& m) {
-          drop_cache();
-          const int fd = ::open(opt.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-          std::uint64_t done = 0;
-          while (aligned && fd >= 0 && done < opt.size) {
-            const ssize_t n = ::pread(fd, raw, 64 * mib, static_cast<off_t>(done));
-            if (n <= 0) break;
-            done += static_cast<std::uint64_t>(n);
-          }
-          if (fd >= 0) ::close(fd);
-          m.note = "O_DIRECT pread, 64 MiB, into host memory";
-          return done == opt.size;
-        },
-        why);
-    std::free(raw);
-    results.push_back({"file → GPU", "ceiling: the disk's O_DIRECT read rate (to host)", value, why});
-  }
-#ifdef SLUICE_BENCH_FILE
-  const auto file_case = [&](const char* name, cuda::file_method method, bool resident = false) {
-    std::string why;
-    auto value = median_of(
-        opt.repeat,
-        [&](measured& m) {
-          (void)cuda::fill(device.region(), std::byte{0xAB});
-          if (resident) {
-            warm_cache();
-          } else {
+    // Every case starts with the file out of the page cache (written and fsynced, so DONTNEED
+    // drops it): each reads from the disk, as a cold load does.
+    const auto drop_cache = [&] {
+      const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+      }
+    };
+    // Untimed: reads the whole file once, so that it is in the page cache.
+    const auto warm_cache = [&] {
+      const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
+      std::vector<std::byte> buffer(64 * mib);
+      while (fd >= 0 && ::read(fd, buffer.data(), buffer.size()) > 0) {
+      }
+      if (fd >= 0) ::close(fd);
+    };
+    {  // the disk's own rate: O_DIRECT reads of the cold file into host memory
+      std::string why;
+      void* raw = nullptr;
+      const bool aligned = ::posix_memalign(&raw, 4096, 64 * mib) == 0;
+      auto value = median_of(
+          opt.repeat,
+          [&](measured& m) {
             drop_cache();
-          }
-          const auto start = std::chrono::steady_clock::now();
-          const double cpu = cpu_now();
-          cuda::file_to_device_options o;
-          o.method = method;
-          cuda::file_to_device_report report;
-          error_code e;
-          (void)cuda::read_file_to_device(opt.file, 0, device.region(), o, &report, e);
-          m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          m.cpu_seconds = cpu_now() - cpu;
-          if (e) {
-            m.note = e.message();
-            return false;
-          }
-          m.pinned = report.pinned_bytes;
-          m.note = std::string(cuda::to_string(report.method)) + (report.method == cuda::file_method::mapped
-                                                                      ? " (registered page cache)"
-                                                                  : report.direct_io ? ", O_DIRECT"
-                                                                                     : ", buffered");
-          if (report.resident_fraction >= 0) {
-            m.note += ", resident " + std::to_string(static_cast<int>(report.resident_fraction * 100)) + " %";
-          }
-          if (!verify(device.region(), source)) all_ok = false;
-          return true;
-        },
-        why);
-    results.push_back({"file → GPU", name, value, why});
-  };
-  file_case("io_uring through the pinned ring", cuda::file_method::uring);
-  file_case("cuFile", cuda::file_method::cufile);
-  file_case("automatic, file in the page cache", cuda::file_method::automatic, true);
-  file_case("automatic, cold file", cuda::file_method::automatic, false);
+            const int fd = ::open(opt.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+            std::uint64_t done = 0;
+            while (aligned && fd >= 0 && done < opt.size) {
+              const ssize_t n = ::pread(fd, raw, 64 * mib, static_cast<off_t>(done));
+              if (n <= 0) break;
+              done += static_cast<std::uint64_t>(n);
+            }
+            if (fd >= 0) ::close(fd);
+            m.note = "O_DIRECT pread, 64 MiB, into host memory";
+            return done == opt.size;
+          },
+          why);
+      std::free(raw);
+      results.push_back({"file → GPU", "ceiling: the disk's O_DIRECT read rate (to host)", value, why});
+    }
+#ifdef SLUICE_BENCH_FILE
+    const auto file_case = [&](const char* name, cuda::file_method method, bool resident = false) {
+      std::string why;
+      auto value = median_of(
+          opt.repeat,
+          [&](measured& m) {
+            (void)cuda::fill(device.region(), std::byte{0xAB});
+            if (resident) {
+              warm_cache();
+            } else {
+              drop_cache();
+            }
+            const auto start = std::chrono::steady_clock::now();
+            const double cpu = cpu_now();
+            cuda::file_to_device_options o;
+            o.method = method;
+            cuda::file_to_device_report report;
+            error_code e;
+            (void)cuda::read_file_to_device(opt.file, 0, device.region(), o, &report, e);
+            m.own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            m.cpu_seconds = cpu_now() - cpu;
+            if (e) {
+              m.note = e.message();
+              return false;
+            }
+            m.pinned = report.pinned_bytes;
+            m.note = std::string(cuda::to_string(report.method)) + (report.method == cuda::file_method::mapped
+                                                                        ? " (registered page cache)"
+                                                                    : report.direct_io ? ", O_DIRECT"
+                                                                                       : ", buffered");
+            if (report.resident_fraction >= 0) {
+              m.note += ", resident " + std::to_string(static_cast<int>(report.resident_fraction * 100)) + " %";
+            }
+            if (!verify(device.region(), source)) all_ok = false;
+            return true;
+          },
+          why);
+      results.push_back({"file → GPU", name, value, why});
+    };
+    file_case("io_uring through the pinned ring", cuda::file_method::uring);
+    file_case("cuFile", cuda::file_method::cufile);
+    file_case("automatic, file in the page cache", cuda::file_method::automatic, true);
+    file_case("automatic, cold file", cuda::file_method::automatic, false);
 #else
-  results.push_back({"file → GPU", "io_uring / cuFile", std::nullopt, "built without the file tier (liburing)"});
+    results.push_back({"file → GPU", "io_uring / cuFile", std::nullopt, "built without the file tier (liburing)"});
 #endif
-  {
-    std::string why;
-    std::vector<std::byte> pageable;
-    auto value = median_of(
-        opt.repeat,
-        [&](measured& m) {
-          (void)cuda::fill(device.region(), std::byte{0xAB});
-          drop_cache();
-          pageable.assign(opt.size, std::byte{0});
-          const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
-          std::uint64_t done = 0;
-          while (fd >= 0 && done < opt.size) {
-            const ssize_t n = ::pread(fd, pageable.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib),
-                                      static_cast<off_t>(done));
-            if (n <= 0) break;
-            done += static_cast<std::uint64_t>(n);
-          }
-          if (fd >= 0) ::close(fd);
-          if (done != opt.size) {
-            m.note = "pread failed";
-            return false;
-          }
-          if (const auto e = cuda::copy(device.region(), host_region(pageable))) {
-            m.note = e.message();
-            return false;
-          }
-          m.note = "pread into a pageable buffer, then one cudaMemcpy";
-          if (!verify(device.region(), source)) all_ok = false;
-          return true;
-        },
-        why);
-    results.push_back({"file → GPU", "naive (pread → pageable → cudaMemcpy)", value, why});
+    {
+      std::string why;
+      std::vector<std::byte> pageable;
+      auto value = median_of(
+          opt.repeat,
+          [&](measured& m) {
+            (void)cuda::fill(device.region(), std::byte{0xAB});
+            drop_cache();
+            pageable.assign(opt.size, std::byte{0});
+            const int fd = ::open(opt.file.c_str(), O_RDONLY | O_CLOEXEC);
+            std::uint64_t done = 0;
+            while (fd >= 0 && done < opt.size) {
+              const ssize_t n = ::pread(fd, pageable.data() + done, std::min<std::uint64_t>(opt.size - done, 64 * mib),
+                                        static_cast<off_t>(done));
+              if (n <= 0) break;
+              done += static_cast<std::uint64_t>(n);
+            }
+            if (fd >= 0) ::close(fd);
+            if (done != opt.size) {
+              m.note = "pread failed";
+              return false;
+            }
+            if (const auto e = cuda::copy(device.region(), host_region(pageable))) {
+              m.note = e.message();
+              return false;
+            }
+            m.note = "pread into a pageable buffer, then one cudaMemcpy";
+            if (!verify(device.region(), source)) all_ok = false;
+            return true;
+          },
+          why);
+      results.push_back({"file → GPU", "naive (pread → pageable → cudaMemcpy)", value, why});
+    }
+    ::unlink(opt.file.c_str());
   }
-  ::unlink(opt.file.c_str());
 
   print_table(results, opt.size, ceiling);
   if (!opt.json.empty()) write_json(opt.json, results, opt.size);

@@ -243,7 +243,13 @@ int serve(const arguments& args) {
     // Device memory of clients on this host, by CUDA IPC, when this process sees a GPU.
     sluice::error_code cuda_ec;
     grants.device = sluice::cuda::make_grant_opener({}, cuda_ec);
-    kinds += grants.device ? ", cuda-ipc" : ", no cuda-ipc: " + cuda_ec.message();
+    if (grants.device) {
+      kinds += sluice::cuda::stats_of(*grants.device).registration_context
+                   ? ", cuda-ipc"
+                   : ", cuda-ipc without a registration context: first GETs register and copy in turn";
+    } else {
+      kinds += ", no cuda-ipc: " + cuda_ec.message();
+    }
 #endif
     auto local = sluice::s3::local_server_plane::open(grants, ec);
     if (ec) {

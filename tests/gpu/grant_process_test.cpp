@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -324,4 +325,87 @@ TEST_CASE("cuda-ipc grants across processes: only the granted allocation, only f
   CHECK(alice.hash() == alice_written);
   CHECK(idle.hash() == idle_clean);
   server->close();
+}
+
+TEST_CASE("cuda-ipc grants: concurrent first GETs of one object version register each chunk once") {
+  constexpr std::uint64_t mib = 1 << 20;
+  // The object: 24 MiB + 12345 bytes starting 100 bytes into a page (as an object's data follows
+  // its header in the store's file). The source's owner keeps it alive while the opener keeps
+  // chunks of it registered (as a store's mapping is kept), so that no registration outlives it.
+  auto backing = std::make_shared<std::vector<std::byte>>(26 * mib);
+  const auto bytes = testing::fast_random_bytes(24 * mib + 12345, 31);
+  const std::size_t lead = 4096 - reinterpret_cast<std::uintptr_t>(backing->data()) % 4096 + 100;
+  std::memcpy(backing->data() + lead, bytes.data(), bytes.size());
+  error_code ec;
+  cuda::grant_opener_config small;
+  small.chunk_bytes = 1 * mib;  // 26 chunks, so that ranges start and end inside chunks
+  auto opener = cuda::make_grant_opener(small, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  const auto path =
+      std::filesystem::temp_directory_path() / ("sluice-gpu-grants-c-" + std::to_string(::getpid()) + ".sock");
+  s3::local_server_plane_config config;
+  config.socket_path = path;
+  config.users = {{"alice", "alice-secret"}};
+  config.device = opener;
+  auto server = s3::local_server_plane::open(config, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  child alice(path, "alice", "alice-secret", 32 * mib);
+  s3::rdma_source object{{backing->data() + lead, bytes.size(), memory_kind::host_pageable, -1}, 0, 0, backing, {7, 9}};
+  // Ranges that overlap each other and chunk boundaries, all moving at once: each chunk is
+  // registered once, whichever transfer asks first, and every transfer waits for the ones it needs.
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges = {
+      {0, 5 * mib + 7},  {3 * mib + 1, 9 * mib}, {12 * mib + 5, 12 * mib + 12340},
+      {0, bytes.size()}, {20 * mib, 1},          {23 * mib - 3, mib + 12348}};
+  const auto run_all = [&] {
+    std::vector<s3::rdma_token> tokens;
+    for (const auto& [offset, length] : ranges) tokens.push_back(alice.grant(offset, length, s3::rdma_op::write));
+    std::vector<error_code> results(ranges.size());
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      threads.emplace_back([&, i] {
+        s3::rdma_source part = object;
+        part.offset = ranges[i].first;
+        part.length = ranges[i].second;
+        results[i] = server->write_from({"alice"}, tokens[i], part);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& r : results) CHECK_MESSAGE(!r, r.message());
+  };
+  run_all();
+  CHECK(alice.hash() == alice.expected({{0, &bytes}}));
+  const auto first = cuda::stats_of(*opener);
+  const std::uint64_t chunks = (100 + bytes.size() + mib - 1) / mib;  // 1 MiB chunks from the page of byte 0
+  CHECK(first.registrations == chunks);
+  CHECK(first.registered_bytes == (100 + bytes.size() + 4095) / 4096 * 4096);
+  CHECK(first.pageable_copies == 0);
+  // Again: everything registered already, nothing registered twice.
+  run_all();
+  const auto second = cuda::stats_of(*opener);
+  CHECK(second.registrations == chunks);
+  CHECK(second.cache_hits > first.cache_hits);
+  CHECK(alice.hash() == alice.expected({{0, &bytes}}));
+  // A GET of the first MiB of another version (memory of its own, as another version's mapping
+  // is): the rest of it registers ahead, unasked.
+  auto next_backing = std::make_shared<std::vector<std::byte>>(*backing);
+  s3::rdma_source head = object;
+  head.mapping.data = next_backing->data() + lead;
+  head.owner = next_backing;
+  head.version = {7, 10};
+  head.length = mib;
+  REQUIRE(!server->write_from({"alice"}, alice.grant(0, mib, s3::rdma_op::write), head));
+  CHECK(eventually([&] { return cuda::stats_of(*opener).registrations == 2 * chunks; }));
+  // Closed and released, the opener goes, and its registrations with it.
+  const std::weak_ptr<s3::device_grant_opener> watch = opener;
+  const std::weak_ptr<std::vector<std::byte>> memory = backing;
+  server->close();
+  server.reset();
+  config.device.reset();
+  opener.reset();
+  object.owner.reset();
+  head.owner.reset();
+  backing.reset();
+  next_backing.reset();
+  CHECK(watch.expired());
+  CHECK(memory.expired());
 }

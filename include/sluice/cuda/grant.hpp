@@ -29,8 +29,11 @@ namespace sluice::cuda {
 struct grant_opener_config {
   /// Page cache kept registered (cudaHostRegister) across GETs, over all objects.
   std::uint64_t registration_budget = std::uint64_t{32} << 30;
-  std::size_t streams = 4;               ///< copy streams of one transfer (1..64)
-  std::size_t chunk_bytes = 64 << 20;    ///< registration and copy unit (1 MiB..1 GiB)
+  std::size_t streams = 4;             ///< copy streams of one transfer (1..64)
+  std::size_t chunk_bytes = 64 << 20;  ///< registration and copy unit (1 MiB..1 GiB)
+  /// After a GET's range, this much more of the object version is registered while the
+  /// registering thread has nothing else to do (the next parts of a ranged GET find it done).
+  std::uint64_t register_ahead_bytes = std::uint64_t{1} << 30;
   std::size_t staging_bytes = 16 << 20;  ///< PUT: each of the two pinned buffers
 
   /// The first problem, or nullopt.
@@ -45,6 +48,9 @@ struct grant_opener_stats {
   std::uint64_t pageable_copies = 0;   ///< ranges copied unregistered (registration failed)
   std::uint64_t evictions = 0;         ///< chunks unregistered to stay within the budget
   std::uint64_t open_handles = 0;      ///< client allocations opened now
+  /// Page cache is registered in a CUDA context of its own, so that registering does not stall
+  /// the copies (false: the driver gave no such context; registrations and copies alternate).
+  bool registration_context = false;
 };
 
 /// A server's opener. Errors: errc::no_device (no usable GPU: run without device grants),
