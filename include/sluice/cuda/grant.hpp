@@ -6,11 +6,14 @@
 // Server: make_grant_opener() opens such a description (cudaIpcOpenMemHandle on the device with
 // that UUID; the size the driver reports for the opened allocation bounds the grant, never the
 // client's claim) and moves bytes by DMA:
-// - GET: the object's page-cache mapping is registered with cudaHostRegister(ReadOnly), in
-//   chunks, each chunk's copy overlapping the next chunk's registration; registrations are kept
-//   per object version (the mapping with them) up to a byte budget, least recently used first
-//   out, so a second GET of a hot object copies at the pinned ceiling straight away. Where
-//   registration fails, the range is copied as pageable memory.
+// - GET: the object's page-cache mapping is registered read-only, in chunks, by one registering
+//   thread in a CUDA context of its own (registering in the copying context stalls its copies),
+//   while the transfer queues each chunk's DMA as soon as the chunk is registered; chunks after
+//   the range are registered ahead when the thread is idle. Registrations are kept per object
+//   version (the mapping with them) up to a byte budget, least recently used first out, so a
+//   second GET of a hot object copies at the pinned ceiling straight away. Where registration
+//   fails, the range is copied as pageable memory. SLUICE_GRANT_TRACE=1 in the server's
+//   environment prints one line per copy (waits, times) to stderr.
 // - PUT: device → a pinned double buffer → the server's sink, in order.
 // Compiled into sluice::cuda when the S3 tier is built.
 #pragma once
