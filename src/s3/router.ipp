@@ -50,6 +50,7 @@ std::string_view operation_name(operation op) noexcept {
     case operation::delete_object: return "DeleteObject";
     case operation::create_multipart_upload: return "CreateMultipartUpload";
     case operation::upload_part: return "UploadPart";
+    case operation::upload_part_copy: return "UploadPartCopy";
     case operation::complete_multipart_upload: return "CompleteMultipartUpload";
     case operation::abort_multipart_upload: return "AbortMultipartUpload";
     case operation::list_parts: return "ListParts";
@@ -159,7 +160,7 @@ route parse_route(std::string_view method, std::string_view target, std::string_
   }
   if (is("PUT")) {
     if (has_upload_id && r.param("partNumber")) {
-      r.op = has_copy_source ? operation::not_implemented : operation::upload_part;  // UploadPartCopy: 501
+      r.op = has_copy_source ? operation::upload_part_copy : operation::upload_part;
     } else if (!has_upload_id) {
       r.op = has_copy_source ? operation::copy_object : operation::put_object;
     }

@@ -33,6 +33,7 @@ enum class operation {
   delete_object,
   create_multipart_upload,
   upload_part,
+  upload_part_copy,
   complete_multipart_upload,
   abort_multipart_upload,
   list_parts,
@@ -55,7 +56,7 @@ struct route {
 
 /// Routes a request. `virtual_host_suffixes` are the domains under which "bucket.<suffix>"
 /// names a bucket (virtual-host style); any other Host means path style. `has_copy_source`
-/// tells PUT object/part from CopyObject. Errors (s3::errc): invalid_argument for a malformed
+/// tells PUT object/part from CopyObject/UploadPartCopy. Errors (s3::errc): invalid_argument for a malformed
 /// target or query, key_too_long for keys over 1024 bytes, invalid_bucket_name for a bucket
 /// name that can never exist. An unknown sub-resource is not an error: op = not_implemented.
 [[nodiscard]] route parse_route(std::string_view method, std::string_view target, std::string_view host,

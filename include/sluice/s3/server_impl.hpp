@@ -347,6 +347,70 @@ inline range_result parse_range(std::string_view header, std::uint64_t size) {
   return r;
 }
 
+/// The object named by CopyObject's or UploadPartCopy's x-amz-copy-source, "[/]bucket/key", url-
+/// encoded; a "?versionId=..." is dropped (one version per key). nullopt: not of that form.
+inline std::optional<object_ref> parse_copy_source(std::string_view header) {
+  if (header.starts_with('/')) header.remove_prefix(1);
+  header = header.substr(0, header.find('?'));
+  auto decoded = percent_decode(header);
+  const auto slash = decoded ? decoded->find('/') : std::string::npos;
+  if (!decoded || slash == 0 || slash == std::string::npos || slash + 1 == decoded->size()) return std::nullopt;
+  return object_ref{decoded->substr(0, slash), decoded->substr(slash + 1)};
+}
+
+/// The bytes UploadPartCopy copies out of a source of `size` bytes: the extent, or the error to
+/// answer.
+struct copy_extent {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::optional<s3_failure> problem;
+};
+
+/// Parses UploadPartCopy's x-amz-copy-source-range (`header`; nullopt when absent: the whole
+/// source). S3 takes only "bytes=first-last", both inclusive offsets given as plain decimal, first
+/// <= last: no suffix, open-ended or multi-range form, no sign or blank. A malformed value, and
+/// one reaching past the source, are 400 InvalidArgument as on S3 (not 416: the request is
+/// wrong, not the object's state). Numbers that overflow 64 bits are malformed.
+inline copy_extent parse_copy_source_range(std::optional<std::string_view> header, std::uint64_t size) {
+  copy_extent r;
+  if (!header) {
+    r.length = size;
+    return r;
+  }
+  auto number = [](std::string_view s, std::uint64_t& out) {
+    if (s.empty() || s.front() < '0' || s.front() > '9') return false;
+    auto [p, e] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return e == std::errc{} && p == s.data() + s.size();
+  };
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  const std::string_view spec = header->starts_with("bytes=") ? header->substr(6) : std::string_view{};
+  const auto dash = spec.find('-');
+  if (dash == std::string_view::npos || !number(spec.substr(0, dash), first) || !number(spec.substr(dash + 1), last) ||
+      last < first) {
+    r.problem = s3_failure{s3::errc::invalid_argument,
+                           "The x-amz-copy-source-range value must be of the form bytes=first-last where first and "
+                           "last are the zero-based offsets of the first and last bytes to copy"};
+    return r;
+  }
+  if (last >= size) {
+    r.problem = s3_failure{s3::errc::invalid_argument,
+                           "Range specified is not valid for source object of size: " + std::to_string(size)};
+    return r;
+  }
+  r.offset = first;
+  r.length = last - first + 1;  // last < size: no overflow
+  return r;
+}
+
+/// The partNumber of UploadPart and UploadPartCopy: 1..10000, or nullopt.
+inline std::optional<std::uint32_t> parse_part_number(std::string_view text) {
+  std::uint32_t number = 0;
+  auto [p, e] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (e != std::errc{} || p != text.data() + text.size() || number < 1 || number > 10000) return std::nullopt;
+  return number;
+}
+
 /// One connection: reads requests, routes, authenticates, runs the operation, answers.
 /// One client connection. `Stream` is beast::tcp_stream (HTTP) or an ssl::stream over one
 /// (HTTPS: the TLS handshake runs first, under read_timeout).
@@ -427,6 +491,7 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   asio::awaitable<bool> get_object(request& req);
   asio::awaitable<bool> delete_object(request& req);
   asio::awaitable<bool> multipart(request& req);
+  asio::awaitable<bool> upload_part_copy(request& req);
 
   // Runs `work` (a store call that may wait for the disk) on the blocking pool, then resumes
   // on this connection's strand: network threads never wait for fsync.
@@ -665,6 +730,7 @@ asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
     case operation::complete_multipart_upload:
     case operation::abort_multipart_upload:
     case operation::list_parts: co_return co_await multipart(req);
+    case operation::upload_part_copy: co_return co_await upload_part_copy(req);
     case operation::not_implemented: break;
   }
   co_return co_await send_error(req, s3::errc::not_implemented,
@@ -1088,7 +1154,26 @@ template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::bucket_only(request& req) {
   error_code ec;
   if (req.where.op == operation::delete_bucket) {
-    state_->store->remove_bucket(req.where.bucket, ec);
+    // S3 aborts a bucket's incomplete multipart uploads with it (`aws s3 rb --force` deletes the
+    // objects and leaves those); a bucket that still holds an object stays, 409 BucketNotEmpty,
+    // with its uploads. An upload started while this runs keeps the bucket too (the store
+    // refuses), and an object PUT meanwhile keeps it with its earlier uploads aborted.
+    co_await offload([&] {
+      const list_result objects = state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec);
+      if (!ec && !objects.objects.empty()) ec = sluice::errc::bucket_not_empty;
+      std::vector<upload_info> uploads;
+      if (!ec) uploads = state_->store->list_uploads(req.where.bucket, {}, ec);
+      for (const upload_info& upload : uploads) {
+        error_code abort_error;
+        state_->store->abort_upload({req.where.bucket, upload.key}, upload.upload_id, abort_error);
+        if (abort_error && abort_error != sluice::errc::no_such_upload) {  // completed or aborted meanwhile: gone
+          ec = abort_error;
+          break;
+        }
+      }
+      if (!ec) state_->store->remove_bucket(req.where.bucket, ec);
+      return 0;
+    });
     if (ec) co_return co_await send_error(req, to_s3(ec, true));
     {
       std::lock_guard lock(state_->mutex);
@@ -1230,19 +1315,11 @@ asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
 
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
-  // x-amz-copy-source: [/]bucket/key[?versionId=...], url-encoded.
-  std::string_view source = req.header("x-amz-copy-source");
-  if (source.starts_with('/')) source.remove_prefix(1);
-  source = source.substr(0, source.find('?'));
-  auto decoded = percent_decode(source);
-  const auto slash = decoded ? decoded->find('/') : std::string::npos;
-  if (!decoded || slash == std::string::npos || slash + 1 == decoded->size()) {
-    co_return co_await send_error(req, s3::errc::invalid_argument, "invalid x-amz-copy-source");
-  }
-  const object_ref from{decoded->substr(0, slash), decoded->substr(slash + 1)};
-  if (!owns(req, from.bucket)) co_return co_await send_error(req, s3::errc::access_denied);
+  const auto from = parse_copy_source(req.header("x-amz-copy-source"));
+  if (!from) co_return co_await send_error(req, s3::errc::invalid_argument, "invalid x-amz-copy-source");
+  if (!owns(req, from->bucket)) co_return co_await send_error(req, s3::errc::access_denied);
   error_code ec;
-  auto mapping = state_->store->map(from, ec);
+  auto mapping = state_->store->map(*from, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -1419,14 +1496,12 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
       co_return co_await send_xml(req, xml::initiate_multipart_upload(r.bucket, r.key, id));
     }
     case operation::upload_part: {
-      std::uint32_t number = 0;
-      const auto text = r.param("partNumber").value_or("");
-      if (std::from_chars(text.data(), text.data() + text.size(), number).ec != std::errc{} || number < 1 ||
-          number > 10000) {
+      const auto number = parse_part_number(r.param("partNumber").value_or(""));
+      if (!number) {
         co_return co_await send_error(req, s3::errc::invalid_argument,
                                       "Part number must be an integer between 1 and 10000");
       }
-      auto writer = state_->store->begin_part(object, upload_id, number, ec);
+      auto writer = state_->store->begin_part(object, upload_id, *number, ec);
       if (ec) co_return co_await send_error(req, to_s3(ec));
       auto attributes = co_await receive_payload(req, writer, state_->config.max_object_bytes);
       if (!attributes) co_return false;
@@ -1493,6 +1568,54 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
     default: break;
   }
   co_return co_await send_error(req, s3::errc::not_implemented);
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::upload_part_copy(request& req) {
+  const route& r = req.where;
+  const auto number = parse_part_number(r.param("partNumber").value_or(""));
+  if (!number) {
+    co_return co_await send_error(req, s3::errc::invalid_argument,
+                                  "Part number must be an integer between 1 and 10000");
+  }
+  const auto from = parse_copy_source(req.header("x-amz-copy-source"));
+  if (!from) co_return co_await send_error(req, s3::errc::invalid_argument, "invalid x-amz-copy-source");
+  if (!owns(req, from->bucket)) co_return co_await send_error(req, s3::errc::access_denied);
+  error_code ec;
+  // The mapping holds this version of the source for the whole copy: a PUT over it meanwhile
+  // cannot tear the part.
+  auto mapping = state_->store->map(*from, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  std::optional<std::string_view> range_header;
+  if (auto it = req.msg().find("x-amz-copy-source-range"); it != req.msg().end()) {
+    range_header = std::string_view(it->value().data(), it->value().size());
+  }
+  const copy_extent extent = parse_copy_source_range(range_header, mapping.info().size);
+  if (extent.problem) co_return co_await send_error(req, extent.problem->code, extent.problem->message);
+  if (extent.length > state_->config.max_object_bytes) {
+    co_return co_await send_error(req, s3::errc::entity_too_large, "A part is larger than the maximum part size.");
+  }
+  auto writer =
+      state_->store->begin_part({r.bucket, r.key}, std::string(r.param("uploadId").value_or("")), *number, ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  // As UploadPart would have: the part's ETag is the MD5 of its bytes, so the completed object's
+  // "-N" ETag is S3's. The bytes go from the mapping to the writer in slices, never gathered.
+  const object_info info = co_await offload([&] {
+    const std::byte* bytes = mapping.region().bytes() + extent.offset;
+    object_attributes attributes;
+    digest md5(digest_kind::md5);
+    constexpr std::uint64_t slice = 8 * mib;
+    for (std::uint64_t done = 0; done < extent.length && !ec; done += slice) {
+      const std::span<const std::byte> piece(bytes + done,
+                                             static_cast<std::size_t>(std::min(slice, extent.length - done)));
+      md5.update(piece);
+      writer.write(piece, ec);
+    }
+    attributes.etag = to_hex(md5.finish());
+    return ec ? object_info{} : writer.commit(attributes, ec);
+  });
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  co_return co_await send_xml(req, xml::copy_part_result(info.attributes.etag, info.last_modified));
 }
 
 }  // namespace sluice::s3::detail
