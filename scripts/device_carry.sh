@@ -217,10 +217,11 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)
   # shm is named (auto no longer opens it) so the staged-RDMA rows stay comparable with earlier
   # runs; the grant socket serves the same-host CUDA IPC grants.
+  # SLUICE_SERVE_ARGS: more arguments for sluice serve (--grant-copy-threads 0, say).
   # SLUICE_GRANT_TRACE: the server prints one line per grant copy (registration waits, times);
   # the first ones (the first GETs and the registered ones) are shown after the benchmark.
   SLUICE_GRANT_TRACE=1 "${here}/sluice" serve --root "${root}/store" --listen 127.0.0.1:0 --fabric shm,tcp \
-    --grant-socket "${root}/grants.sock" \
+    --grant-socket "${root}/grants.sock" ${SLUICE_SERVE_ARGS:-} \
     --access-key SLUICEBENCH --secret-key sluice-bench-secret >"${root}/serve.log" 2>&1 &
   server=$!
   port=""

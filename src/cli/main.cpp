@@ -21,6 +21,7 @@
 
 #include <boost/asio/ssl/error.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -36,6 +37,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -126,10 +128,21 @@ int usage() {
                "                     other shm peer. Only for hosts whose local users all trust each other.\n"
                "  --grant-socket     where same-host clients grant exactly their buffers (memfd, CUDA IPC);\n"
                "                     default /tmp/sluice-PORT.sock\n"
+               "  --grant-copy-threads N  CPU threads that copy part of a cold object into a client's GPU\n"
+               "                     memory through pinned buffers while the rest registers (default 4;\n"
+               "                     0: registration only, less CPU, slower first GETs)\n"
                "  --tls-cert, --tls-key  also serve HTTPS (TLS 1.2/1.3) with this certificate chain and key\n"
                "                     (PEM) on --tls-listen (default: the --listen host, port 9443);\n"
                "                     --listen off serves HTTPS only\n");
   return 2;
+}
+
+// A non-negative decimal count, or nullopt.
+[[maybe_unused]] std::optional<unsigned long> parse_count(std::string_view text) {
+  unsigned long n = 0;
+  const auto [end, problem] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (problem != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
 }
 
 // The default same-host grant socket of a server on `port`; clients on this host look there.
@@ -242,7 +255,16 @@ int serve(const arguments& args) {
 #ifdef SLUICE_CLI_WITH_CUDA
     // Device memory of clients on this host, by CUDA IPC, when this process sees a GPU.
     sluice::error_code cuda_ec;
-    grants.device = sluice::cuda::make_grant_opener({}, cuda_ec);
+    sluice::cuda::grant_opener_config opener;
+    if (const auto threads = args.get("grant-copy-threads")) {
+      const auto n = parse_count(*threads);
+      if (!n || *n > 64) {
+        std::fprintf(stderr, "sluice serve: --grant-copy-threads must be 0..64\n");
+        return 2;
+      }
+      opener.copy_threads = static_cast<std::size_t>(*n);
+    }
+    grants.device = sluice::cuda::make_grant_opener(opener, cuda_ec);
     if (grants.device) {
       kinds += sluice::cuda::stats_of(*grants.device).registration_context
                    ? ", cuda-ipc"

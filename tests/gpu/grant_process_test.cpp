@@ -12,9 +12,11 @@
 
 #include "gpu_data.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -374,8 +376,10 @@ TEST_CASE("cuda-ipc grants: concurrent first GETs of one object version register
   };
   run_all();
   CHECK(alice.hash() == alice.expected({{0, &bytes}}));
-  const auto first = cuda::stats_of(*opener);
   const std::uint64_t chunks = (100 + bytes.size() + mib - 1) / mib;  // 1 MiB chunks from the page of byte 0
+  // Chunks the copy threads moved are registered after their transfer, once.
+  CHECK(eventually([&] { return cuda::stats_of(*opener).registrations == chunks; }));
+  const auto first = cuda::stats_of(*opener);
   CHECK(first.registrations == chunks);
   CHECK(first.registered_bytes == (100 + bytes.size() + 4095) / 4096 * 4096);
   CHECK(first.pageable_copies == 0);
@@ -408,4 +412,110 @@ TEST_CASE("cuda-ipc grants: concurrent first GETs of one object version register
   next_backing.reset();
   CHECK(watch.expired());
   CHECK(memory.expired());
+}
+
+TEST_CASE("cuda-ipc grants: a cold GET's last chunks go through pinned slots while the first ones register") {
+  constexpr std::uint64_t mib = 1 << 20;
+  // The object in a file, 100 bytes after a header (as fs_store keeps it), mapped for
+  // registration and read with pread by the copy threads.
+  const auto bytes = testing::fast_random_bytes(96 * mib + 4321, 47);
+  const auto file_path =
+      std::filesystem::temp_directory_path() / ("sluice-gpu-copy-" + std::to_string(::getpid()) + ".bin");
+  {
+    const std::vector<std::byte> header(100, std::byte{0x11});
+    std::FILE* f = std::fopen(file_path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(header.data(), 1, header.size(), f) == header.size());
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    REQUIRE(std::fclose(f) == 0);
+  }
+  const int fd = ::open(file_path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::filesystem::remove(file_path);
+  const std::size_t file_bytes = 100 + bytes.size();
+  // One mapping per version, as the store maps each version it serves (a range of host memory
+  // registers once: two versions on one mapping would fail the second's registrations).
+  std::vector<void*> mappings;
+  for (int i = 0; i < 2; ++i) {
+    mappings.push_back(::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0));
+    REQUIRE(mappings.back() != MAP_FAILED);
+  }
+  auto owner = std::shared_ptr<void>(nullptr, [fd, file_bytes, mappings](void*) {
+    for (void* p : mappings) ::munmap(p, file_bytes);
+    ::close(fd);
+  });
+  const auto version = [&](std::uint64_t v) {
+    s3::rdma_source s{{static_cast<std::byte*>(mappings[v - 1]) + 100, bytes.size(), memory_kind::host_pageable, -1},
+                      0,
+                      bytes.size(),
+                      owner,
+                      {21, v}};
+    s.file = fd;
+    s.file_offset = 100;
+    return s;
+  };
+  error_code ec;
+  cuda::grant_opener_config config;
+  config.chunk_bytes = 1 * mib;  // 97 chunks
+  config.copy_slot_bytes = 1 * mib;
+  config.copy_threads = 4;
+  auto opener = cuda::make_grant_opener(config, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  const auto path =
+      std::filesystem::temp_directory_path() / ("sluice-gpu-grants-p-" + std::to_string(::getpid()) + ".sock");
+  s3::local_server_plane_config plane;
+  plane.socket_path = path;
+  plane.users = {{"alice", "alice-secret"}};
+  plane.device = opener;
+  auto server = s3::local_server_plane::open(plane, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  const std::uint64_t chunks = (100 + bytes.size() + mib - 1) / mib;
+
+  // The whole object, cold: the registering thread takes the front, the copy threads the back.
+  child alice(path, "alice", "alice-secret", 100 * mib);
+  REQUIRE(!server->write_from({"alice"}, alice.grant(0, bytes.size(), s3::rdma_op::write), version(1)));
+  CHECK(alice.hash() == alice.expected({{0, &bytes}}));
+  const auto cold = cuda::stats_of(*opener);
+  MESSAGE("cold GET of " << chunks << " chunks: " << cold.copied_chunks << " through pinned slots, "
+                         << cold.registrations << " registered during it");
+  CHECK(cold.copied_chunks > 0);
+  CHECK(cold.copied_chunks < chunks);
+  CHECK(cold.pageable_copies == 0);
+  // What they copied is registered afterwards, each chunk once: the next GET copies nothing.
+  CHECK(eventually([&] { return cuda::stats_of(*opener).registrations == chunks; }));
+  child bob(path, "alice", "alice-secret", 100 * mib);
+  REQUIRE(!server->write_from({"alice"}, bob.grant(0, bytes.size(), s3::rdma_op::write), version(1)));
+  CHECK(bob.hash() == bob.expected({{0, &bytes}}));
+  CHECK(cuda::stats_of(*opener).copied_chunks == cold.copied_chunks);
+  CHECK(cuda::stats_of(*opener).registrations == chunks);
+
+  // Ranges starting and ending inside chunks, at once, of a version nobody registered: exact bytes
+  // in exactly the granted ranges, whichever way each chunk went.
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges = {
+      {7, 40 * mib + 3}, {40 * mib + 10, 30 * mib}, {80 * mib + 1, bytes.size() - 80 * mib - 1}};
+  child carol(path, "alice", "alice-secret", 100 * mib);
+  std::vector<std::vector<std::byte>> pieces;
+  std::vector<std::pair<std::uint64_t, const std::vector<std::byte>*>> writes;
+  for (const auto& [offset, length] : ranges) {
+    pieces.emplace_back(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                        bytes.begin() + static_cast<std::ptrdiff_t>(offset + length));
+  }
+  for (std::size_t i = 0; i < ranges.size(); ++i) writes.emplace_back(ranges[i].first, &pieces[i]);
+  std::vector<s3::rdma_token> tokens;
+  for (const auto& [offset, length] : ranges) tokens.push_back(carol.grant(offset, length, s3::rdma_op::write));
+  std::vector<error_code> results(ranges.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    threads.emplace_back([&, i] {
+      s3::rdma_source part = version(2);
+      part.offset = ranges[i].first;
+      part.length = ranges[i].second;
+      results[i] = server->write_from({"alice"}, tokens[i], part);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) CHECK_MESSAGE(!r, r.message());
+  CHECK(carol.hash() == carol.expected(writes));
+  CHECK(eventually([&] { return cuda::stats_of(*opener).registrations == 2 * chunks; }));
+  server->close();
 }
