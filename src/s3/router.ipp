@@ -38,6 +38,7 @@ std::string_view operation_name(operation op) noexcept {
     case operation::head_bucket: return "HeadBucket";
     case operation::delete_bucket: return "DeleteBucket";
     case operation::get_bucket_location: return "GetBucketLocation";
+    case operation::get_bucket_versioning: return "GetBucketVersioning";
     case operation::list_objects_v1: return "ListObjects";
     case operation::list_objects_v2: return "ListObjectsV2";
     case operation::list_object_versions: return "ListObjectVersions";
@@ -123,6 +124,11 @@ route parse_route(std::string_view method, std::string_view target, std::string_
     return r;
   }
 
+  // GetBucketVersioning is answered (versioning is never enabled here); PutBucketVersioning is not.
+  if (method == "GET" && !r.bucket.empty() && r.key.empty() && r.param("versioning")) {
+    r.op = operation::get_bucket_versioning;
+    return r;
+  }
   for (const char* sub : unimplemented_subresources) {
     if (r.param(sub)) return r;  // not_implemented
   }

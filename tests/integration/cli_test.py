@@ -53,7 +53,8 @@ def main():
         r = ok("mb", "s3://cli")
         expect("make_bucket: s3://cli" in r.stdout, "mb creates a bucket")
         r = cli("mb", "s3://cli")
-        expect(r.returncode == 1 and "BucketAlreadyOwnedByYou" in r.stderr, "mb again: exit 1 with the S3 code")
+        # S3 in us-east-1 (this server's default region) answers 200 to creating a bucket you own.
+        expect(r.returncode == 0, "mb of a bucket you own again: succeeds, as S3 does in us-east-1")
 
         sizes = {"empty": 0, "one-kib": 1024, "thirty-mib": 30 * MIB}
         for name, size in sizes.items():

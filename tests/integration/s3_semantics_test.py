@@ -2,7 +2,7 @@
 """S3 behaviour that real clients expect (issue 12), each against a real `sluice serve` with the
 client a user would use.
   s3_semantics_test.py SLUICE_BINARY SCENARIO
-SCENARIO: copy | rb
+SCENARIO: copy | rb | basics
   copy  bucket-to-bucket `aws s3 cp`, `mv` and `sync` (AWS CLI v1) of 8 MiB and 100 MiB objects
         (CreateMultipartUpload + UploadPartCopy with x-amz-copy-source-range + Complete, 8 MiB
         parts) and of 5 MiB + 1 byte with 5 MiB parts (a last part of one byte): bytes equal by
@@ -16,6 +16,10 @@ SCENARIO: copy | rb
         removes it (its upload aborted, its staging gone from the disk); `aws s3 rb` without
         --force of a bucket with an object is 409 BucketNotEmpty and leaves the bucket and its
         upload; DeleteBucket of a bucket whose only content is an upload succeeds
+  basics CreateBucket of a bucket you own in us-east-1 is 200; GetBucketVersioning answers a
+        configuration without Status (never enabled) and 404 for a missing bucket; a 304 to
+        If-None-Match or If-Modified-Since carries ETag and Last-Modified; a PUT with an empty
+        Content-MD5 header is 400 InvalidDigest and stores nothing
 Exit 0: passed; 77: skipped (the client missing, the reason printed); anything else: failed."""
 import hashlib
 import os
@@ -68,6 +72,30 @@ def boto3_client(server):
     return boto3.client("s3", endpoint_url=server.url, aws_access_key_id=AK, aws_secret_access_key=SK,
                         region_name="us-east-1",
                         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+
+def signed_request(server, method, path, body=b"", headers=None):
+    """(status, body) of one request signed with SigV4 by botocore and sent by http.client as it
+    is, for headers the SDKs would not send (empty values, say). `path` is already encoded."""
+    import http.client
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    request = AWSRequest(method=method, url=server.url + path, data=body, headers=dict(headers or {}))
+    request.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
+    S3SigV4Auth(Credentials(AK, SK), "s3", "us-east-1").add_auth(request)
+    host, port = server.url.split("//")[1].split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    connection.putheader("Host", "%s:%s" % (host, port))
+    for name, value in request.headers.items():
+        connection.putheader(name, value)
+    connection.putheader("Content-Length", str(len(body)))
+    connection.endheaders(body)
+    response = connection.getresponse()
+    got = response.status, response.read()
+    connection.close()
+    return got
 
 
 def multipart_etag(data_parts):
@@ -275,9 +303,44 @@ def test_rb(server, tmp, aws_path):
     return None
 
 
+def test_basics(server, tmp, aws_path):
+    """Small answers clients rely on: CreateBucket of a bucket you own, GetBucketVersioning,
+    what a 304 carries, an empty Content-MD5."""
+    import botocore.exceptions
+    s3 = boto3_client(server)
+    s3.create_bucket(Bucket="basics")
+    got = error_of(lambda: s3.create_bucket(Bucket="basics"))
+    expect(got == (200, None), "CreateBucket of a bucket you own, us-east-1: 200 (%s)" % (got,))
+    versioning = s3.get_bucket_versioning(Bucket="basics")
+    expect("Status" not in versioning and "MFADelete" not in versioning,
+           "GetBucketVersioning: never enabled, no Status (%s)" % {k: v for k, v in versioning.items()
+                                                                   if k != "ResponseMetadata"})
+    expect(error_of(lambda: s3.get_bucket_versioning(Bucket="nobucket"))[0] == 404,
+           "GetBucketVersioning of a missing bucket: 404")
+    put = s3.put_object(Bucket="basics", Key="k", Body=b"hello")
+    head = s3.head_object(Bucket="basics", Key="k")
+    for name, kwargs in (("If-None-Match", {"IfNoneMatch": put["ETag"]}),
+                         ("If-Modified-Since", {"IfModifiedSince": head["LastModified"]})):
+        try:
+            s3.get_object(Bucket="basics", Key="k", **kwargs)
+            expect(False, "GET with a matching %s: 304" % name)
+        except botocore.exceptions.ClientError as e:
+            headers = e.response["ResponseMetadata"]["HTTPHeaders"]
+            expect(e.response["ResponseMetadata"]["HTTPStatusCode"] == 304, "GET with a matching %s: 304" % name)
+            expect(headers.get("etag") == put["ETag"] and headers.get("last-modified"),
+                   "the 304 carries ETag and Last-Modified (%s)" % headers)
+    # An empty Content-MD5 header (present, no value): 400 InvalidDigest, nothing stored. Signed
+    # by botocore and sent raw (curl's --aws-sigv4 signs an empty header as an empty name).
+    status, body = signed_request(server, "PUT", "/basics/empty-md5", b"abc", {"Content-MD5": ""})
+    expect(status == 400 and b"<Code>InvalidDigest</Code>" in body,
+           "PUT with an empty Content-MD5: 400 InvalidDigest (%d %s)" % (status, body[-200:]))
+    expect(error_of(lambda: s3.head_object(Bucket="basics", Key="empty-md5"))[0] == 404, "and nothing stored")
+    return None
+
+
 def main():
     binary, scenario = sys.argv[1], sys.argv[2]
-    tests = {"copy": test_copy, "rb": test_rb}
+    tests = {"copy": test_copy, "rb": test_rb, "basics": test_basics}
     if scenario not in tests:
         print("unknown scenario " + scenario)
         return 2

@@ -21,6 +21,7 @@ enum class operation {
   head_bucket,
   delete_bucket,
   get_bucket_location,
+  get_bucket_versioning,
   list_objects_v1,
   list_objects_v2,
   list_object_versions,

@@ -714,7 +714,8 @@ asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
     case operation::create_bucket: co_return co_await create_bucket(req);
     case operation::head_bucket:
     case operation::delete_bucket:
-    case operation::get_bucket_location: co_return co_await bucket_only(req);
+    case operation::get_bucket_location:
+    case operation::get_bucket_versioning: co_return co_await bucket_only(req);
     case operation::list_objects_v1:
     case operation::list_objects_v2:
     case operation::list_object_versions: co_return co_await list_objects(req);
@@ -857,6 +858,12 @@ object_attributes connection<Store, Stream>::attributes_from(const request& req)
   return a;
 }
 
+/// A Content-MD5 header that is there with an empty value (req.header() cannot tell it from none).
+inline bool has_empty_content_md5(const auto& req) {
+  const auto it = req.msg().find("Content-MD5");
+  return it != req.msg().end() && it->value().empty();
+}
+
 template <class Store, class Stream>
 void connection<Store, Stream>::object_headers(http::fields& fields, const object_info& info,
                                                bool with_checksums) const {
@@ -906,6 +913,10 @@ asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::rec
     co_return std::nullopt;
   }
   payload_digests digests;
+  if (has_empty_content_md5(req)) {  // present but empty: S3 answers InvalidDigest, not "no digest"
+    co_await send_error(req, s3::errc::invalid_digest);
+    co_return std::nullopt;
+  }
   if (const auto problem = digests.start(req.header("Content-MD5"), payload_hash,
                                          [&req](std::string_view name) { return req.header(name); })) {
     co_await send_error(req, problem->code, problem->message);
@@ -1075,6 +1086,10 @@ asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::rec
   payload_digests digests;
   // Without Content-MD5 (a PUT from device memory cannot hash its bytes on the host) the
   // server does not compute one either: a CRC32C is kept and the ETag is opaque.
+  if (has_empty_content_md5(req)) {  // present but empty: S3 answers InvalidDigest
+    co_await send_error(req, s3::errc::invalid_digest);
+    co_return std::nullopt;
+  }
   if (req.header("Content-MD5").empty()) digests.skip_md5();
   // The request's own x-amz-content-sha256 covers its empty body, not the payload.
   if (const auto problem =
@@ -1136,6 +1151,10 @@ asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
   (void)xml::parse_create_bucket_configuration(*body, ec);  // any region is accepted
   if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
   state_->store->create_bucket(req.where.bucket, ec);
+  // Creating a bucket you own again: 200 in us-east-1 (S3's legacy behaviour there, which
+  // clients rely on), 409 BucketAlreadyOwnedByYou in other regions.
+  const bool legacy_region = state_->config.region.value_or("us-east-1") == "us-east-1";
+  if (ec == sluice::errc::bucket_exists && owns(req, req.where.bucket) && legacy_region) ec = {};
   if (ec == sluice::errc::bucket_exists) {
     co_return co_await send_error(
         req, owns(req, req.where.bucket) ? s3::errc::bucket_already_owned_by_you : s3::errc::bucket_already_exists);
@@ -1186,6 +1205,12 @@ asio::awaitable<bool> connection<Store, Stream>::bucket_only(request& req) {
   const std::string region = state_->config.region.value_or("us-east-1");
   if (req.where.op == operation::get_bucket_location) {
     co_return co_await send_xml(req, xml::location_constraint(region));
+  }
+  if (req.where.op == operation::get_bucket_versioning) {
+    // Never enabled: S3 answers an empty configuration (no Status) for such a bucket.
+    co_return co_await send_xml(req,
+                                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                                "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>");
   }
   string_response res{http::status::ok, 11};
   res.set("x-amz-bucket-region", region);
@@ -1377,10 +1402,17 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
       co_return co_await send_error(req, s3::errc::precondition_failed);
     }
   }
-  if (!if_none_match.empty() && etag_matches(if_none_match)) co_return co_await send_error(req, s3::errc::not_modified);
+  // 304 Not Modified carries the ETag and Last-Modified the client's cache compares (RFC 9110).
+  const auto not_modified = [&] {
+    string_response res{http::status::not_modified, 11};
+    res.set(http::field::etag, "\"" + info.attributes.etag + "\"");
+    res.set(http::field::last_modified, xml::http_date(info.last_modified));
+    return res;
+  };
+  if (!if_none_match.empty() && etag_matches(if_none_match)) co_return co_await send(req, not_modified());
   if (if_none_match.empty()) {
     if (auto t = xml::parse_http_date(req.header("If-Modified-Since")); t && last_modified <= *t) {
-      co_return co_await send_error(req, s3::errc::not_modified);
+      co_return co_await send(req, not_modified());
     }
   }
 
