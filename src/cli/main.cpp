@@ -1,5 +1,5 @@
 // The `sluice` command-line tool.
-//   sluice serve --root DIR [--listen 127.0.0.1:9000] [--region R] [--anonymous]
+//   sluice serve --root DIR [--listen 127.0.0.1:9000] [--region R] [--anonymous] [--no-sigv2]
 //                [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]
 //   sluice mb|rb s3://B, put FILE s3://B/K, get s3://B/K [FILE], ls [s3://B[/PREFIX]], rm s3://B/K
 //                [--endpoint URL] [--ca-bundle PEM] [--access-key AK --secret-key SK] [--region R]
@@ -122,6 +122,7 @@ int usage() {
                "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
                "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n"
                "                    [--grant-socket PATH|off] [--tls-cert PEM --tls-key PEM [--tls-listen HOST:PORT]]\n"
+               "                    [--no-sigv2]\n"
                "  --fabric auto      opens the hardware providers and tcp; never shm (a list: shm,tcp)\n"
                "  --fabric shm       libfabric's shm: it does not check keys or ranges, so every local\n"
                "                     process that can sign a request can read and write the memory of any\n"
@@ -133,7 +134,9 @@ int usage() {
                "                     0: registration only, less CPU, slower first GETs)\n"
                "  --tls-cert, --tls-key  also serve HTTPS (TLS 1.2/1.3) with this certificate chain and key\n"
                "                     (PEM) on --tls-listen (default: the --listen host, port 9443);\n"
-               "                     --listen off serves HTTPS only\n");
+               "                     --listen off serves HTTPS only\n"
+               "  --no-sigv2         refuse AWS Signature Version 2 (HMAC-SHA1 headers and AWSAccessKeyId\n"
+               "                     URLs, as the AWS CLI v1 presigns) with 403; SigV4 only\n");
   return 2;
 }
 
@@ -201,6 +204,7 @@ int serve(const arguments& args) {
   }
   if (auto region = args.get("region")) config.region = std::string(*region);
   config.allow_anonymous = args.flag("anonymous");
+  if (args.flag("no-sigv2")) config.sigv2 = false;  // AWS Signature Version 2: 403 AccessDenied
   const std::string access = std::string(args.get("access-key").value_or(env_or("AWS_ACCESS_KEY_ID", "")));
   const std::string secret = std::string(args.get("secret-key").value_or(env_or("AWS_SECRET_ACCESS_KEY", "")));
   if (!access.empty()) config.users.push_back({access, secret});

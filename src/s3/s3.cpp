@@ -4,6 +4,7 @@
 #include "error.ipp"
 #include "checksum.ipp"
 #include "sigv4.ipp"
+#include "sigv2.ipp"
 #include "chunked.ipp"
 #include "rdma_token.ipp"
 #include "xml.ipp"

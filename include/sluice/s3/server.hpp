@@ -46,6 +46,10 @@ struct server_config {
   bool allow_anonymous = false;                    ///< unsigned requests act as the first user
   std::optional<std::string> region;               ///< when set, requests signed for another region fail
   std::vector<std::string> virtual_host_suffixes;  ///< "bucket.<suffix>" hosts name buckets
+  /// Accept AWS Signature Version 2 (`Authorization: AWS AK:sig`, and the AWSAccessKeyId/Expires/
+  /// Signature URLs the AWS CLI v1 presigns): HMAC-SHA1, payload unsigned (Content-MD5 still
+  /// checked). false: every SigV2 request is 403 AccessDenied.
+  bool sigv2 = true;
   std::size_t max_header_bytes = 16 * kib;
   std::size_t max_connections = 512;
   /// Connections from one client address at once (IPv4-mapped IPv6 counts as its IPv4 address);

@@ -13,6 +13,7 @@
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/router.hpp>
 #include <sluice/s3/server.hpp>
+#include <sluice/s3/sigv2.hpp>
 #include <sluice/s3/sigv4.hpp>
 #include <sluice/s3/xml.hpp>
 
@@ -663,17 +664,32 @@ asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
                           msg.find("x-amz-copy-source") != msg.end(), ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
 
-  // Authentication: a SigV4 header or presigned query, or anonymous when configured.
+  // Authentication: a SigV4 header or presigned query, SigV2 (header or query) unless switched
+  // off, or anonymous when configured.
   request_view view{method, target, {}};
   for (const auto& field : msg) {
     view.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
                               std::string_view(field.value().data(), field.value().size()));
   }
-  const bool signed_request = msg.find(http::field::authorization) != msg.end() || req.where.param("X-Amz-Signature") ||
-                              req.where.param("X-Amz-Credential");
+  const bool signed_v2 = sigv2::claims(view);
+  const bool signed_request = signed_v2 || msg.find(http::field::authorization) != msg.end() ||
+                              req.where.param("X-Amz-Signature") || req.where.param("X-Amz-Credential");
   if (!signed_request) {
     if (!state_->config.allow_anonymous) co_return co_await send_error(req, s3::errc::access_denied, "Access Denied");
     req.user = state_->config.users.empty() ? std::string("anonymous") : state_->config.users.front().access_key_id;
+  } else if (signed_v2) {
+    if (!state_->config.sigv2) {
+      co_return co_await send_error(req, s3::errc::access_denied,
+                                    "AWS Signature Version 2 is disabled on this server; sign with AWS4-HMAC-SHA256.");
+    }
+    const auto secret_for = [this](std::string_view key) { return state_->secret_for(key); };
+    // The bucket is in the canonical resource even when only the Host header names it.
+    const std::string_view host_bucket = req.where.virtual_host ? std::string_view(req.where.bucket) : "";
+    std::string why;
+    verified v = sigv2::verify(view, host_bucket, secret_for, std::chrono::system_clock::now(), ec, &why);
+    if (ec) co_return co_await send_error(req, to_s3(ec), why);
+    req.user = v.access_key_id;
+    req.auth = std::move(v);
   } else {
     const auto secret_for = [this](std::string_view key) { return state_->secret_for(key); };
     std::optional<std::string_view> region;
