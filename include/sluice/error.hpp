@@ -36,6 +36,7 @@ enum class errc : int {
   invalid_part,          ///< a listed part was not uploaded, or its ETag does not match
   invalid_part_order,    ///< parts listed out of ascending order
   unavailable,           ///< a library or driver this path needs is not installed here (libcufile)
+  precondition_failed,   ///< a conditional write found another version of the object (or none, or one)
 };
 
 namespace detail {
@@ -63,6 +64,7 @@ class sluice_category_impl final : public boost::system::error_category {
       case errc::invalid_part: return "invalid part";
       case errc::invalid_part_order: return "parts not in ascending order";
       case errc::unavailable: return "a library or driver this path needs is not available on this host";
+      case errc::precondition_failed: return "the object's current version does not meet the write's precondition";
     }
     return "unknown sluice error";
   }

@@ -65,7 +65,8 @@ class memory_store {
           object_(std::move(other.object_)),
           bytes_(std::move(other.bytes_)),
           upload_id_(std::move(other.upload_id_)),
-          part_number_(std::exchange(other.part_number_, 0)) {}
+          part_number_(std::exchange(other.part_number_, 0)),
+          precondition_(std::exchange(other.precondition_, {})) {}
     writer& operator=(writer&& other) noexcept {
       if (this != &other) {
         release();
@@ -74,6 +75,7 @@ class memory_store {
         bytes_ = std::move(other.bytes_);
         upload_id_ = std::move(other.upload_id_);
         part_number_ = std::exchange(other.part_number_, 0);
+        precondition_ = std::exchange(other.precondition_, {});
       }
       return *this;
     }
@@ -105,6 +107,10 @@ class memory_store {
     /// A part writer publishes the part instead (replacing a previous upload of the same
     /// number; `attributes.etag` and `attributes.checksums` become the part's), and reports
     /// errc::no_such_upload when the upload was completed or aborted meanwhile.
+    /// Makes commit conditional: it publishes only when the object it would replace meets
+    /// `precondition` at that moment, else fails with errc::precondition_failed. Object writers only.
+    void require(write_precondition precondition) { precondition_ = std::move(precondition); }
+
     object_info commit(const object_attributes& attributes, error_code& ec) {
       if (store_ == nullptr) {
         ec = errc::invalid_argument;
@@ -118,7 +124,7 @@ class memory_store {
       published->info.attributes = attributes;
       published->bytes = std::move(bytes_);
       object_info info = published->info;
-      if (!store_->publish(object_, std::move(published), ec)) {
+      if (!store_->publish(object_, std::move(published), ec, precondition_)) {
         store_->unreserve(info.size);  // nothing was published: give the reservation back
         store_ = nullptr;
         return {};
@@ -162,8 +168,9 @@ class memory_store {
     memory_store* store_ = nullptr;
     object_ref object_;
     std::vector<std::byte> bytes_;
-    std::string upload_id_;          // part writers only
-    std::uint32_t part_number_ = 0;  // 0: an object writer
+    std::string upload_id_;            // part writers only
+    std::uint32_t part_number_ = 0;    // 0: an object writer
+    write_precondition precondition_;  // checked when the object is published
   };
 
   /// Keeps one published version of an object alive and lends its bytes in place.
@@ -387,8 +394,11 @@ class memory_store {
   /// errc::no_such_bucket, errc::no_such_upload, errc::invalid_part (a part not staged, an
   /// ETag that differs, or no part at all), errc::capacity_exceeded (over max_object_bytes).
   /// On error nothing is published and the upload is left as it was.
+  /// With `precondition`, publishes only when the object it would replace meets it at that
+  /// moment (else errc::precondition_failed, and the upload stays).
   object_info complete_upload(const object_ref& object, std::string_view upload_id, std::span<const part_info> chosen,
-                              const object_attributes& attributes, error_code& ec) {
+                              const object_attributes& attributes, error_code& ec,
+                              const write_precondition& precondition = {}) {
     if (!ascending(chosen)) {
       ec = errc::invalid_part_order;
       return {};
@@ -436,6 +446,10 @@ class memory_store {
         unchanged = it != staged->parts.end() && it->second == parts[i];
       }
       if (!unchanged) continue;  // a chosen part was replaced meanwhile: check again
+      if (!meets(buckets_.find(object.bucket)->second, object.key, precondition)) {
+        ec = errc::precondition_failed;
+        return {};
+      }
       for (const auto& entry : staged->parts) used_bytes_ -= entry.second->bytes.size();
       used_bytes_ += total;  // never more than the parts just released
       auto& b = buckets_.find(object.bucket)->second;
@@ -482,6 +496,13 @@ class memory_store {
     }
     ec = {};
     return it->second;
+  }
+
+  // Whether the object under `key` meets `precondition`. The caller holds mutex_.
+  static bool meets(const bucket& b, const std::string& key, const write_precondition& precondition) {
+    if (precondition.none()) return true;
+    const auto it = b.objects.find(key);
+    return precondition.met_by(it == b.objects.end() || !it->second ? nullptr : &it->second->info.attributes.etag);
   }
 
   // The upload `id` of `object`'s bucket, when it exists and belongs to `object.key`.
@@ -548,11 +569,15 @@ class memory_store {
     used_bytes_ -= n;
   }
 
-  bool publish(const object_ref& object, object_ptr published, error_code& ec) {
+  bool publish(const object_ref& object, object_ptr published, error_code& ec, const write_precondition& precondition) {
     std::unique_lock lock(mutex_);
     auto b = buckets_.find(object.bucket);
     if (b == buckets_.end()) {
       ec = errc::no_such_bucket;
+      return false;
+    }
+    if (!meets(b->second, object.key, precondition)) {
+      ec = errc::precondition_failed;
       return false;
     }
     auto& slot = b->second.objects[object.key];

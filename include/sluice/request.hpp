@@ -78,9 +78,28 @@ struct object_attributes {
   std::string content_encoding;                  ///< as sent, returned verbatim
   std::string content_disposition;               ///< as sent, returned verbatim
   std::string cache_control;                     ///< as sent, returned verbatim
+  std::string content_language;                  ///< as sent, returned verbatim
+  std::string expires;                           ///< the Expires header as sent, returned verbatim
   std::map<std::string, std::string> metadata;   ///< user metadata (S3 x-amz-meta-*), lower-case names
   std::map<std::string, std::string> checksums;  ///< "crc32", "crc32c", "sha1", "sha256" → base64 value
+  std::map<std::string, std::string> tags;       ///< object tags (S3 tagging): key → value
+  std::vector<std::uint64_t> part_sizes;         ///< a multipart object's part sizes in order; empty otherwise
+  std::string upload_id;                         ///< the multipart upload that made the object; empty otherwise
   friend bool operator==(const object_attributes&, const object_attributes&) = default;
+};
+
+/// What a conditional write expects of the object it replaces, checked by the store atomically
+/// with publishing (S3's If-None-Match: * and If-Match on PUT and CompleteMultipartUpload).
+/// A writer that does not meet it publishes nothing and fails with errc::precondition_failed.
+struct write_precondition {
+  bool if_absent = false;              ///< no object may exist under the key
+  std::optional<std::string> if_etag;  ///< an object with exactly this ETag must exist
+  [[nodiscard]] bool none() const noexcept { return !if_absent && !if_etag; }
+  /// Whether `current` (the object's ETag, or nullptr when there is none) meets it.
+  [[nodiscard]] bool met_by(const std::string* current_etag) const noexcept {
+    if (if_absent && current_etag != nullptr) return false;
+    return !if_etag || (current_etag != nullptr && *current_etag == *if_etag);
+  }
 };
 
 /// What a store knows about a published object.

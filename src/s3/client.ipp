@@ -1163,7 +1163,17 @@ void add_attribute_headers(std::vector<std::pair<std::string, std::string>>& hea
   if (!attributes.content_encoding.empty()) add("content-encoding", attributes.content_encoding);
   if (!attributes.content_disposition.empty()) add("content-disposition", attributes.content_disposition);
   if (!attributes.cache_control.empty()) add("cache-control", attributes.cache_control);
+  if (!attributes.content_language.empty()) add("content-language", attributes.content_language);
+  if (!attributes.expires.empty()) add("expires", attributes.expires);
   for (const auto& [name, value] : attributes.metadata) add("x-amz-meta-" + lower(name), value);
+  if (!attributes.tags.empty()) {  // x-amz-tagging: the tags as URL query parameters
+    std::string tagging;
+    for (const auto& [key, value] : attributes.tags) {
+      if (!tagging.empty()) tagging += '&';
+      tagging += uri_encode(key, true) + "=" + uri_encode(value, true);
+    }
+    add("x-amz-tagging", tagging);
+  }
 }
 
 /// The object_info a HEAD (or GET) answer describes.
@@ -1178,6 +1188,8 @@ object_info info_from(const response& res, const std::string& key) {
   info.attributes.content_encoding = std::string(res.field("Content-Encoding"));
   info.attributes.content_disposition = std::string(res.field("Content-Disposition"));
   info.attributes.cache_control = std::string(res.field("Cache-Control"));
+  info.attributes.content_language = std::string(res.field("Content-Language"));
+  info.attributes.expires = std::string(res.field("Expires"));
   for (const auto& field : res.header) {
     const std::string name = lower(std::string_view(field.name_string().data(), field.name_string().size()));
     const std::string value(field.value().data(), field.value().size());

@@ -150,7 +150,8 @@ bool copy_range(int in, std::uint64_t in_offset, int out, std::uint64_t out_offs
   while (length > 0) {
     // Up to the next unit boundary of `out` first, then whole units.
     const std::uint64_t to_boundary = unit - out_offset % unit;
-    const std::uint64_t span = to_boundary + (buffer.size() > to_boundary ? (buffer.size() - to_boundary) / unit * unit : 0);
+    const std::uint64_t span =
+        to_boundary + (buffer.size() > to_boundary ? (buffer.size() - to_boundary) / unit * unit : 0);
     const auto want = static_cast<std::size_t>(std::min({length, span, static_cast<std::uint64_t>(buffer.size())}));
     const std::size_t got = read_all(in, buffer.data(), want, in_offset, ec);
     if (ec) return false;
@@ -340,6 +341,31 @@ std::string encode_info_json(const object_info& info) {
   put_json_pairs(out, a.metadata);
   out += R"(,"checksums":)";
   put_json_pairs(out, a.checksums);
+  // Later members, written only when set: a header without them reads as before.
+  const std::pair<std::string_view, const std::string*> optional_strings[] = {
+      {"content_language", &a.content_language},
+      {"expires", &a.expires},
+      {"upload_id", &a.upload_id},
+  };
+  for (const auto& [name, value] : optional_strings) {
+    if (value->empty()) continue;
+    out += ",\"";
+    out += name;
+    out += "\":";
+    put_json_bytes(out, *value);
+  }
+  if (!a.tags.empty()) {
+    out += R"(,"tags":)";
+    put_json_pairs(out, a.tags);
+  }
+  if (!a.part_sizes.empty()) {
+    out += R"(,"part_sizes":[)";
+    for (std::size_t i = 0; i < a.part_sizes.size(); ++i) {
+      if (i != 0) out.push_back(',');
+      out += std::to_string(a.part_sizes[i]);
+    }
+    out.push_back(']');
+  }
   out.push_back('}');
   return out;
 }
@@ -374,9 +400,24 @@ bool get_json_pairs(simdjson::dom::element value, std::map<std::string, std::str
   return true;
 }
 
-// Reads the metadata JSON strictly: an object with every member once, nothing unknown.
+// A part_sizes array: at most max_part_number unsigned sizes.
+bool get_json_sizes(simdjson::dom::element value, std::vector<std::uint64_t>& out) {
+  simdjson::dom::array sizes;
+  if (value.get_array().get(sizes) != simdjson::SUCCESS || sizes.size() > fs_store::max_part_number) return false;
+  out.clear();
+  for (simdjson::dom::element item : sizes) {
+    std::uint64_t size = 0;
+    if (item.get_uint64().get(size) != simdjson::SUCCESS) return false;
+    out.push_back(size);
+  }
+  return true;
+}
+
+// Reads the metadata JSON strictly: an object with every required member once, optional members
+// at most once, nothing unknown.
 bool decode_info_json(std::string_view json, object_info& out) {
-  static constexpr std::array<std::string_view, 11> members = {"v",
+  constexpr std::size_t required = 11;  // the first 11 members; the rest are optional
+  static constexpr std::array<std::string_view, 16> members = {"v",
                                                                "key_hex",
                                                                "size",
                                                                "last_modified",
@@ -386,7 +427,12 @@ bool decode_info_json(std::string_view json, object_info& out) {
                                                                "content_disposition",
                                                                "cache_control",
                                                                "metadata",
-                                                               "checksums"};
+                                                               "checksums",
+                                                               "content_language",
+                                                               "expires",
+                                                               "upload_id",
+                                                               "tags",
+                                                               "part_sizes"};
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(json);
   simdjson::dom::object root;
@@ -428,11 +474,16 @@ bool decode_info_json(std::string_view json, object_info& out) {
       case 8: ok = get_json_bytes(value, a.cache_control); break;
       case 9: ok = get_json_pairs(value, a.metadata); break;
       case 10: ok = get_json_pairs(value, a.checksums); break;
+      case 11: ok = get_json_bytes(value, a.content_language); break;
+      case 12: ok = get_json_bytes(value, a.expires); break;
+      case 13: ok = get_json_bytes(value, a.upload_id); break;
+      case 14: ok = get_json_pairs(value, a.tags); break;
+      case 15: ok = get_json_sizes(value, a.part_sizes); break;
       default: break;
     }
     if (!ok) return false;
   }
-  if (seen != (1U << members.size()) - 1) return false;
+  if ((seen & ((1U << required) - 1)) != (1U << required) - 1) return false;
   out = std::move(info);
   return true;
 }
@@ -636,7 +687,8 @@ fs_store::writer::writer(writer&& other) noexcept
       written_(std::exchange(other.written_, 0)),
       pending_(std::move(other.pending_)),
       upload_id_(std::move(other.upload_id_)),
-      part_number_(std::exchange(other.part_number_, 0)) {}
+      part_number_(std::exchange(other.part_number_, 0)),
+      precondition_(std::exchange(other.precondition_, {})) {}
 
 fs_store::writer& fs_store::writer::operator=(writer&& other) noexcept {
   if (this != &other) {
@@ -650,6 +702,7 @@ fs_store::writer& fs_store::writer::operator=(writer&& other) noexcept {
     pending_ = std::move(other.pending_);
     upload_id_ = std::move(other.upload_id_);
     part_number_ = std::exchange(other.part_number_, 0);
+    precondition_ = std::exchange(other.precondition_, {});
   }
   return *this;
 }
@@ -668,6 +721,7 @@ void fs_store::writer::reset() noexcept {
   pending_.clear();
   pending_.shrink_to_fit();
   part_number_ = 0;
+  precondition_ = {};
 }
 
 void fs_store::writer::write(std::span<const std::byte> data, error_code& ec) {
@@ -1209,6 +1263,14 @@ object_info fs_store::publish(writer& w, const object_attributes& attributes, er
       ec = sluice::errc::no_such_bucket;
       return {};
     }
+    if (!w.precondition_.none()) {
+      const auto current = b->second.objects.find(w.object_.key);
+      if (!w.precondition_.met_by(current == b->second.objects.end() ? nullptr
+                                                                     : &current->second.info.attributes.etag)) {
+        ec = sluice::errc::precondition_failed;
+        return {};
+      }
+    }
     new_shard = ::mkdir(shard.c_str(), 0755) == 0;
     if (!new_shard && errno != EEXIST) {
       ec = impl::last_error();
@@ -1419,7 +1481,7 @@ std::vector<upload_info> fs_store::list_uploads(std::string_view bucket, std::st
 
 object_info fs_store::complete_upload(const object_ref& object, std::string_view upload_id,
                                       std::span<const part_info> chosen, const object_attributes& attributes,
-                                      error_code& ec) {
+                                      error_code& ec, const write_precondition& precondition) {
   namespace impl = fs_store_impl;
   if (!impl::ascending(chosen)) {
     ec = sluice::errc::invalid_part_order;
@@ -1500,6 +1562,12 @@ object_info fs_store::complete_upload(const object_ref& object, std::string_view
     if (b == buckets_.end()) return fail(sluice::errc::no_such_bucket);
     if (::access((dir / "upload.json").c_str(), F_OK) != 0) {
       return fail(errno == ENOENT ? error_code(sluice::errc::no_such_upload) : impl::last_error());
+    }
+    if (!precondition.none()) {
+      const auto current = b->second.objects.find(object.key);
+      if (!precondition.met_by(current == b->second.objects.end() ? nullptr : &current->second.info.attributes.etag)) {
+        return fail(sluice::errc::precondition_failed);
+      }
     }
     new_shard = ::mkdir(shard.c_str(), 0755) == 0;
     if (!new_shard && errno != EEXIST) return fail(impl::last_error());

@@ -12,11 +12,34 @@ namespace {
 
 // Sub-resources S3 has and this server does not implement: a request naming one gets 501,
 // never a wrong answer from the operation that would otherwise match.
-constexpr std::array unimplemented_subresources = {
-    "accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
-    "inventory", "legal-hold", "lifecycle", "logging", "metrics", "notification", "object-lock",
-    "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "replication", "requestPayment",
-    "restore", "retention", "select", "tagging", "torrent", "versioning", "website", "session"};
+constexpr std::array unimplemented_subresources = {"accelerate",
+                                                   "acl",
+                                                   "analytics",
+                                                   "attributes",
+                                                   "cors",
+                                                   "encryption",
+                                                   "intelligent-tiering",
+                                                   "inventory",
+                                                   "legal-hold",
+                                                   "lifecycle",
+                                                   "logging",
+                                                   "metrics",
+                                                   "notification",
+                                                   "object-lock",
+                                                   "ownershipControls",
+                                                   "policy",
+                                                   "policyStatus",
+                                                   "publicAccessBlock",
+                                                   "replication",
+                                                   "requestPayment",
+                                                   "restore",
+                                                   "retention",
+                                                   "select",
+                                                   "tagging",
+                                                   "torrent",
+                                                   "versioning",
+                                                   "website",
+                                                   "session"};
 
 struct method_is {
   std::string_view m;
@@ -55,6 +78,9 @@ std::string_view operation_name(operation op) noexcept {
     case operation::complete_multipart_upload: return "CompleteMultipartUpload";
     case operation::abort_multipart_upload: return "AbortMultipartUpload";
     case operation::list_parts: return "ListParts";
+    case operation::get_object_tagging: return "GetObjectTagging";
+    case operation::put_object_tagging: return "PutObjectTagging";
+    case operation::delete_object_tagging: return "DeleteObjectTagging";
   }
   return "NotImplemented";
 }
@@ -127,6 +153,13 @@ route parse_route(std::string_view method, std::string_view target, std::string_
   // GetBucketVersioning is answered (versioning is never enabled here); PutBucketVersioning is not.
   if (method == "GET" && !r.bucket.empty() && r.key.empty() && r.param("versioning")) {
     r.op = operation::get_bucket_versioning;
+    return r;
+  }
+  // Object tagging is answered; bucket tagging is not (it stays in the list below).
+  if (!r.bucket.empty() && !r.key.empty() && r.param("tagging")) {
+    if (method == "GET") r.op = operation::get_object_tagging;
+    if (method == "PUT") r.op = operation::put_object_tagging;
+    if (method == "DELETE") r.op = operation::delete_object_tagging;
     return r;
   }
   for (const char* sub : unimplemented_subresources) {

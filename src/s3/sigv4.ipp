@@ -226,17 +226,24 @@ bool parse_signature(std::string_view text, authorization& out) {
   return true;
 }
 
-void fail(error_code& ec, errc e) { ec = make_error_code(e); }
+// Where verify() wants the reason for a failure said (its `why`), for the duration of the call;
+// null otherwise. One verify() runs on one thread from start to end.
+thread_local std::string* failure_reason = nullptr;
+
+void fail(error_code& ec, errc e, std::string_view why = {}) {
+  ec = make_error_code(e);
+  if (failure_reason != nullptr && !why.empty()) failure_reason->assign(why);
+}
 
 authorization parse_header_authorization(const request_view& request, std::string_view value, error_code& ec) {
   authorization out;
   value = trim(value);
   if (value.starts_with("AWS ")) {
-    fail(ec, errc::invalid_request);  // SigV2: "Please use AWS4-HMAC-SHA256."
+    fail(ec, errc::invalid_request, "Please use AWS4-HMAC-SHA256.");
     return {};
   }
   if (!value.starts_with(algorithm) || (value.size() > algorithm.size() && !is_blank(value[algorithm.size()]))) {
-    fail(ec, errc::invalid_argument);  // S3: InvalidArgument, "Unsupported Authorization Type"
+    fail(ec, errc::invalid_argument, "Unsupported Authorization Type");
     return {};
   }
   value = trim(value.substr(algorithm.size()));  // nothing left is malformed: no component
@@ -289,18 +296,18 @@ authorization parse_header_authorization(const request_view& request, std::strin
     }
   }
   if (!time) {
-    fail(ec, errc::access_denied);  // "AWS authentication requires a valid Date or x-amz-date header"
+    fail(ec, errc::access_denied, "AWS authentication requires a valid Date or x-amz-date header");
     return {};
   }
   out.amz_date = format_amz_date(*time);
   if (out.amz_date.compare(0, 8, out.date) != 0) {
-    fail(ec, errc::authorization_header_malformed);  // the scope's date must be the request's date
+    fail(ec, errc::authorization_header_malformed, "The credential scope's date is not the request's date.");
     return {};
   }
 
   const auto hashes = header_values(request, "x-amz-content-sha256");
   if (hashes.empty()) {
-    fail(ec, errc::invalid_request);  // "Missing required header for this request: x-amz-content-sha256"
+    fail(ec, errc::invalid_request, "Missing required header for this request: x-amz-content-sha256");
     return {};
   }
   const auto hash = trim(hashes.front());
@@ -519,7 +526,7 @@ authorization parse_authorization(const request_view& request, error_code& ec) {
     return p.first == "X-Amz-Algorithm" || p.first == "X-Amz-Credential" || p.first == "X-Amz-Signature";
   });
   if (headers.size() > 1 || (!headers.empty() && query_auth)) {
-    sigv4_detail::fail(ec, errc::invalid_argument);  // S3: "Only one auth mechanism allowed"
+    sigv4_detail::fail(ec, errc::invalid_argument, "Only one auth mechanism allowed");
     return {};
   }
   if (headers.size() == 1) return sigv4_detail::parse_header_authorization(request, headers.front(), ec);
@@ -529,8 +536,15 @@ authorization parse_authorization(const request_view& request, error_code& ec) {
 }
 
 verified verify(const request_view& request, const secret_lookup& secret_for, std::chrono::system_clock::time_point now,
-                std::optional<std::string_view> required_region, error_code& ec) {
+                std::optional<std::string_view> required_region, error_code& ec, std::string* why) {
   using sigv4_detail::fail;
+  struct reason_scope {  // failures say why into `why` while this call runs
+    explicit reason_scope(std::string* sink) : previous(std::exchange(sigv4_detail::failure_reason, sink)) {}
+    ~reason_scope() { sigv4_detail::failure_reason = previous; }
+    reason_scope(const reason_scope&) = delete;
+    reason_scope& operator=(const reason_scope&) = delete;
+    std::string* previous;
+  } scope(why);
   authorization auth = parse_authorization(request, ec);
   if (ec) return {};
   // A wrong service or region: S3 answers AuthorizationHeaderMalformed ("the region 'x' is
@@ -542,7 +556,8 @@ verified verify(const request_view& request, const secret_lookup& secret_for, st
   }
   if (!sigv4_detail::contains(auth.signed_headers, "host") ||
       (!auth.presigned && !sigv4_detail::contains(auth.signed_headers, "x-amz-content-sha256"))) {
-    fail(ec, errc::access_denied);  // S3 and MinIO: headers that must be signed were not
+    fail(ec, errc::access_denied,  // S3 and MinIO: headers that must be signed were not
+         "There were headers present in the request which were not signed: host and x-amz-content-sha256 must be");
     return {};
   }
 
@@ -553,7 +568,7 @@ verified verify(const request_view& request, const secret_lookup& secret_for, st
   }
   if (auth.presigned) {
     if (now > *time + std::chrono::seconds(auth.expires) || *time > now + max_clock_skew) {
-      fail(ec, errc::access_denied);  // "Request has expired" / "Request is not valid yet"
+      fail(ec, errc::access_denied, now > *time ? "Request has expired" : "Request is not valid yet");
       return {};
     }
   } else if (now - *time > max_clock_skew || *time - now > max_clock_skew) {

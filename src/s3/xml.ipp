@@ -584,6 +584,37 @@ delete_objects parse_delete_objects(std::string_view body, error_code& ec) {
   return result;
 }
 
+std::vector<std::pair<std::string, std::string>> parse_tagging(std::string_view body, error_code& ec) {
+  ec = errc::malformed_xml;
+  pugi::xml_document doc;
+  const pugi::xml_node root = load_root(doc, body, "Tagging");
+  if (!root) return {};
+  std::vector<std::pair<std::string, std::string>> tags;
+  bool have_set = false;
+  const bool ok = for_each_element(root, [&](const pugi::xml_node& child) {
+    if (std::string_view(child.name()) != "TagSet") return true;
+    if (have_set) return false;
+    have_set = true;
+    return for_each_element(child, [&](const pugi::xml_node& tag) {
+      if (std::string_view(tag.name()) != "Tag") return false;
+      std::optional<std::string> key;
+      std::optional<std::string> value;
+      const bool tag_ok = for_each_element(tag, [&](const pugi::xml_node& field) {
+        const std::string_view name = field.name();
+        if (name == "Key") return take_once(key, field);
+        if (name == "Value") return take_once(value, field);
+        return false;
+      });
+      if (!tag_ok || !key || !value) return false;
+      tags.emplace_back(std::move(*key), std::move(*value));
+      return true;
+    });
+  });
+  if (!ok || !have_set) return {};
+  ec = {};
+  return tags;
+}
+
 std::string parse_create_bucket_configuration(std::string_view body, error_code& ec) {
   ec = {};
   if (all_xml_space(body)) return {};
@@ -648,7 +679,9 @@ std::string list_objects_v2(const list_page& page) {
   body_writer w("ListBucketResult");
   w.element("Name", page.bucket);
   w.element("Prefix", page.prefix, page.url_encode);
-  if (!page.continuation_token.empty()) w.element("ContinuationToken", page.continuation_token);
+  if (page.has_continuation_token || !page.continuation_token.empty()) {
+    w.element("ContinuationToken", page.continuation_token);
+  }
   if (!page.next_continuation_token.empty()) w.element("NextContinuationToken", page.next_continuation_token);
   if (!page.start_after.empty()) w.element("StartAfter", page.start_after, page.url_encode);
   w.number("KeyCount", page.contents.size() + page.common_prefixes.size());
@@ -656,7 +689,7 @@ std::string list_objects_v2(const list_page& page) {
   if (!page.delimiter.empty()) w.element("Delimiter", page.delimiter, page.url_encode);
   w.flag("IsTruncated", page.truncated);
   write_encoding_type(w, page);
-  write_contents(w, page, false);
+  write_contents(w, page, page.fetch_owner);
   write_common_prefixes(w, page);
   return std::move(w).finish();
 }
@@ -689,6 +722,19 @@ std::string list_object_versions(const list_page& page) {
     w.close("Version");
   }
   write_common_prefixes(w, page);
+  return std::move(w).finish();
+}
+
+std::string tagging(const std::map<std::string, std::string>& tags) {
+  body_writer w("Tagging");
+  w.open("TagSet");
+  for (const auto& [key, value] : tags) {
+    w.open("Tag");
+    w.element("Key", key);
+    w.element("Value", value);
+    w.close("Tag");
+  }
+  w.close("TagSet");
   return std::move(w).finish();
 }
 

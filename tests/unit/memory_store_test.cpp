@@ -631,3 +631,41 @@ TEST_CASE("concurrent overwrites of one key: readers always see a whole version"
   CHECK(torn == 0);
   CHECK(store.used_bytes() == 256);
 }
+
+TEST_CASE("conditional commits and completions publish only over the version they expect") {
+  memory_store store;
+  make_bucket(store);
+  const sluice::object_ref object{"bucket", "k"};
+  error_code ec;
+  auto conditional_put = [&](std::string_view data, sluice::write_precondition precondition) {
+    auto writer = store.begin_put(object, ec);
+    REQUIRE_FALSE(ec);
+    writer.require(std::move(precondition));
+    writer.write(as_bytes(data), ec);
+    REQUIRE_FALSE(ec);
+    (void)writer.commit(sluice::object_attributes{.etag = std::string(data)}, ec);
+    return ec;
+  };
+  CHECK_FALSE(conditional_put("first", {.if_absent = true}));
+  CHECK(conditional_put("second", {.if_absent = true}) == sluice::errc::precondition_failed);
+  CHECK(read_all(store, object) == "first");
+  CHECK(conditional_put("third", {.if_etag = "nope"}) == sluice::errc::precondition_failed);
+  CHECK_FALSE(conditional_put("third", {.if_etag = "first"}));
+  CHECK(read_all(store, object) == "third");
+  CHECK(conditional_put("x", {.if_absent = true, .if_etag = "third"}) == sluice::errc::precondition_failed);
+
+  const std::string id = store.create_upload(object, {}, ec);
+  REQUIRE_FALSE(ec);
+  auto part = store.begin_part(object, id, 1, ec);
+  part.write(as_bytes("multipart"), ec);
+  (void)part.commit(sluice::object_attributes{.etag = "p1"}, ec);
+  REQUIRE_FALSE(ec);
+  const std::vector<sluice::part_info> chosen{{.number = 1, .size = 9, .etag = "p1"}};
+  (void)store.complete_upload(object, id, chosen, sluice::object_attributes{.etag = "mp"}, ec, {.if_etag = "first"});
+  CHECK(ec == sluice::errc::precondition_failed);
+  CHECK(read_all(store, object) == "third");
+  CHECK(store.list_parts(object, id, ec).size() == 1);  // the upload stays
+  (void)store.complete_upload(object, id, chosen, sluice::object_attributes{.etag = "mp"}, ec, {.if_etag = "third"});
+  CHECK_FALSE(ec);
+  CHECK(read_all(store, object) == "multipart");
+}

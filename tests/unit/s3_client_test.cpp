@@ -554,11 +554,18 @@ TEST_CASE("s3 client: keys with reserved characters, metadata and listing pages 
   s3::put_options put;
   put.attributes.content_type = "text/plain";
   put.attributes.metadata["color"] = "blue";
+  put.attributes.content_language = "de-CH";
+  put.attributes.expires = "Wed, 01 Jan 2031 00:00:00 GMT";
+  put.attributes.tags = {{"team", "ml & search"}, {"k=v", "a+b/c"}};
   client.put_object("pages", odd, sluice::host_region(data), put);
   const auto info = client.head_object("pages", odd);
   CHECK(info.size == 3000);
   CHECK(info.attributes.content_type == "text/plain");
   CHECK(info.attributes.metadata.at("color") == "blue");
+  CHECK(info.attributes.content_language == "de-CH");
+  CHECK(info.attributes.expires == "Wed, 01 Jan 2031 00:00:00 GMT");
+  sluice::error_code stored_error;  // tags are not in a HEAD answer: read them from the store
+  CHECK(live.store.head({"pages", odd}, stored_error).attributes.tags == put.attributes.tags);
   std::vector<std::byte> back(3000);
   CHECK(client.get_object("pages", odd, sluice::host_region(back)) == 3000);
   CHECK(back == data);

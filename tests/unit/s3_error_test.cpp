@@ -12,7 +12,7 @@ namespace {
 using sluice::s3::errc;
 
 constexpr int first_value = static_cast<int>(errc::access_denied);
-constexpr int last_value = static_cast<int>(errc::insufficient_storage);  // the last enumerator
+constexpr int last_value = static_cast<int>(errc::invalid_tag);  // the last enumerator
 
 }  // namespace
 
@@ -40,6 +40,10 @@ TEST_CASE("every s3::errc has a unique code string that round-trips") {
     const sluice::error_code ec = e;
     CHECK(ec);
     CHECK(ec.message() == code);
+    // Every code has a message that says more than the code itself, for error bodies.
+    const std::string_view message = sluice::s3::default_message(e);
+    CHECK_FALSE(message.empty());
+    CHECK(message != code);
     const unsigned status = sluice::s3::http_status(e);
     CHECK(status >= 300);
     CHECK(status < 600);
@@ -76,6 +80,7 @@ TEST_CASE("values outside the enumeration and unknown code strings") {
   const auto past = static_cast<errc>(last_value + 1);
   CHECK(sluice::s3::code_string(zero).empty());
   CHECK(sluice::s3::code_string(past).empty());
+  CHECK(sluice::s3::default_message(past).empty());
   CHECK(sluice::s3::http_status(past) == 500);
   const sluice::error_code ec{last_value + 1, sluice::s3::s3_category()};
   CHECK(ec.message() == "unknown S3 error " + std::to_string(last_value + 1));

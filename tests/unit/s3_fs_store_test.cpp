@@ -1311,3 +1311,77 @@ TEST_CASE("fs_store multipart: a part whose attributes outgrow the reserved head
   CHECK(read_all(store, object) == data);
   check_layout(root);
 }
+
+TEST_CASE("fs_store: later attributes (language, expires, tags, parts, upload id) round-trip; older headers read") {
+  temp_root root;
+  sluice::object_attributes later{.etag = "e",
+                                  .content_language = "de-CH",
+                                  .expires = "Wed, 01 Jan 2031 00:00:00 GMT",
+                                  .tags = {{"team", "ml"}, {"\xff raw", "v"}},
+                                  .part_sizes = {5242880, 5242880, 17},
+                                  .upload_id = "0123abcd"};
+  {
+    fs_store store(root.config(false));
+    make_bucket(store);
+    put(store, {"bucket", "later"}, "bytes", later);
+    put(store, {"bucket", "plain"}, "bytes", sluice::object_attributes{.etag = "p"});
+  }
+  fs_store store(root.config(false));
+  CHECK(store.skipped_files() == 0);
+  error_code ec;
+  CHECK(store.head({"bucket", "later"}, ec).attributes == later);
+  CHECK(store.head({"bucket", "plain"}, ec).attributes == sluice::object_attributes{.etag = "p"});
+  // A header without the later members (as written before they existed) still parses, and
+  // one that names a member twice or an unknown one does not.
+  sluice::object_info info{"k", 3, {}, sluice::object_attributes{.etag = "old"}};
+  const auto header = sluice::s3::encode_object_header(info, 0, ec);
+  REQUIRE_FALSE(ec);
+  const std::string text(reinterpret_cast<const char*>(header.data()), header.size());
+  CHECK(text.find("tags") == std::string::npos);
+  CHECK(text.find("content_language") == std::string::npos);
+  std::uint64_t data_offset = 0;
+  CHECK(sluice::s3::parse_object_header(header, data_offset, ec).attributes.etag == "old");
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("fs_store: conditional commits and completions publish only over the version they expect") {
+  temp_root root;
+  fs_store store(root.config(false));
+  make_bucket(store);
+  const object_ref object{"bucket", "k"};
+  error_code ec;
+  auto conditional_put = [&](std::string_view data, sluice::write_precondition precondition) {
+    auto writer = store.begin_put(object, ec);
+    REQUIRE_FALSE(ec);
+    writer.require(std::move(precondition));
+    writer.write(as_bytes(data), ec);
+    REQUIRE_FALSE(ec);
+    (void)writer.commit(sluice::object_attributes{.etag = std::string(data)}, ec);
+    return ec;
+  };
+  CHECK_FALSE(conditional_put("first", {.if_absent = true}));
+  CHECK(conditional_put("second", {.if_absent = true}) == errc::precondition_failed);
+  CHECK(read_all(store, object) == "first");
+  CHECK(conditional_put("third", {.if_etag = "nope"}) == errc::precondition_failed);
+  CHECK(read_all(store, object) == "first");
+  CHECK_FALSE(conditional_put("third", {.if_etag = "first"}));
+  CHECK(read_all(store, object) == "third");
+  CHECK(conditional_put("x", {.if_etag = "other"}) == errc::precondition_failed);
+  CHECK(object_files(root.root(), "bucket").size() == 1);  // the refused writers left no file
+  check_layout(root);
+
+  const std::string id = store.create_upload(object, {}, ec);
+  REQUIRE_FALSE(ec);
+  auto part = store.begin_part(object, id, 1, ec);
+  part.write(as_bytes("multipart"), ec);
+  (void)part.commit(sluice::object_attributes{.etag = "p1"}, ec);
+  REQUIRE_FALSE(ec);
+  const std::vector<sluice::part_info> chosen{{.number = 1, .size = 9, .etag = "p1"}};
+  (void)store.complete_upload(object, id, chosen, sluice::object_attributes{.etag = "mp"}, ec, {.if_absent = true});
+  CHECK(ec == errc::precondition_failed);
+  CHECK(read_all(store, object) == "third");
+  CHECK(store.list_parts(object, id, ec).size() == 1);  // the upload stays
+  (void)store.complete_upload(object, id, chosen, sluice::object_attributes{.etag = "mp"}, ec, {.if_etag = "third"});
+  CHECK_FALSE(ec);
+  CHECK(read_all(store, object) == "multipart");
+}

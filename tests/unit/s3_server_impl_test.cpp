@@ -85,3 +85,84 @@ TEST_CASE("x-amz-copy-source and partNumber") {
     CHECK_FALSE(parse_part_number(bad));
   }
 }
+
+TEST_CASE("object tagging routes: GET, PUT and DELETE of ?tagging on a key; bucket tagging stays 501") {
+  sluice::error_code ec;
+  const std::vector<std::string> suffixes;
+  using sluice::s3::operation;
+  CHECK(sluice::s3::parse_route("GET", "/b/k?tagging", "h", suffixes, false, ec).op == operation::get_object_tagging);
+  CHECK(sluice::s3::parse_route("PUT", "/b/k?tagging", "h", suffixes, false, ec).op == operation::put_object_tagging);
+  CHECK(sluice::s3::parse_route("DELETE", "/b/k?tagging", "h", suffixes, false, ec).op ==
+        operation::delete_object_tagging);
+  CHECK(sluice::s3::parse_route("POST", "/b/k?tagging", "h", suffixes, false, ec).op == operation::not_implemented);
+  CHECK(sluice::s3::parse_route("GET", "/b?tagging", "h", suffixes, false, ec).op == operation::not_implemented);
+  CHECK(sluice::s3::operation_name(operation::put_object_tagging) == "PutObjectTagging");
+}
+
+TEST_CASE("x-amz-tagging headers and tag sets as S3 takes them") {
+  using sluice::s3::detail::checked_tags;
+  using sluice::s3::detail::parse_tagging_header;
+  using pairs = std::vector<std::pair<std::string, std::string>>;
+  CHECK(parse_tagging_header("a=1&b=two%20words&c=x+y&d") ==
+        pairs{{"a", "1"}, {"b", "two words"}, {"c", "x y"}, {"d", ""}});
+  CHECK(parse_tagging_header("") == pairs{});
+  CHECK(parse_tagging_header("k=%2B%26%3D") == pairs{{"k", "+&="}});
+  CHECK_FALSE(parse_tagging_header("k=%zz"));
+  CHECK_FALSE(parse_tagging_header("%=v"));
+  std::string why;
+  CHECK(checked_tags({{"a", "1"}, {"b", ""}}, why) == std::map<std::string, std::string>{{"a", "1"}, {"b", ""}});
+  pairs ten;
+  for (int i = 0; i < 10; ++i) ten.emplace_back("k" + std::to_string(i), "v");
+  CHECK(checked_tags(ten, why));
+  ten.emplace_back("k10", "v");
+  CHECK_FALSE(checked_tags(ten, why));
+  CHECK(why == "Object tags cannot be greater than 10");
+  CHECK_FALSE(checked_tags({{"a", "1"}, {"a", "2"}}, why));
+  CHECK_FALSE(checked_tags({{"", "1"}}, why));
+  CHECK(checked_tags({{std::string(128, 'k'), std::string(256, 'v')}}, why));
+  CHECK_FALSE(checked_tags({{std::string(129, 'k'), "v"}}, why));
+  CHECK_FALSE(checked_tags({{"k", std::string(257, 'v')}}, why));
+  // Characters, not bytes: 128 two-byte characters are a valid key.
+  std::string wide;
+  for (int i = 0; i < 128; ++i) wide += "\xc3\xa9";
+  CHECK(checked_tags({{wide, "v"}}, why));
+  CHECK_FALSE(checked_tags({{wide + "e", "v"}}, why));
+  CHECK_FALSE(checked_tags({{"aws:x", "v"}}, why));
+  CHECK_FALSE(checked_tags({{"k", std::string("\x01", 1)}}, why));
+  CHECK_FALSE(checked_tags({{"\xff", "v"}}, why));
+}
+
+TEST_CASE("conditional write headers, ETag lists and header values") {
+  using sluice::s3::detail::etag_list_matches;
+  using sluice::s3::detail::is_safe_header_value;
+  using sluice::s3::detail::write_precondition_of;
+  CHECK(write_precondition_of("", "")->none());
+  CHECK(write_precondition_of("", "*")->if_absent);
+  CHECK(write_precondition_of("", " * ")->if_absent);
+  CHECK(write_precondition_of("\"abc\"", "")->if_etag == std::optional<std::string>("abc"));
+  CHECK(write_precondition_of("abc", "")->if_etag == std::optional<std::string>("abc"));
+  CHECK_FALSE(write_precondition_of("", "\"abc\""));  // If-None-Match other than *
+  CHECK_FALSE(write_precondition_of("*", ""));
+  CHECK_FALSE(write_precondition_of("\"a\", \"b\"", ""));
+  CHECK_FALSE(write_precondition_of("\"\"", ""));
+  const sluice::write_precondition absent{.if_absent = true};
+  const std::string etag = "abc";
+  CHECK(absent.met_by(nullptr));
+  CHECK_FALSE(absent.met_by(&etag));
+  const sluice::write_precondition match{.if_etag = "abc"};
+  CHECK(match.met_by(&etag));
+  CHECK_FALSE(match.met_by(nullptr));
+
+  CHECK(etag_list_matches("*", "x"));
+  CHECK(etag_list_matches("\"a\", W/\"x\"", "x"));
+  CHECK(etag_list_matches("x", "x"));
+  CHECK_FALSE(etag_list_matches("\"a\",\"b\"", "x"));
+  CHECK_FALSE(etag_list_matches("", "x"));
+
+  CHECK(is_safe_header_value("text/plain; charset=utf-8"));
+  CHECK(is_safe_header_value("a\tb"));
+  CHECK_FALSE(is_safe_header_value("text/plain\r\nX-Evil: 1"));
+  CHECK_FALSE(is_safe_header_value("a\nb"));
+  CHECK_FALSE(is_safe_header_value(std::string("a\0b", 3)));
+  CHECK_FALSE(is_safe_header_value("a\x7f"));
+}

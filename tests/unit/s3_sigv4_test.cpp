@@ -657,3 +657,21 @@ TEST_CASE("sigv4: amz dates") {
     CHECK(sluice::s3::parse_amz_date(sluice::s3::format_amz_date(t)) == t);
   }
 }
+
+TEST_CASE("sigv4 verify says why for failures S3 explains") {
+  const auto secret_for = [](std::string_view) { return std::optional<std::string>("secret"); };
+  const std::string authorization = "AWS4-HMAC-SHA256 Credential=AK/20240101/us-east-1/s3/aws4_request, "
+                                    "SignedHeaders=host;x-amz-date, Signature=" + std::string(64, '0');
+  sluice::s3::request_view view{"PUT", "/b/k", {}};
+  view.headers = {{"host", "h"},
+                  {"x-amz-date", "20240101T000000Z"},
+                  {"authorization", authorization}};
+  sluice::error_code ec;
+  std::string why;
+  (void)sluice::s3::verify(view, secret_for, std::chrono::system_clock::now(), std::nullopt, ec, &why);
+  CHECK(ec == sluice::s3::errc::invalid_request);
+  CHECK(why == "Missing required header for this request: x-amz-content-sha256");
+  // Without a sink the failure is the same, and nothing is said anywhere.
+  (void)sluice::s3::verify(view, secret_for, std::chrono::system_clock::now(), std::nullopt, ec);
+  CHECK(ec == sluice::s3::errc::invalid_request);
+}

@@ -50,10 +50,14 @@ enum class errc : int {
   authorization_header_malformed,
   authorization_query_parameters_error,  ///< a presigned URL's X-Amz-* parameters are malformed
   insufficient_storage,                  ///< 507: the store is out of space (ENOSPC, EDQUOT)
+  invalid_tag,                           ///< object tags S3 refuses (too many, too long, a key twice)
 };
 
 /// The S3 "Code" string ("NoSuchKey"); empty for values outside the enumeration.
 [[nodiscard]] std::string_view code_string(errc e) noexcept;
+/// S3's general message for the code ("The specified key does not exist."), for error bodies
+/// that have nothing more specific to say; empty for values outside the enumeration.
+[[nodiscard]] std::string_view default_message(errc e) noexcept;
 /// The HTTP status S3 answers with (404 for NoSuchKey, 416 for InvalidRange, ...).
 [[nodiscard]] unsigned http_status(errc e) noexcept;
 /// The value for an S3 "Code" string; internal_error when unknown.

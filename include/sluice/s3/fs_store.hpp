@@ -26,6 +26,8 @@
 //   {"v":1,"key_hex":"<key as lower-case hex>","size":N,"last_modified":<ns since epoch>,
 //    "etag":S,"content_type":S,"content_encoding":S,"content_disposition":S,"cache_control":S,
 //    "metadata":[[S,S],...],"checksums":[[S,S],...]}
+// followed by these, each only when set (so that headers written before they existed still read):
+//    "content_language":S,"expires":S,"upload_id":S,"tags":[[S,S],...],"part_sizes":[N,...]
 // where S is a byte string spelled as a JSON string, or as {"hex":"..."} when it is not valid
 // UTF-8 (or when hex is shorter), since keys and header values may hold any bytes. It is
 // written by a small escaping writer, always in its shortest spelling, and read back strictly
@@ -134,6 +136,10 @@ class fs_store {
     /// header; nothing is published on error. Afterwards the writer is empty.
     object_info commit(const object_attributes& attributes, error_code& ec);
 
+    /// Makes commit conditional: it publishes only when the object it would replace meets
+    /// `precondition` at that moment, else fails with errc::precondition_failed. Object writers only.
+    void require(write_precondition precondition) { precondition_ = std::move(precondition); }
+
     /// The temporary file's descriptor; -1 for an empty writer.
     [[nodiscard]] int native_handle() const noexcept { return fd_; }
 
@@ -146,11 +152,12 @@ class fs_store {
     int fd_ = -1;
     std::filesystem::path temp_;
     object_ref object_;
-    std::uint64_t data_offset_ = 0;   // where the data goes in the temporary file
-    std::uint64_t written_ = 0;       // accepted bytes, pending_ included
-    std::vector<std::byte> pending_;  // the last bytes accepted, up to the next unit boundary
-    std::string upload_id_;           // part writers only
-    std::uint32_t part_number_ = 0;   // 0: an object writer
+    std::uint64_t data_offset_ = 0;    // where the data goes in the temporary file
+    std::uint64_t written_ = 0;        // accepted bytes, pending_ included
+    std::vector<std::byte> pending_;   // the last bytes accepted, up to the next unit boundary
+    std::string upload_id_;            // part writers only
+    std::uint32_t part_number_ = 0;    // 0: an object writer
+    write_precondition precondition_;  // checked when the object is published
   };
 
   /// Keeps one published version of an object open and mapped read-only (PROT_READ): its
@@ -256,8 +263,11 @@ class fs_store {
   /// no_such_bucket, no_such_upload, invalid_part (missing part, ETag mismatch, or no part),
   /// capacity_exceeded (over max_object_bytes), I/O errors; on error nothing is published and
   /// the upload stays.
+  /// With `precondition`, publishes only when the object it would replace meets it at that
+  /// moment (else precondition_failed, and the upload stays).
   object_info complete_upload(const object_ref& object, std::string_view upload_id, std::span<const part_info> chosen,
-                              const object_attributes& attributes, error_code& ec);
+                              const object_attributes& attributes, error_code& ec,
+                              const write_precondition& precondition = {});
   /// Removes the upload and its parts; part writers still open for it fail at commit with
   /// no_such_upload. Errors: no_such_bucket, no_such_upload, I/O errors.
   void abort_upload(const object_ref& object, std::string_view upload_id, error_code& ec);

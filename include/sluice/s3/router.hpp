@@ -38,6 +38,9 @@ enum class operation {
   complete_multipart_upload,
   abort_multipart_upload,
   list_parts,
+  get_object_tagging,
+  put_object_tagging,
+  delete_object_tagging,
 };
 
 /// The operation's name as S3 documents it ("GetObject").

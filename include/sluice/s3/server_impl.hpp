@@ -73,6 +73,7 @@ inline s3::errc to_s3(const error_code& ec, bool bucket_level = false) {
       case sluice::errc::invalid_part: return s3::errc::invalid_part;
       case sluice::errc::invalid_part_order: return s3::errc::invalid_part_order;
       case sluice::errc::bad_range: return s3::errc::invalid_range;
+      case sluice::errc::precondition_failed: return s3::errc::precondition_failed;
       default: break;
     }
   }
@@ -412,6 +413,124 @@ inline std::optional<std::uint32_t> parse_part_number(std::string_view text) {
   return number;
 }
 
+/// Whether an If-Match / If-None-Match list ("*", or ETags, quoted or not, W/ allowed, comma
+/// separated) names `etag` (bare).
+inline bool etag_list_matches(std::string_view list, std::string_view etag) {
+  if (list == "*") return true;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string_view one = list.substr(0, comma);
+    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+    if (one.starts_with("W/")) one.remove_prefix(2);
+    if (one.size() >= 2 && one.front() == '"' && one.back() == '"') one = one.substr(1, one.size() - 2);
+    if (one == etag) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// The precondition of a PUT or CompleteMultipartUpload from its If-None-Match (only "*": no
+/// object may exist) and If-Match (one ETag) headers, as S3's conditional writes take them;
+/// nullopt for what S3 does not do (another If-None-Match, If-Match of "*" or of a list).
+inline std::optional<write_precondition> write_precondition_of(std::string_view if_match,
+                                                               std::string_view if_none_match) {
+  const auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  };
+  write_precondition p;
+  if (!if_none_match.empty()) {
+    if (trim(if_none_match) != "*") return std::nullopt;
+    p.if_absent = true;
+  }
+  if (std::string_view etag = trim(if_match); !etag.empty()) {
+    if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
+    if (etag.empty() || etag == "*" || etag.find_first_of(",\"") != std::string_view::npos) return std::nullopt;
+    p.if_etag = std::string(etag);
+  }
+  return p;
+}
+
+/// The (key, value) pairs of an x-amz-tagging header: "k1=v1&k2=v2", URL-encoded as a query
+/// ('+' is a space); nullopt when a piece does not decode.
+inline std::optional<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!text.empty()) {
+    const auto amp = text.find('&');
+    std::string piece(text.substr(0, amp));
+    std::replace(piece.begin(), piece.end(), '+', ' ');
+    const auto eq = piece.find('=');
+    auto key = percent_decode(std::string_view(piece).substr(0, eq));
+    auto value = eq == std::string::npos ? std::optional<std::string>(std::string())
+                                         : percent_decode(std::string_view(piece).substr(eq + 1));
+    if (!key || !value) return std::nullopt;
+    if (!key->empty() || !value->empty()) out.emplace_back(std::move(*key), std::move(*value));
+    if (amp == std::string_view::npos) break;
+    text.remove_prefix(amp + 1);
+  }
+  return out;
+}
+
+/// A tag set as S3 accepts it: at most 10 tags, keys of 1 to 128 and values of at most 256
+/// characters of XML-safe UTF-8, no key twice, none in the reserved "aws:" space. nullopt, with
+/// `why` set to S3's message, otherwise.
+inline std::optional<std::map<std::string, std::string>> checked_tags(
+    std::vector<std::pair<std::string, std::string>> pairs, std::string& why) {
+  constexpr std::size_t max_tags = 10;
+  const auto characters = [](std::string_view text) {
+    return static_cast<std::size_t>(std::count_if(
+        text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0U) != 0x80U; }));
+  };
+  if (pairs.size() > max_tags) {
+    why = "Object tags cannot be greater than 10";
+    return std::nullopt;
+  }
+  std::map<std::string, std::string> tags;
+  for (auto& [key, value] : pairs) {
+    if (key.empty() || characters(key) > 128 || !is_xml_safe_utf8(key)) {
+      why = "The TagKey you have provided is invalid";
+      return std::nullopt;
+    }
+    if (characters(value) > 256 || !is_xml_safe_utf8(value)) {
+      why = "The TagValue you have provided is invalid";
+      return std::nullopt;
+    }
+    if (key.starts_with("aws:")) {
+      why = "Your TagKey cannot be prefixed with aws:";
+      return std::nullopt;
+    }
+    if (!tags.emplace(std::move(key), std::move(value)).second) {
+      why = "Cannot provide multiple Tags with the same key";
+      return std::nullopt;
+    }
+  }
+  return tags;
+}
+
+/// Whether a header value may be sent as it is: no CR, LF or other control character but tab
+/// (GET's response-* overrides come from the query, percent-decoded, where anything may hide).
+inline bool is_safe_header_value(std::string_view value) noexcept {
+  return std::none_of(value.begin(), value.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\t') || u == 0x7F;
+  });
+}
+
+/// Copies `length` bytes at `bytes` into `writer` in slices of 8 MiB, adding them to `md5` when
+/// given; stops at the first write error (in `ec`).
+template <class Writer>
+void write_from(Writer& writer, const std::byte* bytes, std::uint64_t length, digest* md5, error_code& ec) {
+  constexpr std::uint64_t slice = 8 * mib;
+  for (std::uint64_t done = 0; done < length && !ec; done += slice) {
+    const std::span<const std::byte> piece(bytes + done, static_cast<std::size_t>(std::min(slice, length - done)));
+    if (md5 != nullptr) md5->update(piece);
+    writer.write(piece, ec);
+  }
+}
+
 /// One connection: reads requests, routes, authenticates, runs the operation, answers.
 /// One client connection. `Stream` is beast::tcp_stream (HTTP) or an ssl::stream over one
 /// (HTTPS: the TLS handshake runs first, under read_timeout).
@@ -493,6 +612,7 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   asio::awaitable<bool> delete_object(request& req);
   asio::awaitable<bool> multipart(request& req);
   asio::awaitable<bool> upload_part_copy(request& req);
+  asio::awaitable<bool> object_tagging(request& req);
 
   // Runs `work` (a store call that may wait for the disk) on the blocking pool, then resumes
   // on this connection's strand: network threads never wait for fsync.
@@ -513,6 +633,13 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
 
   bool owns(const request& req, std::string_view bucket) const;
   object_attributes attributes_from(const request& req) const;
+  // The tags of x-amz-tagging (none when absent), or nullopt with S3's message in `why`.
+  static std::optional<std::map<std::string, std::string>> header_tags(const request& req, std::string& why);
+  // Whether CopyObject's and UploadPartCopy's x-amz-copy-source-if-* conditions hold for `source`.
+  static bool copy_source_allows(const request& req, const object_info& source);
+  // Refuses a conditional write early, before its payload moves, when the object already fails
+  // `precondition` (the store checks again as it publishes): the error to answer, if any.
+  std::optional<s3::errc> early_precondition_failure(const request& req, const write_precondition& precondition);
   void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
@@ -694,8 +821,9 @@ asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
     const auto secret_for = [this](std::string_view key) { return state_->secret_for(key); };
     std::optional<std::string_view> region;
     if (state_->config.region) region = *state_->config.region;
-    verified v = verify(view, secret_for, std::chrono::system_clock::now(), region, ec);
-    if (ec) co_return co_await send_error(req, to_s3(ec), ec.message());
+    std::string why;
+    verified v = verify(view, secret_for, std::chrono::system_clock::now(), region, ec, &why);
+    if (ec) co_return co_await send_error(req, to_s3(ec), why);
     req.user = v.access_key_id;
     req.auth = std::move(v);
   }
@@ -748,6 +876,9 @@ asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
     case operation::abort_multipart_upload:
     case operation::list_parts: co_return co_await multipart(req);
     case operation::upload_part_copy: co_return co_await upload_part_copy(req);
+    case operation::get_object_tagging:
+    case operation::put_object_tagging:
+    case operation::delete_object_tagging: co_return co_await object_tagging(req);
     case operation::not_implemented: break;
   }
   co_return co_await send_error(req, s3::errc::not_implemented,
@@ -807,7 +938,9 @@ asio::awaitable<bool> connection<Store, Stream>::send_error(request& req, s3::er
   string_response res{static_cast<http::status>(status), 11};
   if (status == 304) co_return co_await send(req, std::move(res));  // 304 carries no body
   res.set(http::field::content_type, "application/xml");
-  if (message.empty()) message = std::string(code_string(code));
+  // Say what is wrong: S3's general message when the caller has nothing more specific (an
+  // error_code's message() is only its code).
+  if (message.empty() || message == code_string(code)) message = std::string(default_message(code));
   res.body() = xml::error_body(code_string(code), message, req.resource(), req.id);
   co_return co_await send(req, std::move(res));
 }
@@ -855,15 +988,27 @@ template <class Store, class Stream>
 object_attributes connection<Store, Stream>::attributes_from(const request& req) const {
   object_attributes a;
   a.content_type = std::string(req.header("Content-Type"));
-  a.content_encoding = std::string(req.header("Content-Encoding"));
-  // aws-chunked is transfer framing, not part of the object's encoding.
-  if (a.content_encoding == "aws-chunked") {
-    a.content_encoding.clear();
-  } else if (a.content_encoding.starts_with("aws-chunked,")) {
-    a.content_encoding.erase(0, a.content_encoding.find_first_not_of(' ', 12));
+  // aws-chunked is transfer framing, not part of the object's encoding: it is dropped wherever
+  // it stands in the list ("gzip, aws-chunked" stores "gzip").
+  std::string_view codings = req.header("Content-Encoding");
+  while (!codings.empty()) {
+    const auto comma = codings.find(',');
+    std::string_view one = codings.substr(0, comma);
+    while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.remove_prefix(1);
+    while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.remove_suffix(1);
+    if (!one.empty() && !iequals(one, "aws-chunked")) {
+      if (!a.content_encoding.empty()) a.content_encoding += ", ";
+      a.content_encoding += one;
+    }
+    if (comma == std::string_view::npos) break;
+    codings.remove_prefix(comma + 1);
   }
   a.content_disposition = std::string(req.header("Content-Disposition"));
   a.cache_control = std::string(req.header("Cache-Control"));
+  a.content_language = std::string(req.header("Content-Language"));
+  a.expires = std::string(req.header("Expires"));
+  std::string ignored;
+  if (auto tags = header_tags(req, ignored)) a.tags = std::move(*tags);  // checked before the body was read
   for (const auto& field : req.msg()) {
     std::string name(field.name_string().data(), field.name_string().size());
     std::transform(name.begin(), name.end(), name.begin(),
@@ -873,6 +1018,56 @@ object_attributes connection<Store, Stream>::attributes_from(const request& req)
   }
   return a;
 }
+
+template <class Store, class Stream>
+std::optional<std::map<std::string, std::string>> connection<Store, Stream>::header_tags(const request& req,
+                                                                                         std::string& why) {
+  const auto it = req.msg().find("x-amz-tagging");
+  if (it == req.msg().end()) return std::map<std::string, std::string>();
+  auto pairs = parse_tagging_header(std::string_view(it->value().data(), it->value().size()));
+  if (!pairs) {
+    why =
+        "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag "
+        "name duplicates.";
+    return std::nullopt;
+  }
+  return checked_tags(std::move(*pairs), why);
+}
+
+template <class Store, class Stream>
+bool connection<Store, Stream>::copy_source_allows(const request& req, const object_info& source) {
+  const auto if_match = req.header("x-amz-copy-source-if-match");
+  const auto if_none_match = req.header("x-amz-copy-source-if-none-match");
+  const auto modified = std::chrono::time_point_cast<std::chrono::seconds>(source.last_modified);
+  if (!if_match.empty() && !etag_list_matches(if_match, source.attributes.etag)) return false;
+  if (!if_none_match.empty() && etag_list_matches(if_none_match, source.attributes.etag)) return false;
+  // As S3: a matching If-Match overrides If-Unmodified-Since, a failing If-None-Match decides alone.
+  if (if_match.empty()) {
+    const auto t = xml::parse_http_date(req.header("x-amz-copy-source-if-unmodified-since"));
+    if (t && modified > *t) return false;
+  }
+  if (if_none_match.empty()) {
+    const auto t = xml::parse_http_date(req.header("x-amz-copy-source-if-modified-since"));
+    if (t && modified <= *t) return false;
+  }
+  return true;
+}
+
+template <class Store, class Stream>
+std::optional<s3::errc> connection<Store, Stream>::early_precondition_failure(const request& req,
+                                                                              const write_precondition& precondition) {
+  if (precondition.none()) return std::nullopt;
+  error_code ec;
+  const object_info current = state_->store->head({req.where.bucket, req.where.key}, ec);
+  if (ec && ec != sluice::errc::no_such_object) return to_s3(ec);
+  if (ec && precondition.if_etag) return s3::errc::no_such_key;  // If-Match of a missing object: 404, as S3
+  if (!precondition.met_by(ec ? nullptr : &current.attributes.etag)) return s3::errc::precondition_failed;
+  return std::nullopt;
+}
+
+/// What a conditional write that S3 does not do is told.
+inline constexpr std::string_view unsupported_condition =
+    "Conditional writes take If-None-Match: * or If-Match with one ETag.";
 
 /// A Content-MD5 header that is there with an empty value (req.header() cannot tell it from none).
 inline bool has_empty_content_md5(const auto& req) {
@@ -893,6 +1088,10 @@ void connection<Store, Stream>::object_headers(http::fields& fields, const objec
   if (!info.attributes.content_disposition.empty())
     fields.set(http::field::content_disposition, info.attributes.content_disposition);
   if (!info.attributes.cache_control.empty()) fields.set(http::field::cache_control, info.attributes.cache_control);
+  if (!info.attributes.content_language.empty())
+    fields.set(http::field::content_language, info.attributes.content_language);
+  if (!info.attributes.expires.empty()) fields.set(http::field::expires, info.attributes.expires);
+  if (!info.attributes.tags.empty()) fields.set("x-amz-tagging-count", std::to_string(info.attributes.tags.size()));
   for (const auto& [name, value] : info.attributes.metadata) fields.set("x-amz-meta-" + name, value);
   if (with_checksums) {
     for (const auto& [algorithm, value] : info.attributes.checksums) fields.set("x-amz-checksum-" + algorithm, value);
@@ -1245,6 +1444,7 @@ asio::awaitable<bool> connection<Store, Stream>::list_objects(request& req) {
   page.url_encode = r.param("encoding-type") == std::optional<std::string_view>("url");
   page.owner_id = req.user;
   page.owner_name = req.user;
+  page.fetch_owner = r.param("fetch-owner") == std::optional<std::string_view>("true");
   if (auto mk = r.param("max-keys")) {
     std::uint32_t n = 0;
     if (std::from_chars(mk->data(), mk->data() + mk->size(), n).ec != std::errc{}) {
@@ -1257,6 +1457,7 @@ asio::awaitable<bool> connection<Store, Stream>::list_objects(request& req) {
     page.start_after = std::string(r.param("start-after").value_or(""));
     cursor = page.start_after;
     if (auto token = r.param("continuation-token")) {
+      page.has_continuation_token = true;
       page.continuation_token = std::string(*token);
       auto decoded = base64_decode(*token);
       if (!decoded) co_return co_await send_error(req, s3::errc::invalid_argument, "invalid continuation token");
@@ -1336,9 +1537,17 @@ asio::awaitable<bool> connection<Store, Stream>::delete_objects(request& req) {
 
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
+  std::string why;
+  if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
+  const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
+  if (!precondition) co_return co_await send_error(req, s3::errc::not_implemented, std::string(unsupported_condition));
+  if (const auto failure = early_precondition_failure(req, *precondition)) {
+    co_return co_await send_error(req, *failure);
+  }
   error_code ec;
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
+  if constexpr (requires { writer.require(*precondition); }) writer.require(*precondition);
   auto attributes = co_await receive_payload(req, writer, state_->config.max_object_bytes);
   if (!attributes) co_return false;  // answered (or the connection is gone); nothing published
   const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
@@ -1359,22 +1568,32 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
   const auto from = parse_copy_source(req.header("x-amz-copy-source"));
   if (!from) co_return co_await send_error(req, s3::errc::invalid_argument, "invalid x-amz-copy-source");
   if (!owns(req, from->bucket)) co_return co_await send_error(req, s3::errc::access_denied);
+  const bool replace = iequals(req.header("x-amz-metadata-directive"), "REPLACE");
+  const bool replace_tags = iequals(req.header("x-amz-tagging-directive"), "REPLACE");
+  if (from->bucket == req.where.bucket && from->key == req.where.key && !replace && !replace_tags) {
+    co_return co_await send_error(req, s3::errc::invalid_request,
+                                  "This copy request is illegal because it is trying to copy an object to itself "
+                                  "without changing the object's metadata, storage class, website redirect location "
+                                  "or encryption attributes.");
+  }
+  std::string why;
+  const auto tags = header_tags(req, why);
+  if (!tags) co_return co_await send_error(req, s3::errc::invalid_tag, why);
   error_code ec;
   auto mapping = state_->store->map(*from, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
+  if (!copy_source_allows(req, mapping.info())) co_return co_await send_error(req, s3::errc::precondition_failed);
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
-  const bool replace = iequals(req.header("x-amz-metadata-directive"), "REPLACE");
   object_attributes attributes = replace ? attributes_from(req) : mapping.info().attributes;
+  attributes.tags = replace_tags ? *tags : mapping.info().attributes.tags;
+  attributes.part_sizes.clear();  // the copy is one piece, with the MD5 of its bytes as ETag
+  attributes.upload_id.clear();
+  attributes.checksums = mapping.info().attributes.checksums;  // the bytes are the same
   const object_info info = co_await offload([&] {
     const region bytes = mapping.region();
     digest md5(digest_kind::md5);
-    for (std::size_t offset = 0; offset < bytes.size && !ec; offset += 8 * mib) {
-      const std::span<const std::byte> piece(bytes.bytes() + offset,
-                                             std::min<std::size_t>(8 * mib, bytes.size - offset));
-      md5.update(piece);
-      writer.write(piece, ec);
-    }
+    write_from(writer, bytes.bytes(), bytes.size, &md5, ec);
     attributes.etag = to_hex(md5.finish());
     return ec ? object_info{} : writer.commit(attributes, ec);
   });
@@ -1392,24 +1611,10 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   const auto mapping_owner = std::make_shared<const decltype(mapped)>(std::move(mapped));
   const auto& mapping = *mapping_owner;
   const object_info& info = mapping.info();
-  const std::string etag = "\"" + info.attributes.etag + "\"";
   const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);
 
   // Preconditions, in the order RFC 7232 section 6 gives.
-  auto etag_matches = [&](std::string_view list) {
-    if (list == "*") return true;
-    while (!list.empty()) {
-      const auto comma = list.find(',');
-      std::string_view one = list.substr(0, comma);
-      while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
-      while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
-      if (one.starts_with("W/")) one.remove_prefix(2);
-      if (one == etag || one == info.attributes.etag) return true;
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-    return false;
-  };
+  auto etag_matches = [&](std::string_view list) { return etag_list_matches(list, info.attributes.etag); };
   const auto if_match = req.header("If-Match");
   const auto if_none_match = req.header("If-None-Match");
   if (!if_match.empty() && !etag_matches(if_match)) co_return co_await send_error(req, s3::errc::precondition_failed);
@@ -1432,8 +1637,70 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     }
   }
 
+  // response-* overrides of the answer's headers: signed requests only, as on S3, and only values
+  // that are safe to send as a header (they come percent-decoded from the query).
+  static constexpr std::array<std::pair<std::string_view, http::field>, 6> overrides = {{
+      {"response-content-type", http::field::content_type},
+      {"response-content-language", http::field::content_language},
+      {"response-expires", http::field::expires},
+      {"response-cache-control", http::field::cache_control},
+      {"response-content-disposition", http::field::content_disposition},
+      {"response-content-encoding", http::field::content_encoding},
+  }};
+  std::vector<std::pair<http::field, std::string_view>> overridden;
+  for (const auto& [name, field] : overrides) {
+    const auto value = req.where.param(name);
+    if (!value) continue;
+    if (!req.auth) {
+      co_return co_await send_error(req, s3::errc::invalid_request,
+                                    "Request specific response headers cannot be used for anonymous GET requests.");
+    }
+    if (!is_safe_header_value(*value)) {
+      co_return co_await send_error(req, s3::errc::invalid_argument,
+                                    "The " + std::string(name) + " value holds a character a header cannot carry.");
+    }
+    overridden.emplace_back(field, *value);
+  }
+
   const std::uint64_t size = info.size;
-  const range_result range = parse_range(req.header("Range"), size);
+  range_result range = parse_range(req.header("Range"), size);
+  // ?partNumber=N: that part of a multipart object (206, with x-amz-mp-parts-count), or the
+  // whole of any other object as its part 1.
+  std::optional<std::size_t> parts_count;
+  if (const auto part_param = req.where.param("partNumber")) {
+    const auto number = parse_part_number(*part_param);
+    if (!number) {
+      co_return co_await send_error(req, s3::errc::invalid_argument,
+                                    "Part number must be an integer between 1 and 10000");
+    }
+    if (!req.header("Range").empty()) {
+      co_return co_await send_error(req, s3::errc::invalid_request,
+                                    "Cannot specify both Range header and partNumber query parameter");
+    }
+    const auto& sizes = info.attributes.part_sizes;
+    if (*number > std::max<std::size_t>(sizes.size(), 1)) {
+      co_return co_await send_error(req, s3::errc::invalid_part, "The requested partnumber is not satisfiable");
+    }
+    range = {};
+    if (!sizes.empty()) {
+      parts_count = sizes.size();
+      std::uint64_t first = 0;
+      for (std::uint32_t i = 1; i < *number; ++i) first += sizes[i - 1];
+      const std::uint64_t length = sizes[*number - 1];
+      if (first > size || length > size - first) co_return co_await send_error(req, s3::errc::internal_error);
+      if (length > 0) range = {true, true, first, length};
+    }
+  }
+  // What every successful answer carries beside the object's headers.
+  const auto answer_headers = [&](http::fields& fields, std::uint64_t first, std::uint64_t length) {
+    object_headers(fields, info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
+    if (range.present) {
+      fields.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
+                                                 std::to_string(first + length - 1) + "/" + std::to_string(size));
+    }
+    if (parts_count) fields.set("x-amz-mp-parts-count", std::to_string(*parts_count));
+    for (const auto& [field, value] : overridden) fields.set(field, beast::string_view(value.data(), value.size()));
+  };
   if (range.present && !range.satisfiable) {
     string_response res{http::status::range_not_satisfiable, 11};
     res.set(http::field::content_range, "bytes */" + std::to_string(size));
@@ -1463,11 +1730,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
           state_->rdma, [&] { return state_->config.rdma->write_from(requester(req), token, source); });
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
-        object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
-        if (range.present) {
-          res.set(http::field::content_range, "bytes " + std::to_string(offset) + "-" +
-                                                  std::to_string(offset + length - 1) + "/" + std::to_string(size));
-        }
+        answer_headers(res.base(), offset, length);
         req.rdma_reply = range.present ? "206" : "200";
         res.set("x-amz-rdma-bytes-transferred", std::to_string(length));
         co_return co_await send(req, std::move(res));
@@ -1486,11 +1749,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
 
   http::response<http::buffer_body> res{range.present ? http::status::partial_content : http::status::ok, 11};
   common_headers(req, res.base());
-  object_headers(res.base(), info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
-  if (range.present) {
-    res.set(http::field::content_range,
-            "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1) + "/" + std::to_string(size));
-  }
+  answer_headers(res.base(), offset, length);
   res.content_length(length);
   const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
   res.keep_alive(keep);
@@ -1539,6 +1798,8 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
   error_code ec;
   switch (r.op) {
     case operation::create_multipart_upload: {
+      std::string why;
+      if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
       const std::string id = state_->store->create_upload(object, attributes_from(req), ec);
       if (ec) co_return co_await send_error(req, to_s3(ec));
       co_return co_await send_xml(req, xml::initiate_multipart_upload(r.bucket, r.key, id));
@@ -1561,12 +1822,34 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
       co_return co_await send(req, std::move(res));
     }
     case operation::complete_multipart_upload: {
+      const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
+      if (!precondition) {
+        co_return co_await send_error(req, s3::errc::not_implemented, std::string(unsupported_condition));
+      }
       auto body = co_await read_small_body(req, 4 * mib);
       if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
       const auto chosen = xml::parse_complete_multipart_upload(*body, ec);
       if (ec) co_return co_await send_error(req, to_s3(ec));
+      // A client's retry of a completion that succeeded (its answer was lost): the object that
+      // upload made is still there, so the answer is the same.
+      const auto completed_before = [&]() -> std::optional<object_info> {
+        error_code head_error;
+        object_info current = state_->store->head(object, head_error);
+        if (head_error || current.attributes.upload_id != upload_id) return std::nullopt;
+        return current;
+      };
+      const auto completed = [&](const object_info& info) {
+        return send_xml(
+            req, xml::complete_multipart_upload("/" + r.bucket + "/" + r.key, r.bucket, r.key, info.attributes.etag));
+      };
       const std::vector<part_info> uploaded = state_->store->list_parts(object, upload_id, ec);
+      if (ec == sluice::errc::no_such_upload) {
+        if (const auto before = completed_before()) co_return co_await completed(*before);
+      }
       if (ec) co_return co_await send_error(req, to_s3(ec));
+      if (const auto failure = early_precondition_failure(req, *precondition)) {
+        co_return co_await send_error(req, *failure);
+      }
       std::vector<part_info> parts;
       digest etags(digest_kind::md5);
       for (std::size_t i = 0; i < chosen.size(); ++i) {
@@ -1591,11 +1874,23 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
         if (u.upload_id == upload_id) attributes = u.attributes;
       }
       attributes.etag = to_hex(etags.finish()) + "-" + std::to_string(parts.size());
-      const object_info info =
-          co_await offload([&] { return state_->store->complete_upload(object, upload_id, parts, attributes, ec); });
+      attributes.upload_id = upload_id;
+      attributes.part_sizes.clear();
+      for (const part_info& part : parts) attributes.part_sizes.push_back(part.size);
+      const object_info info = co_await offload([&] {
+        if constexpr (requires {
+                        state_->store->complete_upload(object, upload_id, parts, attributes, ec, *precondition);
+                      }) {
+          return state_->store->complete_upload(object, upload_id, parts, attributes, ec, *precondition);
+        } else {
+          return state_->store->complete_upload(object, upload_id, parts, attributes, ec);
+        }
+      });
+      if (ec == sluice::errc::no_such_upload) {  // completed by a retry that raced this one
+        if (const auto before = completed_before()) co_return co_await completed(*before);
+      }
       if (ec) co_return co_await send_error(req, to_s3(ec));
-      co_return co_await send_xml(
-          req, xml::complete_multipart_upload("/" + r.bucket + "/" + r.key, r.bucket, r.key, info.attributes.etag));
+      co_return co_await completed(info);
     }
     case operation::abort_multipart_upload: {
       state_->store->abort_upload(object, upload_id, ec);
@@ -1634,6 +1929,7 @@ asio::awaitable<bool> connection<Store, Stream>::upload_part_copy(request& req) 
   // cannot tear the part.
   auto mapping = state_->store->map(*from, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
+  if (!copy_source_allows(req, mapping.info())) co_return co_await send_error(req, s3::errc::precondition_failed);
   std::optional<std::string_view> range_header;
   if (auto it = req.msg().find("x-amz-copy-source-range"); it != req.msg().end()) {
     range_header = std::string_view(it->value().data(), it->value().size());
@@ -1649,21 +1945,62 @@ asio::awaitable<bool> connection<Store, Stream>::upload_part_copy(request& req) 
   // As UploadPart would have: the part's ETag is the MD5 of its bytes, so the completed object's
   // "-N" ETag is S3's. The bytes go from the mapping to the writer in slices, never gathered.
   const object_info info = co_await offload([&] {
-    const std::byte* bytes = mapping.region().bytes() + extent.offset;
     object_attributes attributes;
     digest md5(digest_kind::md5);
-    constexpr std::uint64_t slice = 8 * mib;
-    for (std::uint64_t done = 0; done < extent.length && !ec; done += slice) {
-      const std::span<const std::byte> piece(bytes + done,
-                                             static_cast<std::size_t>(std::min(slice, extent.length - done)));
-      md5.update(piece);
-      writer.write(piece, ec);
-    }
+    write_from(writer, mapping.region().bytes() + extent.offset, extent.length, &md5, ec);
     attributes.etag = to_hex(md5.finish());
     return ec ? object_info{} : writer.commit(attributes, ec);
   });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   co_return co_await send_xml(req, xml::copy_part_result(info.attributes.etag, info.last_modified));
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
+  const object_ref object{req.where.bucket, req.where.key};
+  error_code ec;
+  if (req.where.op == operation::get_object_tagging) {
+    const object_info info = state_->store->head(object, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec));
+    co_return co_await send_xml(req, xml::tagging(info.attributes.tags));
+  }
+  std::map<std::string, std::string> tags;
+  if (req.where.op == operation::put_object_tagging) {
+    auto body = co_await read_small_body(req, 64 * kib);
+    if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
+    auto pairs = xml::parse_tagging(*body, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec));
+    std::string why;
+    auto checked = checked_tags(std::move(pairs), why);
+    if (!checked) co_return co_await send_error(req, s3::errc::invalid_tag, why);
+    tags = std::move(*checked);
+  }
+  // Tags live in the object's metadata: the object is written again with the new set (same
+  // bytes, ETag and other attributes), published only if it is still the version that was read,
+  // so that a PUT meanwhile is never undone. A few tries, then 503 SlowDown.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto mapping = state_->store->map(object, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec));
+    if (mapping.info().attributes.tags == tags) break;  // nothing to change
+    auto writer = state_->store->begin_put(object, ec);
+    if (ec) co_return co_await send_error(req, to_s3(ec));
+    object_attributes attributes = mapping.info().attributes;
+    attributes.tags = tags;
+    if constexpr (requires { writer.require(write_precondition{}); }) {
+      writer.require(write_precondition{false, attributes.etag});
+    }
+    (void)co_await offload([&] {
+      const region bytes = mapping.region();
+      write_from(writer, bytes.bytes(), bytes.size, nullptr, ec);
+      return ec ? object_info{} : writer.commit(attributes, ec);
+    });
+    if (ec == sluice::errc::precondition_failed) continue;  // replaced meanwhile: tag the new version
+    if (ec) co_return co_await send_error(req, to_s3(ec));
+    break;
+  }
+  if (ec) co_return co_await send_error(req, s3::errc::slow_down, "The object kept changing while it was tagged.");
+  co_return co_await send_empty(
+      req, req.where.op == operation::put_object_tagging ? http::status::ok : http::status::no_content);
 }
 
 }  // namespace sluice::s3::detail

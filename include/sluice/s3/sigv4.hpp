@@ -164,9 +164,12 @@ using secret_lookup = std::function<std::optional<std::string>(std::string_view 
 ///
 /// Headers the client did not sign are allowed (clients leave out x-amz-* headers such as
 /// x-amz-trailer); a caller that relies on a header must check it is in `signed_headers`.
+/// `why`, when given, receives S3's message for the failures that have a more specific one than
+/// their code ("Missing required header for this request: x-amz-content-sha256").
 [[nodiscard]] verified verify(const request_view& request, const secret_lookup& secret_for,
                               std::chrono::system_clock::time_point now,
-                              std::optional<std::string_view> required_region, error_code& ec);
+                              std::optional<std::string_view> required_region, error_code& ec,
+                              std::string* why = nullptr);
 
 /// Signs a request with an Authorization header (client side). `headers` must contain host; any
 /// existing x-amz-date, x-amz-content-sha256 and authorization are replaced, and those three are

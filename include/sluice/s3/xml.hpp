@@ -79,6 +79,12 @@ inline constexpr std::size_t max_delete_objects = 1000;
 /// (us-east-1) with no error; invalid XML or a wrong root is errc::malformed_xml.
 [[nodiscard]] std::string parse_create_bucket_configuration(std::string_view body, error_code& ec);
 
+/// Parses a PutObjectTagging body, `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag>…
+/// </TagSet></Tagging>`, into (key, value) pairs in body order (repeats kept: the caller judges
+/// the set). errc::malformed_xml for invalid XML, a wrong root, no TagSet or two, or a <Tag>
+/// without exactly one Key and one Value. An empty TagSet is valid (no tags).
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> parse_tagging(std::string_view body, error_code& ec);
+
 // ---------------------------------------------------------------------------------------------
 // Response bodies (writers)
 // ---------------------------------------------------------------------------------------------
@@ -101,7 +107,8 @@ struct list_page {
   std::string delimiter;                ///< the request's delimiter, echoed
   std::string marker;                   ///< v1 Marker; KeyMarker for list_object_versions
   std::string next_marker;              ///< v1 NextMarker; NextKeyMarker for list_object_versions
-  std::string continuation_token;       ///< v2, echoed
+  std::string continuation_token;       ///< v2, echoed (when has_continuation_token, even empty)
+  bool has_continuation_token = false;  ///< v2: the request carried continuation-token
   std::string next_continuation_token;  ///< v2
   std::string start_after;              ///< v2, echoed
   std::uint32_t max_keys = 1000;
@@ -112,7 +119,8 @@ struct list_page {
   bool url_encode = false;
   std::vector<object_info> contents;         ///< in key order
   std::vector<std::string> common_prefixes;  ///< in key order
-  std::string owner_id;                      ///< the <Owner> of each entry (v1 and versions; v2 has no owner)
+  bool fetch_owner = false;                  ///< v2: fetch-owner=true, each entry gets its <Owner>
+  std::string owner_id;                      ///< the <Owner> of each entry (v1, versions, v2 with fetch_owner)
   std::string owner_name;                    ///< its <DisplayName>
 };
 
@@ -123,7 +131,8 @@ struct list_page {
 
 /// ListBucketResult of ListObjectsV2: Name, Prefix, [ContinuationToken],
 /// [NextContinuationToken], [StartAfter], KeyCount (contents + common prefixes), MaxKeys,
-/// [Delimiter], IsTruncated, [EncodingType], Contents (no Owner), CommonPrefixes.
+/// [Delimiter], IsTruncated, [EncodingType], Contents (Owner only with fetch_owner),
+/// CommonPrefixes.
 [[nodiscard]] std::string list_objects_v2(const list_page& page);
 
 /// ListVersionsResult of ListObjectVersions for a bucket without versioning: every object is
@@ -171,6 +180,9 @@ struct delete_outcome {
 /// <Error><Key/><Code/><Message/></Error> per failure (always).
 [[nodiscard]] std::string delete_result(std::span<const std::string> deleted, std::span<const delete_outcome> errors,
                                         bool quiet);
+
+/// Tagging (GetObjectTagging): a TagSet with a Tag (Key, Value) per entry, in key order.
+[[nodiscard]] std::string tagging(const std::map<std::string, std::string>& tags);
 
 /// LocationConstraint (GetBucketLocation): the region as text; empty for us-east-1 (and for
 /// an empty region), as S3 answers.
