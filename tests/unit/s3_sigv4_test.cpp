@@ -660,12 +660,12 @@ TEST_CASE("sigv4: amz dates") {
 
 TEST_CASE("sigv4 verify says why for failures S3 explains") {
   const auto secret_for = [](std::string_view) { return std::optional<std::string>("secret"); };
-  const std::string authorization = "AWS4-HMAC-SHA256 Credential=AK/20240101/us-east-1/s3/aws4_request, "
-                                    "SignedHeaders=host;x-amz-date, Signature=" + std::string(64, '0');
+  const std::string authorization =
+      "AWS4-HMAC-SHA256 Credential=AK/20240101/us-east-1/s3/aws4_request, "
+      "SignedHeaders=host;x-amz-date, Signature=" +
+      std::string(64, '0');
   sluice::s3::request_view view{"PUT", "/b/k", {}};
-  view.headers = {{"host", "h"},
-                  {"x-amz-date", "20240101T000000Z"},
-                  {"authorization", authorization}};
+  view.headers = {{"host", "h"}, {"x-amz-date", "20240101T000000Z"}, {"authorization", authorization}};
   sluice::error_code ec;
   std::string why;
   (void)sluice::s3::verify(view, secret_for, std::chrono::system_clock::now(), std::nullopt, ec, &why);
