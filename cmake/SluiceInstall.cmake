@@ -29,6 +29,12 @@ foreach(tier s3 fabric cuda file)
   endif()
 endforeach()
 
+# The C API: libsluice_c.so and its header (not in the CMake package: C callers link -lsluice_c).
+if(TARGET sluice_c)
+  install(TARGETS sluice_c LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES include/sluice/sluice.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sluice)
+endif()
+
 set(SLUICE_PACKAGE_TIERS ${_sluice_tiers})
 install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/sluiceConfig.cmake.in

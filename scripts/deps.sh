@@ -17,6 +17,7 @@ packages=(
   openssl util-linux                         # hardening tests: a test certificate (tls), unshare (full)
   nginx wrk python3-matplotlib               # bench/run.py: the nginx baseline, small objects, plots
   nodejs npm                                 # JS SDK interop, s3rver (npm packages fetched by the tests)
+  golang-go pybind11-dev python3-pybind11 python3-numpy  # embedding: Go (cgo) and Python bindings, their tests
 )
 
 missing=()
