@@ -1,0 +1,3 @@
+module example.com/sluice-go
+
+go 1.19
