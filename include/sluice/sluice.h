@@ -31,6 +31,8 @@
 extern "C" {
 #endif
 
+/* NOLINTBEGIN(modernize-use-using): C has no `using`; this header is C first. */
+
 #if defined(__GNUC__)
 #define SLUICE_C_API __attribute__((visibility("default")))
 #else
@@ -240,6 +242,8 @@ SLUICE_C_API uint16_t sluice_server_port(const sluice_server* server);
 /* Stops accepting, closes every connection, joins the server's threads and frees the handle.
  * NULL is ignored. */
 SLUICE_C_API void sluice_server_stop(sluice_server* server);
+
+/* NOLINTEND(modernize-use-using) */
 
 #ifdef __cplusplus
 } /* extern "C" */

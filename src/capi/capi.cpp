@@ -528,9 +528,10 @@ int sluice_server_start(const sluice_server_options* options, sluice_server** ou
 #endif
       error_code ec;
       auto local = s3::local_server_plane::open(grants, ec);
-      if (ec)
+      if (ec) {
         return fail(error, SLUICE_ERR_SERVER_START,
                     "grant socket " + grants.socket_path.string() + ": " + ec.message());
+      }
       planes.push_back(std::move(local));
     }
 #ifdef SLUICE_CAPI_WITH_FABRIC
