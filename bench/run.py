@@ -652,6 +652,8 @@ class Harness:
                  lambda: self.bench("get", key, size, via="http", repeat=rep))
         scenario(R, "get.grant_memfd", group, "sluice same-host grant (memfd)", "sluice",
                  lambda: self.bench("get", key, size, repeat=rep, extra=["--grant-socket", self.server.grant_socket]))
+        scenario(R, "get.cli_file", group, "`sluice get` to a file (tmpfs), http", "sluice",
+                 lambda: self.cli_transfer("get", key, size, rep))
 
         def nginx_same_client():
             self.need_nginx()
@@ -680,6 +682,32 @@ class Harness:
                  lambda: self.ceiling("fi_rma", size, "shm"))
         scenario(R, "ceil.fi_rma_tcp", group, "ceiling: libfabric RMA write (tcp)", "ceiling",
                  lambda: self.ceiling("fi_rma", size, "tcp"))
+
+    def cli_transfer(self, direction, key, size, repeat):
+        """`sluice get` of `key` into a file beside the store (tmpfs), or `sluice put` of nginx's
+        copy of it, over HTTP: the CLI as a user runs it, against the library rows."""
+        target = os.path.join(self.work, "cli-" + key)
+        source = os.path.join(self.www, BUCKET, key)
+        if direction == "put" and not os.path.exists(source):
+            raise NotRun("no source file (the GET setup failed)")
+        auth = ["--endpoint", self.server.url, "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY, "--no-progress",
+                "--via", "http"]
+        if direction == "get":
+            cmd = [self.cli, "get", "s3://%s/%s" % (BUCKET, key), target] + auth
+        else:
+            cmd = [self.cli, "put", source, "s3://%s/cli-%s" % (BUCKET, key)] + auth
+
+        def check(r):
+            if direction == "get" and os.path.getsize(target) != size:
+                raise RuntimeError("the file has %d bytes of %d" % (os.path.getsize(target), size))
+        try:
+            return self.external(cmd, size, repeat, self.server.proc.pid, check,
+                                 note="the CLI's process wall and CPU; %s" % (
+                                     "written with pwrite from two reused windows" if direction == "get"
+                                     else "read from the file"))
+        finally:
+            if os.path.exists(target):
+                os.unlink(target)
 
     def aws_get(self, key, size, repeat):
         aws = self.tool("aws")
@@ -735,6 +763,8 @@ class Harness:
             return r
         scenario(R, "put.rdma_shm", group, "sluice rdma (shm)", "sluice", lambda: put(via="rdma", fabric="shm"))
         scenario(R, "put.http", group, "sluice http", "sluice", lambda: put(via="http"))
+        scenario(R, "put.cli_file", group, "`sluice put` of a file (tmpfs), http", "sluice",
+                 lambda: self.cli_transfer("put", "object-1g", size, rep))
 
         def curl_upload():
             self.tool("curl")
@@ -879,6 +909,8 @@ class Harness:
         ("put.rdma_shm", "put.http", "PUT sluice rdma shm ÷ sluice http"),
         ("get.curl_sluice_https", "get.curl_sluice", "GET curl https ÷ curl http (sluice serve)"),
         ("put.http", "put.curl", "PUT sluice http ÷ curl -T"),
+        ("get.cli_file", "get.http", "`sluice get` to a file ÷ library GET into memory (http)"),
+        ("put.cli_file", "put.http", "`sluice put` of a file ÷ library PUT from memory (http)"),
         ("small.4k.sluice", "small.4k.nginx", "4 KiB ops/s sluice ÷ nginx"),
         ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
     ]
@@ -908,11 +940,29 @@ class Harness:
             return {"target": name, "ratio": value, "required": "≥ %.2f×" % threshold,
                     "measured": "%s (%.3g vs %.3g %s)" % (ratio(value), a, b, unit),
                     "status": "pass" if value >= threshold else "miss"}
+        def at_most(name, sid, field, limit, unit):
+            entry = self.results.by_id.get(sid)
+            value = entry.get(field) if entry and entry["status"] == "ok" else None
+            if value is None:
+                return {"target": name, "status": "not measured", "required": "≤ %g %s" % (limit, unit),
+                        "measured": (entry or {}).get("error") or "not run"}
+            return {"target": name, "required": "≤ %g %s" % (limit, unit), "measured": "%.3g %s" % (value, unit),
+                    "status": "pass" if value <= limit else "miss"}
         return [
             target("CPU: GET 1 GiB rdma/shm ≥ 2 × sluice http", "get.rdma_shm", "get.http", "gib_per_s", 2.0),
             target("CPU: GET 1 GiB memfd grant ≥ 3 × sluice http", "get.grant_memfd", "get.http", "gib_per_s", 3.0),
             target("CPU: sluice http ≥ 1.0 × nginx (same client)", "get.http", "get.nginx", "gib_per_s", 1.0),
             target("CPU: 4 KiB GET ops/s ≥ 0.8 × nginx (wrk)", "small.4k.sluice", "small.4k.nginx", "ops_per_s", 0.8),
+            target("CPU: 64 KiB GET ops/s ≥ 0.8 × nginx (wrk)", "small.64k.sluice", "small.64k.nginx", "ops_per_s",
+                   0.8),
+            at_most("CPU: server CPU per 4 KiB GET ≤ 40 µs", "small.4k.sluice", "server_cpu_us_per_op", 40, "µs"),
+            at_most("CPU: HTTP PUT server CPU ≤ 1.5 s/GiB (sluice client)", "put.http", "server_cpu_s_per_gib", 1.5,
+                    "s/GiB"),
+            at_most("CPU: curl -T PUT server CPU ≤ 1.5 s/GiB", "put.curl", "server_cpu_s_per_gib", 1.5, "s/GiB"),
+            target("CPU: GET over HTTP with curl ≥ 1.0 × nginx", "get.curl_sluice", "get.curl_nginx", "gib_per_s", 1.0),
+            target("CLI: `sluice get` to a file ≥ 0.8 × library GET into memory", "get.cli_file", "get.http",
+                   "gib_per_s", 0.8),
+            target("CLI: `sluice put` of a file ≥ 0.8 × library PUT", "put.cli_file", "put.http", "gib_per_s", 0.8),
         ]
 
 

@@ -21,6 +21,7 @@
 
 #include <boost/asio/ssl/error.hpp>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <csignal>
@@ -30,7 +31,9 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -571,6 +574,61 @@ void remove_partial_and_exit(int signal_number) {
   ::_exit(128 + signal_number);
 }
 
+// Writes the object `info` describes into `fd`, window by window: each window (parts_in_flight
+// parts) is fetched by ranged GETs into one of two reused buffers while the previous one is
+// written with pwrite on another thread, every GET with If-Match of the HEAD's ETag. No page of
+// the output is written through a mapping (a fault per 4 KiB page inside recvmsg) and memory stays
+// at two windows. Returns the bytes written; an object replaced meanwhile is
+// s3::errc::precondition_failed.
+std::uint64_t download_to_file(s3::client& client, const s3_url& from, const sluice::object_info& info, int fd,
+                               s3::transfer_via via, progress_bar& bar, s3::transfer_report& paths,
+                               sluice::error_code& ec) {
+  const std::uint64_t size = info.size;
+  const std::uint64_t window =
+      std::min<std::uint64_t>(size, client.config().part_size * client.config().parts_in_flight);
+  std::array<std::unique_ptr<std::byte[]>, 2> buffers;
+  std::future<int> writing;  // the pwrite of the previous window: 0 or an errno
+  std::uint64_t written = 0;
+  const auto wait_for_write = [&] {
+    if (!writing.valid()) return;
+    if (const int error = writing.get(); error != 0 && !ec)
+      ec = sluice::error_code(error, boost::system::system_category());
+  };
+  for (std::uint64_t at = 0, index = 0; at < size && !ec; at += window, ++index) {
+    const std::uint64_t n = std::min(window, size - at);
+    auto& buffer = buffers[index % 2];
+    if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(window));
+    s3::get_options options(sluice::byte_range{at, n});
+    options.progress = [&bar, at, size](std::uint64_t done, std::uint64_t) { bar.update(at + done, size); };
+    options.via = via;
+    options.if_match = info.attributes.etag;
+    s3::transfer_report report;
+    options.report = &report;
+    const std::uint64_t got =
+        client.get_object(from.bucket, from.key, sluice::region{buffer.get(), n}, std::move(options), ec);
+    paths.rdma_bytes += report.rdma_bytes;
+    paths.http_bytes += report.http_bytes;
+    paths.rdma_requests += report.rdma_requests;
+    paths.http_requests += report.http_requests;
+    paths.declined += report.declined;
+    if (!ec && got != n) ec = s3::errc::precondition_failed;  // shorter than the HEAD said: replaced
+    wait_for_write();  // window index - 1 is on disk: its buffer may be fetched into next
+    if (ec) break;
+    writing = std::async(std::launch::async, [fd, data = buffer.get(), n, at] {
+      for (std::uint64_t done = 0; done < n;) {
+        const ssize_t w = ::pwrite(fd, data + done, static_cast<std::size_t>(n - done), static_cast<off_t>(at + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? errno : EIO;
+        done += static_cast<std::uint64_t>(w);
+      }
+      return 0;
+    });
+    written = at + n;
+  }
+  wait_for_write();
+  return ec ? 0 : written;
+}
+
 int get_command(s3::client& client, const s3_url& from, std::string target, bool show_progress, s3::transfer_via via) {
   const std::string endpoint = client.config().endpoint;
   const std::string source = "s3://" + from.bucket + "/" + from.key;
@@ -594,7 +652,6 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
     sluice::error_code ec;
     const sluice::object_info info = client.head_object(from.bucket, from.key, ec);
     if (ec) return fail(ec);
-    const std::uint64_t size = info.size;
     std::memcpy(partial_to_remove, partial.c_str(), partial.size() + 1);
     const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -608,26 +665,12 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
       partial_to_remove[0] = '\0';
       return fail(why);
     };
-    void* mapping = nullptr;
-    if (size > 0) {
-      // Reserve the blocks first: a full disk is an error here, not a SIGBUS in the middle.
-      if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); error != 0) {
-        return abandon(sluice::error_code(error, boost::system::system_category()));
-      }
-      mapping = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (mapping == MAP_FAILED) return abandon(sluice::error_code(errno, boost::system::system_category()));
-    }
     std::uint64_t bytes = 0;
     s3::transfer_report paths;
     {
       progress_bar bar("get " + source, show_progress);
-      s3::get_options options;
-      options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-      options.via = via;
-      options.report = &paths;
-      bytes = client.get_object(from.bucket, from.key, sluice::region{mapping, size}, std::move(options), ec);
+      bytes = download_to_file(client, from, info, fd, via, bar, paths, ec);
     }
-    if (mapping != nullptr) ::munmap(mapping, size);
     const bool changed = ec == sluice::errc::region_too_small || ec == s3::errc::precondition_failed;
     if (changed && round < 3) {
       ::close(fd);
@@ -635,9 +678,6 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
       continue;
     }
     if (ec) return abandon(ec);
-    if (bytes < size && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      return abandon(sluice::error_code(errno, boost::system::system_category()));
-    }
     if (::close(fd) != 0 || ::rename(partial.c_str(), target.c_str()) != 0) {
       const sluice::error_code error(errno, boost::system::system_category());
       ::unlink(partial.c_str());

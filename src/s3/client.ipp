@@ -1450,6 +1450,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   spec.key = key;
   spec.headers.emplace_back("range",
                             "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + first_length - 1));
+  if (!options.if_match.empty()) spec.headers.emplace_back("if-match", "\"" + options.if_match + "\"");
   if (grant) spec.headers.emplace_back("x-amz-rdma-token", grant->token());
   spec.progress = &progress;
   spec.choose = [&](const response& res, std::span<std::byte>& target, bool& longer_ok) -> error_code {

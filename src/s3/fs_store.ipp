@@ -795,6 +795,7 @@ fs_store::mapping::mapping(mapping&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       base_(std::exchange(other.base_, nullptr)),
       length_(std::exchange(other.length_, 0)),
+      copy_(std::move(other.copy_)),
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       data_offset_(std::exchange(other.data_offset_, 0)),
@@ -809,6 +810,7 @@ fs_store::mapping& fs_store::mapping::operator=(mapping&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     data_offset_ = std::exchange(other.data_offset_, 0);
+    copy_ = std::move(other.copy_);
     info_ = std::move(other.info_);
   }
   return *this;
@@ -824,6 +826,7 @@ void fs_store::mapping::reset() noexcept {
   length_ = 0;
   data_ = nullptr;
   size_ = 0;
+  copy_.reset();
 }
 
 // --- the store -------------------------------------------------------------------------------
@@ -1162,8 +1165,20 @@ fs_store::mapping fs_store::map(const object_ref& object, error_code& ec) const 
   m.fd_ = found.fd.release();
   m.info_ = std::move(found.object.info);
   if (m.info_.size == 0) return m;
-  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const std::uint64_t offset = found.object.data_offset;
+  if (m.info_.size <= small_object_bytes) {  // read, not mapped (see mapping)
+    const auto size = static_cast<std::size_t>(m.info_.size);
+    m.copy_ = std::make_unique_for_overwrite<std::byte[]>(size);
+    if (fs_store_impl::read_all(m.fd_, m.copy_.get(), size, offset, ec) != size) {
+      if (!ec) ec = sluice::errc::protocol_violation;  // shorter than its header says
+      return {};
+    }
+    m.data_ = m.copy_.get();
+    m.data_offset_ = offset;
+    m.size_ = size;
+    return m;
+  }
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const std::uint64_t aligned = offset - offset % page;
   const auto length = static_cast<std::size_t>(offset - aligned + m.info_.size);
   void* base = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, m.fd_, fs_store_impl::to_off(aligned));

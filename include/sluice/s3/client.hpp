@@ -141,6 +141,10 @@ struct get_options {
   transfer_via via = transfer_via::automatic;
   /// When set, filled in at the completion with what carried the bytes. Must outlive the operation.
   transfer_report* report = nullptr;
+  /// When not empty, the object must still have this ETag (If-Match on every request), else the
+  /// transfer fails with s3::errc::precondition_failed: a download read in several GETs stays one
+  /// version of the object.
+  std::string if_match;
 };
 
 /// How to write an object.

@@ -12,12 +12,14 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sluice::s3 {
@@ -62,7 +64,8 @@ struct server_config {
   std::chrono::seconds read_timeout{30};
   std::chrono::seconds idle_timeout{60};  ///< a connection waits no longer for a request's first byte
   std::chrono::minutes clock_skew{15};
-  std::size_t io_threads = 2;  ///< threads of the server's own io_context
+  /// Threads of the server's own io_context: one per core by default (at least 2).
+  std::size_t io_threads = std::max<std::size_t>(2, std::thread::hardware_concurrency());
   /// The data plane behind x-amz-rdma-token (sluice::fabric::server_plane). Null: every token
   /// is declined (x-amz-rdma-reply: 501; GET answers over HTTP, PUT with RDMANotSupported).
   std::shared_ptr<rdma_server_plane> rdma;
@@ -80,7 +83,7 @@ struct server_config {
 /// whole document): {"listen": "127.0.0.1:9000", "region": "us-east-1", "anonymous": false,
 /// "users": [{"access_key_id": "...", "secret_access_key": "..."}], "virtual_host_suffixes": [...],
 /// "max_connections": 512, "max_connections_per_address": 128, "max_object_bytes": "5 GiB",
-/// "read_timeout_s": 30, "idle_timeout_s": 60, "io_threads": 2}. Fields left out keep their defaults; unknown fields
+/// "read_timeout_s": 30, "idle_timeout_s": 60, "io_threads": 16}. Fields left out keep their defaults; unknown fields
 /// and wrong types set errc::invalid_config in `ec` and name the field in `error`. Rules over the whole configuration
 /// (server_config::validate) are checked when the server is constructed.
 [[nodiscard]] server_config parse_server_config(std::string_view json, error_code& ec, config_error& error);
