@@ -781,6 +781,57 @@ class Harness:
                                  note="curl -T, SigV4 with UNSIGNED-PAYLOAD; process wall and CPU")
         scenario(R, "put.curl", group, "curl -T → sluice serve", "baseline", curl_upload)
 
+    def listing(self):
+        """ListObjectsV2 over a prefix of many 1-byte objects (pages of 1,000), then a HEAD of each
+        key, beside the same run's 4 KiB GET rate (the small-objects group)."""
+        group = "Listing (ListObjectsV2 pages of 1,000, then HEAD of each key)"
+        count = 10000 if self.quick else 100000
+        log("== %s: %d keys" % (group, count))
+        R = self.results
+        measured = {}
+
+        def s3_bench(op, timeout):
+            self.need(self.s3_bench)
+            cmd = [self.s3_bench, "--endpoint", self.server.url, "--bucket", BUCKET, "--key", "list/", "--op", op,
+                   "--count", str(count), "--threads", "8", "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]
+            cpu0 = proc_cpu_seconds(self.server.proc.pid)
+            r = run_measured(cmd, timeout)
+            server_cpu = proc_cpu_seconds(self.server.proc.pid) - cpu0
+            line = next((x for x in reversed(r.stdout.splitlines()) if x.strip().startswith("{")), None)
+            if r.timed_out or r.rc != 0 or line is None:
+                raise RuntimeError("%s: exit %d%s: %s" % (op, r.rc, " (timed out)" if r.timed_out else "",
+                                                         tail(r.stderr or r.stdout)))
+            return json.loads(line), server_cpu, r
+
+        def fill():
+            data, server_cpu, r = s3_bench("fill", 1800)
+            measured["filled"] = True
+            return {"ops_per_s": data["keys_per_s"], "seconds": data["seconds"], "p50_ms": None, "p99_ms": None,
+                    "server_cpu_us_per_op": server_cpu / count * 1e6, "peak_rss_bytes": r.maxrss,
+                    "note": "%d PUTs of 1 byte, 8 threads (sluice_s3_bench --op fill)" % count}
+
+        def listing():
+            if not measured.get("filled"):
+                raise NotRun("the fill did not run")
+            data, server_cpu, r = s3_bench("list", 1800)
+            if not data.get("verified"):
+                raise RuntimeError("the listing did not return the keys in order: %s" % data)
+            measured["head"] = {"ops_per_s": data["head_keys_per_s"], "seconds": data["head_seconds"],
+                                "p50_ms": None, "p99_ms": None, "peak_rss_bytes": r.maxrss,
+                                "note": "HEAD of each of the %d keys, 8 threads" % count}
+            return {"ops_per_s": data["list_keys_per_s"], "seconds": data["list_seconds"], "p50_ms": None,
+                    "p99_ms": None, "peak_rss_bytes": r.maxrss,
+                    "note": "%d pages; every key checked, in order; server CPU of LIST and HEADs together: %.0f µs/key"
+                            % (data["pages"], server_cpu / count * 1e6)}
+
+        def heads():
+            if "head" not in measured:
+                raise NotRun("the listing did not run")
+            return measured["head"]
+        scenario(R, "list.fill", group, "PUT 1-byte objects (keys/s)", "sluice", fill)
+        scenario(R, "list.v2", group, "ListObjectsV2 (keys/s)", "sluice", listing)
+        scenario(R, "list.head", group, "HEAD of each key (keys/s)", "sluice", heads)
+
     def small_objects(self):
         group = "Small objects (wrk)"
         duration = 2 if self.quick else 5
@@ -913,6 +964,8 @@ class Harness:
         ("put.cli_file", "put.http", "`sluice put` of a file ÷ library PUT from memory (http)"),
         ("small.4k.sluice", "small.4k.nginx", "4 KiB ops/s sluice ÷ nginx"),
         ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
+        ("list.v2", "small.4k.sluice", "LIST keys/s ÷ 4 KiB GET ops/s (sluice)"),
+        ("list.head", "small.4k.sluice", "HEAD keys/s ÷ 4 KiB GET ops/s (sluice)"),
     ]
 
     def ratios(self):
@@ -920,7 +973,7 @@ class Harness:
         sizes = sorted({s["size"] for s in self.results.scenarios if s["id"].startswith("size.") and s.get("size")})
         extra = [("size.rdma.%d" % n, "size.http.%d" % n, "%s GET rdma shm ÷ http" % size_name(n)) for n in sizes]
         for num, den, label in self.RATIOS + extra:
-            field = "ops_per_s" if num.startswith("small.") else "gib_per_s"
+            field = "ops_per_s" if num.startswith(("small.", "list.")) else "gib_per_s"
             a, b = self.results.rate(num, field), self.results.rate(den, field)
             out.append({"numerator": num, "denominator": den, "label": label,
                         "value": a / b if a and b else None})
@@ -1128,7 +1181,7 @@ def write_table(path, meta, results, ratios, targets, gpu_rows, gpu_errors):
         rows = [s for s in results.scenarios if s["group"] == group]
         L.append("## " + group)
         L.append("")
-        if group.startswith("Small"):
+        if group.startswith("Small") or group.startswith("Listing"):
             L.append("| case | ops/s | vs | p50 ms | p99 ms | client CPU s/GiB | server CPU µs/op | wrk RSS MiB | note |")
             L.append("|---|---:|---|---:|---:|---:|---:|---:|---|")
             for s in rows:
@@ -1137,7 +1190,8 @@ def write_table(path, meta, results, ratios, targets, gpu_rows, gpu_errors):
                     continue
                 vs = first_ratio.get(s["id"])
                 L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    s["label"], f(s["ops_per_s"], 0), "%s nginx" % ratio(vs["value"]) if vs else "baseline",
+                    s["label"], f(s["ops_per_s"], 0),
+                    "%s %s" % (ratio(vs["value"]), vs["label"].split(" ÷ ")[1]) if vs else "baseline",
                     f(s["p50_ms"], 3), f(s["p99_ms"], 3), f(s.get("cpu_s_per_gib")), f(s.get("server_cpu_us_per_op"), 1),
                     mib(s.get("peak_rss_bytes")), s.get("note", "")))
         elif group.startswith("Part size"):
@@ -1404,6 +1458,7 @@ def main():
             harness.part_sweep()
             harness.large_put()
             harness.small_objects()
+            harness.listing()
             harness.size_sweep()
             meta["bench_wall_s"] = round(time.monotonic() - bench_started, 1)
     except KeyboardInterrupt as e:

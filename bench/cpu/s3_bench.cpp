@@ -1,7 +1,7 @@
 // One S3 transfer, measured: the CPU set of the benchmark harness (bench/run.py) runs it once per
 // case and reads the one JSON line it prints.
 //
-//   sluice_s3_bench --endpoint URL --bucket B --key K --op get|put|gen --size BYTES
+//   sluice_s3_bench --endpoint URL --bucket B --key K --op get|put|gen|fill|list --size BYTES
 //                   [--access-key AK --secret-key SK | --anonymous] [--via rdma|http|auto]
 //                   [--fabric auto|shm|tcp] [--endpoints 4] [--part-size 8MiB] [--parts-in-flight 4]
 //                   [--repeat 3] [--seed 1] [--out PATH] [--grant-socket PATH]
@@ -16,6 +16,10 @@
 //      (untimed), so that the peak RSS is the buffer's and not twice that.
 // Both run one untimed 4 KiB request first by the same path: the TCP connection, the fabric
 // address vector insert and the provider's first handshake are not what the runs measure.
+// fill: PUTs --count objects of --size bytes (default 1) named --key (a prefix, default "list/")
+//      and 8 digits, --threads (default 8) at a time, over HTTP.
+// list: lists that prefix with ListObjectsV2 in pages of 1000 (checking every name, in order),
+//      then HEADs every key, --threads at a time: keys/s of the listing and of the HEADs.
 //
 // The client splits transfers into --part-size parts (multipart_threshold = part size), with
 // --parts-in-flight at once; unless --via http it has an RDMA plane of --endpoints endpoints on
@@ -40,6 +44,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -47,11 +52,13 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -76,6 +83,8 @@ struct options {
   std::uint64_t seed = 1;
   std::string out;
   std::string grant_socket;
+  std::uint64_t count = 0;  // fill, list: how many keys
+  unsigned threads = 8;     // fill, list: requests in flight (one blocking client call per thread)
 };
 
 int usage(const char* why) {
@@ -85,7 +94,7 @@ int usage(const char* why) {
                "                       [--access-key AK --secret-key SK | --anonymous] [--via rdma|http|auto]\n"
                "                       [--fabric auto|shm|tcp] [--endpoints 4] [--part-size 8MiB]\n"
                "                       [--parts-in-flight 4] [--repeat 3] [--seed 1] [--out PATH (gen)]\n"
-               "                       [--grant-socket PATH]\n");
+               "                       [--grant-socket PATH] [--count N --threads N (fill, list)]\n");
   return 2;
 }
 
@@ -137,6 +146,10 @@ std::optional<std::string> parse(int argc, char** argv, options& opt) {
         opt.seed = std::stoull(value);
       } else if (flag == "--out") {
         opt.out = value;
+      } else if (flag == "--count") {
+        opt.count = std::stoull(value);
+      } else if (flag == "--threads") {
+        opt.threads = static_cast<unsigned>(std::stoul(value));
       } else {
         return "unknown argument " + std::string(flag);
       }
@@ -144,7 +157,15 @@ std::optional<std::string> parse(int argc, char** argv, options& opt) {
   } catch (const std::exception& e) {  // stoul: not a number; size_of: not a size
     return std::string("bad number: ") + e.what();
   }
-  if (opt.op != "get" && opt.op != "put" && opt.op != "gen") return "--op must be get, put or gen";
+  if (opt.op != "get" && opt.op != "put" && opt.op != "gen" && opt.op != "fill" && opt.op != "list") {
+    return "--op must be get, put, gen, fill or list";
+  }
+  if (opt.op == "fill" || opt.op == "list") {
+    if (opt.count == 0 || opt.threads == 0) return "--op fill and list need --count N and --threads N (> 0)";
+    if (opt.size == 0) opt.size = 1;
+    opt.key = opt.key.empty() ? "list/" : opt.key;
+    opt.via = "http";
+  }
   if (opt.size == 0) return "--size is required";
   if (opt.op == "gen") {
     if (opt.out.empty()) return "--op gen needs --out PATH";
@@ -477,6 +498,96 @@ int run_get(const options& opt, s3::client& client, const std::string& provider,
   return verified ? 0 : 1;
 }
 
+/// The key of object i of a listing set: `prefix` and i as 8 digits, so that key order is i order.
+std::string list_key(const options& opt, std::uint64_t i) {
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%08llu", static_cast<unsigned long long>(i));
+  return opt.key + digits;
+}
+
+/// Runs work(i) for i in [0, count) on opt.threads threads; the first error wins.
+template <class Work>
+error_code on_threads(const options& opt, Work work) {
+  std::atomic<std::uint64_t> next{0};
+  std::mutex failure_mutex;
+  error_code failure;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < opt.threads; ++t) {
+    threads.emplace_back([&] {
+      for (std::uint64_t i = next++; i < opt.count; i = next++) {
+        error_code ec;
+        work(i, ec);
+        if (ec) {
+          const std::lock_guard lock(failure_mutex);
+          if (!failure) failure = ec;
+          next = opt.count;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return failure;
+}
+
+/// fill: PUTs --count objects of --size bytes under --key (a prefix), --threads at a time.
+int run_fill(const options& opt, s3::client& client) {
+  error_code ec;
+  client.create_bucket(opt.bucket, ec);
+  if (ec == s3::errc::bucket_already_owned_by_you) ec = {};
+  if (ec) return fail("create bucket", ec);
+  std::vector<std::byte> body(static_cast<std::size_t>(opt.size), std::byte{'x'});
+  const auto start = std::chrono::steady_clock::now();
+  ec = on_threads(opt, [&](std::uint64_t i, error_code& e) {
+    client.put_object(opt.bucket, list_key(opt, i), host_region(body), s3::put_options{}, e);
+  });
+  if (ec) return fail("PUT", ec);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("{\"op\":\"fill\",\"count\":%llu,\"seconds\":%.4f,\"keys_per_s\":%.1f}\n",
+              static_cast<unsigned long long>(opt.count), seconds, static_cast<double>(opt.count) / seconds);
+  return 0;
+}
+
+/// list: ListObjectsV2 of the --key prefix in pages of 1000 (every key checked against the
+/// fill's names, in order), then a HEAD of each key, --threads at a time; keys/s of each.
+int run_list(const options& opt, s3::client& client) {
+  error_code ec;
+  s3::list_options page;
+  page.prefix = opt.key;
+  std::uint64_t seen = 0;
+  std::uint64_t pages = 0;
+  bool in_order = true;
+  const auto list_start = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto result = client.list_objects(opt.bucket, page, ec);
+    if (ec) return fail("ListObjectsV2", ec);
+    ++pages;
+    for (const auto& object : result.objects) in_order = in_order && object.key == list_key(opt, seen++);
+    if (!result.truncated) break;
+    page.continuation_token = result.next_continuation_token;
+  }
+  const double list_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - list_start).count();
+  const auto head_start = std::chrono::steady_clock::now();
+  ec = on_threads(opt, [&](std::uint64_t i, error_code& e) {
+    const object_info info = client.head_object(opt.bucket, list_key(opt, i), e);
+    if (!e && info.size != opt.size) e = sluice::errc::protocol_violation;
+  });
+  if (ec) return fail("HEAD", ec);
+  const double head_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - head_start).count();
+  const bool verified = in_order && seen == opt.count;
+  if (!verified) {
+    std::fprintf(stderr, "sluice_s3_bench: listed %llu keys (%s), expected %llu\n",
+                 static_cast<unsigned long long>(seen), in_order ? "in order" : "NOT in order",
+                 static_cast<unsigned long long>(opt.count));
+  }
+  std::printf(
+      "{\"op\":\"list\",\"count\":%llu,\"pages\":%llu,\"list_seconds\":%.4f,\"list_keys_per_s\":%.1f,"
+      "\"head_seconds\":%.4f,\"head_keys_per_s\":%.1f,\"threads\":%u,\"verified\":%s}\n",
+      static_cast<unsigned long long>(opt.count), static_cast<unsigned long long>(pages), list_seconds,
+      static_cast<double>(seen) / list_seconds, head_seconds, static_cast<double>(opt.count) / head_seconds,
+      opt.threads, verified ? "true" : "false");
+  return verified ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -534,6 +645,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sluice_s3_bench: client plane %s, %zu endpoints\n", provider.c_str(),
                  plane->endpoint_count());
   }
+  if (opt.op == "fill" || opt.op == "list") {
+    config.max_connections_per_host = std::max<std::size_t>(config.max_connections_per_host, opt.threads);
+  }
   s3::client client(config);
+  if (opt.op == "fill") return run_fill(opt, client);
+  if (opt.op == "list") return run_list(opt, client);
   return opt.op == "put" ? run_put(opt, client, provider, grants.get()) : run_get(opt, client, provider, grants.get());
 }
