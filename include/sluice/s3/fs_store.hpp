@@ -165,7 +165,7 @@ class fs_store {
   /// small_object_bytes is read into memory of the mapping's own instead: mapping and unmapping
   /// a few pages per GET costs more than the copy (mmap_lock and a TLB shootdown on every core
   /// the process runs on, measured at ~60% of a 4 KiB GET's server CPU).
-  static constexpr std::uint64_t small_object_bytes = 64 * 1024;
+  static constexpr std::uint64_t small_object_bytes = std::uint64_t{64} * 1024;
   class mapping {
    public:
     mapping() = default;

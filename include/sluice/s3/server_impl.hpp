@@ -479,7 +479,7 @@ inline std::optional<std::vector<std::pair<std::string, std::string>>> parse_tag
 /// characters of XML-safe UTF-8, no key twice, none in the reserved "aws:" space. nullopt, with
 /// `why` set to S3's message, otherwise.
 inline std::optional<std::map<std::string, std::string>> checked_tags(
-    std::vector<std::pair<std::string, std::string>> pairs, std::string& why) {
+    const std::vector<std::pair<std::string, std::string>>& pairs, std::string& why) {
   constexpr std::size_t max_tags = 10;
   const auto characters = [](std::string_view text) {
     return static_cast<std::size_t>(std::count_if(
@@ -490,7 +490,7 @@ inline std::optional<std::map<std::string, std::string>> checked_tags(
     return std::nullopt;
   }
   std::map<std::string, std::string> tags;
-  for (auto& [key, value] : pairs) {
+  for (const auto& [key, value] : pairs) {
     if (key.empty() || characters(key) > 128 || !is_xml_safe_utf8(key)) {
       why = "The TagKey you have provided is invalid";
       return std::nullopt;
@@ -503,7 +503,7 @@ inline std::optional<std::map<std::string, std::string>> checked_tags(
       why = "Your TagKey cannot be prefixed with aws:";
       return std::nullopt;
     }
-    if (!tags.emplace(std::move(key), std::move(value)).second) {
+    if (!tags.emplace(key, value).second) {
       why = "Cannot provide multiple Tags with the same key";
       return std::nullopt;
     }
@@ -1036,7 +1036,7 @@ std::optional<std::map<std::string, std::string>> connection<Store, Stream>::hea
         "name duplicates.";
     return std::nullopt;
   }
-  return checked_tags(std::move(*pairs), why);
+  return checked_tags(*pairs, why);
 }
 
 template <class Store, class Stream>
@@ -2014,7 +2014,7 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
     auto pairs = xml::parse_tagging(*body, ec);
     if (ec) co_return co_await send_error(req, to_s3(ec));
     std::string why;
-    auto checked = checked_tags(std::move(pairs), why);
+    auto checked = checked_tags(pairs, why);
     if (!checked) co_return co_await send_error(req, s3::errc::invalid_tag, why);
     tags = std::move(*checked);
   }
