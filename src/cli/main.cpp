@@ -125,7 +125,8 @@ int usage() {
                "usage: sluice serve --root DIR [--config FILE] [--listen HOST:PORT] [--region R] [--anonymous]\n"
                "                    [--access-key AK --secret-key SK] [--fabric auto|shm|tcp|verbs|efa|off]\n"
                "                    [--grant-socket PATH|off] [--tls-cert PEM --tls-key PEM [--tls-listen HOST:PORT]]\n"
-               "                    [--no-sigv2]\n"
+               "                    [--no-sigv2] [--access-log off|stderr|FILE] [--access-log-format text|json]\n"
+               "                    [--admin-listen HOST:PORT]\n"
                "  --fabric auto      opens the hardware providers and tcp; never shm (a list: shm,tcp)\n"
                "  --fabric shm       libfabric's shm: it does not check keys or ranges, so every local\n"
                "                     process that can sign a request can read and write the memory of any\n"
@@ -139,7 +140,12 @@ int usage() {
                "                     (PEM) on --tls-listen (default: the --listen host, port 9443);\n"
                "                     --listen off serves HTTPS only\n"
                "  --no-sigv2         refuse AWS Signature Version 2 (HMAC-SHA1 headers and AWSAccessKeyId\n"
-               "                     URLs, as the AWS CLI v1 presigns) with 403; SigV4 only\n");
+               "                     URLs, as the AWS CLI v1 presigns) with 403; SigV4 only\n"
+               "  --access-log       one line per request to stderr or FILE (appended; reopened on SIGHUP);\n"
+               "                     default off. --access-log-format: text (default) or json\n"
+               "  --admin-listen     serve GET /metrics (Prometheus), /health and /ready on HOST:PORT\n"
+               "                     (plain HTTP, no auth: bind it to a private address); default off\n"
+               "  SIGHUP             reloads the users of --config FILE (connections stay open)\n");
   return 2;
 }
 
@@ -157,25 +163,64 @@ std::string default_grant_socket(std::uint16_t port) {
                    : "/tmp/sluice-pid" + std::to_string(::getpid()) + ".sock";
 }
 
+// The server configuration of the --config file, or nullopt after saying why not.
+std::optional<sluice::s3::server_config> read_server_config(std::string_view file) {
+  std::ifstream in{std::string(file)};
+  std::stringstream text;
+  text << in.rdbuf();
+  sluice::error_code ec;
+  sluice::config_error error;
+  if (!in) {
+    std::fprintf(stderr, "sluice serve: cannot read %.*s\n", static_cast<int>(file.size()), file.data());
+    return std::nullopt;
+  }
+  auto config = sluice::s3::parse_server_config(text.str(), ec, error);
+  if (ec) {
+    std::fprintf(stderr, "sluice serve: %.*s: %s\n", static_cast<int>(file.size()), file.data(),
+                 error.message().c_str());
+    return std::nullopt;
+  }
+  return config;
+}
+
+// "HOST:PORT" split, or nullopt.
+std::optional<std::pair<std::string, std::uint16_t>> host_port(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::uint16_t port = 0;
+  const auto [end, problem] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
+  if (problem != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return std::pair{std::string(text.substr(0, colon)), port};
+}
+
 int serve(const arguments& args) {
   const auto root = args.get("root");
   if (!root || root->empty()) return usage();
   sluice::s3::server_config config;
   if (auto file = args.get("config")) {
-    std::ifstream in{std::string(*file)};
-    std::stringstream text;
-    text << in.rdbuf();
-    sluice::error_code ec;
-    sluice::config_error error;
-    if (!in) {
-      std::fprintf(stderr, "sluice serve: cannot read %.*s\n", static_cast<int>(file->size()), file->data());
-      return 1;
-    }
-    config = sluice::s3::parse_server_config(text.str(), ec, error);
-    if (ec) {
-      std::fprintf(stderr, "sluice serve: %.*s: %s\n", static_cast<int>(file->size()), file->data(),
-                   error.message().c_str());
-      return 1;
+    auto read = read_server_config(*file);
+    if (!read) return 1;
+    config = std::move(*read);
+  }
+  if (const auto log = args.get("access-log")) {
+    if (log->empty()) return usage();
+    config.access_log.target = *log == "off"      ? sluice::s3::access_log_target::off
+                               : *log == "stderr" ? sluice::s3::access_log_target::standard_error
+                                                  : sluice::s3::access_log_target::file;
+    config.access_log.path = std::string(*log);
+  }
+  if (const auto format = args.get("access-log-format")) {
+    if (*format != "text" && *format != "json") return usage();
+    config.access_log.format =
+        *format == "json" ? sluice::s3::access_log_format::json : sluice::s3::access_log_format::text;
+  }
+  if (const auto admin = args.get("admin-listen")) {
+    if (*admin == "off") {
+      config.admin_listen.reset();
+    } else if (const auto where = host_port(*admin)) {
+      config.admin_listen = sluice::s3::admin_listener{where->first, where->second};
+    } else {
+      return usage();
     }
   }
   const std::string listen(args.get("listen").value_or(config.listen_address + ":" + std::to_string(config.port)));
@@ -218,6 +263,7 @@ int serve(const arguments& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   sluice::error_code ec;
@@ -310,6 +356,11 @@ int serve(const arguments& args) {
       std::printf("sluice serve: https on %s:%u (%s)\n", tls.address().to_string().c_str(),
                   static_cast<unsigned>(tls.port()), config.tls->certificate_chain.c_str());
     }
+    if (config.admin_listen) {
+      const auto admin = server.admin_endpoint();
+      std::printf("sluice serve: admin on %s:%u (/metrics, /health, /ready)\n", admin.address().to_string().c_str(),
+                  static_cast<unsigned>(admin.port()));
+    }
     if (config.plain_http) {
       const auto endpoint = server.local_endpoint();
       std::printf("sluice serve: listening on %s:%u, store %.*s\n", endpoint.address().to_string().c_str(),
@@ -321,7 +372,32 @@ int serve(const arguments& args) {
     }
     std::fflush(stdout);
     int received = 0;
-    sigwait(&signals, &received);
+    // SIGHUP: the users of --config again (with --access-key's), and the access log reopened.
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
+      sluice::error_code log_error;
+      server.reopen_access_log(log_error);
+      if (log_error) std::fprintf(stderr, "sluice serve: SIGHUP: access log: %s\n", log_error.message().c_str());
+      const auto file = args.get("config");
+      if (!file) {
+        std::printf("sluice serve: SIGHUP: no --config file, users unchanged\n");
+        std::fflush(stdout);
+        continue;
+      }
+      auto reread = read_server_config(*file);
+      if (!reread) {
+        std::fprintf(stderr, "sluice serve: SIGHUP: users unchanged\n");
+        continue;
+      }
+      if (!access.empty()) reread->users.push_back({access, secret});
+      try {
+        const std::size_t count = reread->users.size();
+        server.set_users(std::move(reread->users));
+        std::printf("sluice serve: SIGHUP: %zu users\n", count);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "sluice serve: SIGHUP: %s; users unchanged\n", e.what());
+      }
+      std::fflush(stdout);
+    }
     std::printf("sluice serve: stopping (signal %d)\n", received);
     std::fflush(stdout);
     // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm

@@ -488,20 +488,36 @@ bool decode_info_json(std::string_view json, object_info& out) {
   return true;
 }
 
-// bucket.json: {"v":1,"created":<ns>}
-std::string encode_bucket_json(std::chrono::system_clock::time_point created) {
-  return R"({"v":1,"created":)" + std::to_string(to_ns(created)) + "}";
+// bucket.json: {"v":1,"created":<ns>} and, for a bucket the server made for a user,
+// "owner":"<access key id>" (a JSON string; files written before it existed have none).
+std::string encode_bucket_json(std::chrono::system_clock::time_point created,
+                               const std::optional<std::string>& owner = std::nullopt) {
+  std::string out = R"({"v":1,"created":)" + std::to_string(to_ns(created));
+  if (owner) {
+    out += R"(,"owner":)";
+    put_json_string(out, *owner);
+  }
+  return out + "}";
 }
 
-bool decode_bucket_json(std::string_view json, std::chrono::system_clock::time_point& created) {
+bool decode_bucket_json(std::string_view json, std::chrono::system_clock::time_point& created,
+                        std::optional<std::string>& owner) {
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(json);
   simdjson::dom::object root;
-  if (parser.parse(padded).get_object().get(root) != simdjson::SUCCESS || root.size() != 2) return false;
+  if (parser.parse(padded).get_object().get(root) != simdjson::SUCCESS) return false;
   std::uint64_t version = 0;
   std::int64_t ns = 0;
   if (root["v"].get_uint64().get(version) != simdjson::SUCCESS || version != 1) return false;
   if (root["created"].get_int64().get(ns) != simdjson::SUCCESS) return false;
+  std::string_view who;
+  const auto owner_error = root["owner"].get_string().get(who);
+  if (owner_error == simdjson::SUCCESS) {
+    owner = std::string(who);
+  } else if (owner_error != simdjson::NO_SUCH_FIELD) {
+    return false;
+  }
+  if (root.size() != (owner ? 3U : 2U)) return false;
   created = from_ns(ns);
   return true;
 }
@@ -953,7 +969,7 @@ void fs_store::scan_bucket(const std::filesystem::path& dir, std::string_view na
   const std::string json = impl::read_small_file(dir / "bucket.json", 4096, file_ec);
   bucket_state state;
   state.info.name = std::string(name);
-  if (file_ec || !impl::decode_bucket_json(json, state.info.created)) {
+  if (file_ec || !impl::decode_bucket_json(json, state.info.created, state.owner)) {
     ++skipped_;
     ec = {};
     return;
@@ -1034,8 +1050,18 @@ void fs_store::clean_uploads(const std::filesystem::path& dir) {
   }
 }
 
-void fs_store::create_bucket(std::string_view name, error_code& ec) {
+void fs_store::create_bucket(std::string_view name, error_code& ec) { create_bucket(name, {}, ec); }
+
+std::optional<std::string> fs_store::bucket_owner(std::string_view name) const {
+  std::shared_lock lock(mutex_);
+  const auto it = buckets_.find(name);
+  return it == buckets_.end() ? std::nullopt : it->second.owner;
+}
+
+void fs_store::create_bucket(std::string_view name, std::string_view owner, error_code& ec) {
   namespace impl = fs_store_impl;
+  std::optional<std::string> recorded;
+  if (!owner.empty()) recorded = std::string(owner);
   if (!is_valid_bucket_name(name)) {
     ec = sluice::errc::invalid_name;
     return;
@@ -1053,7 +1079,7 @@ void fs_store::create_bucket(std::string_view name, error_code& ec) {
   };
   if (!impl::make_directory(staging, ec) || !impl::make_directory(staging / "objects", ec) ||
       !impl::make_directory(staging / "uploads", ec) ||
-      !impl::write_new_file(staging / "bucket.json", impl::encode_bucket_json(created), config_.fsync, ec)) {
+      !impl::write_new_file(staging / "bucket.json", impl::encode_bucket_json(created, recorded), config_.fsync, ec)) {
     return fail(ec);
   }
   sync_directory(staging, ec);
@@ -1064,6 +1090,7 @@ void fs_store::create_bucket(std::string_view name, error_code& ec) {
     if (!impl::rename_path(staging, bucket_dir(name), ec)) return fail(ec);
     bucket_state state;
     state.info = {std::string(name), created};
+    state.owner = std::move(recorded);
     buckets_.emplace(std::string(name), std::move(state));
   }
   sync_directory(config_.root / "buckets", ec);

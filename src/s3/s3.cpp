@@ -11,6 +11,8 @@
 #include "xml_client.ipp"
 #include "fs_store.ipp"
 #include "router.ipp"
+#include "access_log.ipp"
+#include "metrics.ipp"
 
 // The network parts (Beast, coroutines). Off in the fuzz build, which needs only the parsers.
 #ifndef SLUICE_S3_SANS_IO_ONLY

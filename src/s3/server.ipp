@@ -23,6 +23,9 @@ std::optional<config_error> server_config::validate() const {
     return config_error{"read_timeout", "timeouts must be positive"};
   if (max_object_bytes == 0) return config_error{"max_object_bytes", "must be greater than 0"};
   if (!plain_http && !tls) return config_error{"plain_http", "a server without plain HTTP needs a TLS listener"};
+  if (access_log.target == access_log_target::file && access_log.path.empty()) {
+    return config_error{"access_log", "a file access log needs a path"};
+  }
   if (tls && (tls->certificate_chain.empty() || tls->private_key.empty())) {
     return config_error{"tls", "needs a certificate chain and a private key (PEM files)"};
   }
@@ -87,6 +90,31 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
         if (one.get(text) != simdjson::SUCCESS) return fail(key, "expected an array of strings");
         config.virtual_host_suffixes.emplace_back(text);
       }
+    } else if (key == "access_log") {
+      if (value.get(text) != simdjson::SUCCESS || text.empty())
+        return fail(key, "expected \"off\", \"stderr\" or a path");
+      config.access_log.target = text == "off"      ? access_log_target::off
+                                 : text == "stderr" ? access_log_target::standard_error
+                                                    : access_log_target::file;
+      if (config.access_log.target == access_log_target::file) config.access_log.path = std::string(text);
+    } else if (key == "access_log_format") {
+      if (value.get(text) != simdjson::SUCCESS || (text != "text" && text != "json")) {
+        return fail(key, "expected \"text\" or \"json\"");
+      }
+      config.access_log.format = text == "json" ? access_log_format::json : access_log_format::text;
+    } else if (key == "admin_listen") {
+      if (value.get(text) != simdjson::SUCCESS) return fail(key, "expected \"host:port\" or \"off\"");
+      if (text == "off") {
+        config.admin_listen.reset();
+        continue;
+      }
+      const auto colon = text.rfind(':');
+      std::uint16_t port = 0;
+      if (colon == std::string_view::npos ||
+          std::from_chars(text.data() + colon + 1, text.data() + text.size(), port).ec != std::errc{}) {
+        return fail(key, "expected \"host:port\" or \"off\"");
+      }
+      config.admin_listen = admin_listener{std::string(text.substr(0, colon)), port};
     } else if (key == "max_object_bytes") {
       if (value.get(number) == simdjson::SUCCESS) {
         config.max_object_bytes = number;

@@ -3,7 +3,9 @@
 //
 //   <root>/lock                                   flock()ed while a store has the root open
 //   <root>/tmp/                                   writers' temporary files; emptied at open
-//   <root>/buckets/<bucket>/bucket.json           {"v":1,"created":<ns since epoch>}
+//   <root>/buckets/<bucket>/bucket.json           {"v":1,"created":<ns since epoch>[,"owner":S]}
+//                                                 (owner: the creating user's access key id, when
+//                                                 the server gave one; a file without it still reads)
 //   <root>/buckets/<bucket>/objects/<h0h1>/<h>    one file per object; h = hex SHA-256 of the key
 //   <root>/buckets/<bucket>/uploads/<id>/upload.json        key and attributes of an upload
 //   <root>/buckets/<bucket>/uploads/<id>/part-NNNNN         one file per uploaded part
@@ -229,6 +231,12 @@ class fs_store {
 
   /// Creates an empty bucket. Errors: errc::invalid_name, errc::bucket_exists, I/O errors.
   void create_bucket(std::string_view name, error_code& ec);
+  /// As above, recording `owner` (an S3 access key id) in bucket.json with the bucket, in the
+  /// same rename: the server's bucket-ownership capability, read back by bucket_owner().
+  void create_bucket(std::string_view name, std::string_view owner, error_code& ec);
+  /// The owner recorded when the bucket was created; nullopt for a bucket made without one, or
+  /// none of that name.
+  [[nodiscard]] std::optional<std::string> bucket_owner(std::string_view name) const;
   /// Removes an empty bucket: no object and no upload in progress. Errors:
   /// errc::no_such_bucket, errc::bucket_not_empty, I/O errors.
   void remove_bucket(std::string_view name, error_code& ec);
@@ -284,6 +292,7 @@ class fs_store {
   };
   struct bucket_state {
     bucket_info info;
+    std::optional<std::string> owner;  // from bucket.json
     std::map<std::string, entry, std::less<>> objects;
   };
   struct opened;  // an open version of an object, for read and map

@@ -6,6 +6,7 @@
 #include <sluice/config.hpp>
 #include <sluice/error.hpp>
 #include <sluice/memory_store.hpp>
+#include <sluice/s3/access_log.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/rdma.hpp>
 
@@ -36,6 +37,13 @@ struct tls_listener {
   std::uint16_t port = 9443;                ///< 0: an ephemeral port (see server::tls_endpoint())
   std::filesystem::path certificate_chain;  ///< PEM: the server's certificate, then its intermediates
   std::filesystem::path private_key;        ///< PEM, unencrypted
+};
+
+/// The admin listener of a server: plain HTTP, no authentication, only GET /metrics (Prometheus
+/// text format), /health and /ready; every other request is 404. Never serves objects.
+struct admin_listener {
+  std::string listen_address = "127.0.0.1";
+  std::uint16_t port = 9100;  ///< 0: an ephemeral port (see server::admin_endpoint())
 };
 
 /// Everything the server can be told; validated at construction.
@@ -74,6 +82,10 @@ struct server_config {
   /// differs from the HTTP peer's; shm from a peer that is not on loopback). Turn off when
   /// clients send HTTP and RDMA over different networks.
   bool rdma_same_host_only = true;
+  /// One line per request (see docs/s3.md, "Operating sluice serve"); off by default.
+  access_log_config access_log;
+  /// Metrics, health and readiness on a separate port; off by default.
+  std::optional<admin_listener> admin_listen;
 
   /// The first problem, or nullopt.
   [[nodiscard]] std::optional<config_error> validate() const;
@@ -83,9 +95,10 @@ struct server_config {
 /// whole document): {"listen": "127.0.0.1:9000", "region": "us-east-1", "anonymous": false,
 /// "users": [{"access_key_id": "...", "secret_access_key": "..."}], "virtual_host_suffixes": [...],
 /// "max_connections": 512, "max_connections_per_address": 128, "max_object_bytes": "5 GiB",
-/// "read_timeout_s": 30, "idle_timeout_s": 60, "io_threads": 16}. Fields left out keep their defaults; unknown fields
-/// and wrong types set errc::invalid_config in `ec` and name the field in `error`. Rules over the whole configuration
-/// (server_config::validate) are checked when the server is constructed.
+/// "read_timeout_s": 30, "idle_timeout_s": 60, "io_threads": 16, "access_log": "off"|"stderr"|"PATH",
+/// "access_log_format": "text"|"json", "admin_listen": "127.0.0.1:9100"|"off"}. Fields left out keep their defaults;
+/// unknown fields and wrong types set errc::invalid_config in `ec` and name the field in `error`. Rules over the whole
+/// configuration (server_config::validate) are checked when the server is constructed.
 [[nodiscard]] server_config parse_server_config(std::string_view json, error_code& ec, config_error& error);
 
 namespace detail {
@@ -113,6 +126,14 @@ class server {
   [[nodiscard]] boost::asio::ip::tcp::endpoint local_endpoint() const;
   /// Where the HTTPS listener listens (config.tls; default-constructed without it).
   [[nodiscard]] boost::asio::ip::tcp::endpoint tls_endpoint() const;
+  /// Where the admin listener listens (config.admin_listen; default-constructed without it).
+  [[nodiscard]] boost::asio::ip::tcp::endpoint admin_endpoint() const;
+  /// Replaces the users (a configuration reload). Thread-safe: requests already authenticated
+  /// go on; a removed user's next request is 403 InvalidAccessKeyId. Throws std::invalid_argument
+  /// when a user lacks a key or a secret (the users in place stay).
+  void set_users(std::vector<user> users);
+  /// Writes out the access log's buffer and reopens its file (after logrotate moved it).
+  void reopen_access_log(error_code& ec);
   /// Stops accepting, closes all connections and joins the threads. Idempotent.
   void stop();
 

@@ -8,9 +8,12 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
 
 #include <sluice/names.hpp>
+#include <sluice/s3/access_log.hpp>
+#include <sluice/s3/admin_impl.hpp>
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/chunked.hpp>
 #include <sluice/s3/error.hpp>
+#include <sluice/s3/metrics.hpp>
 #include <sluice/s3/router.hpp>
 #include <sluice/s3/server.hpp>
 #include <sluice/s3/sigv2.hpp>
@@ -23,6 +26,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -86,10 +90,24 @@ inline s3::errc to_s3(const error_code& ec, bool bucket_level = false) {
   return s3::errc::internal_error;
 }
 
+/// The access log's path of a token's transfer: "grant:memfd" for a same-host grant
+/// ("local:memfd"), "rdma:<provider>" otherwise.
+inline std::string direct_path_of(std::string_view provider) {
+  if (provider.starts_with("local:")) return "grant:" + std::string(provider.substr(6));
+  return "rdma:" + std::string(provider);
+}
+
 /// Shared by the acceptor and every connection.
 template <class Store>
 struct server_state : std::enable_shared_from_this<server_state<Store>> {
-  server_state(Store& s, server_config c) : store(&s), config(std::move(c)), acceptor(io), tls_acceptor(io) {}
+  server_state(Store& s, server_config c)
+      : store(&s),
+        config(std::move(c)),
+        acceptor(io),
+        tls_acceptor(io),
+        admin_acceptor(io),
+        log_flush_timer(io),
+        users(std::make_shared<const std::vector<user>>(config.users)) {}
 
   Store* store;
   server_config config;
@@ -105,13 +123,25 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
   std::map<asio::ip::address, std::size_t> per_address;  // open connections per client address
   std::atomic<std::uint64_t> request_counter{0};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> ready{false};  // GET /ready: listening, and not stopping
+  tcp::acceptor admin_acceptor;    // config.admin_listen
+  server_metrics metrics;
+  std::unique_ptr<access_log> log;     // null: the access log is off
+  asio::steady_timer log_flush_timer;  // writes the access log out every second
+  std::mutex users_mutex;              // guards users (set_users replaces the list)
+  std::shared_ptr<const std::vector<user>> users;
 
   std::mutex mutex;                                        // guards owners and closers
   std::map<std::string, std::string, std::less<>> owners;  // bucket → access key id
   std::map<const void*, std::function<void()>> closers;    // live connection → closes it on its strand
 
-  std::optional<std::string> secret_for(std::string_view access_key) const {
-    for (const auto& u : config.users) {
+  std::optional<std::string> secret_for(std::string_view access_key) {
+    std::shared_ptr<const std::vector<user>> current;
+    {
+      std::lock_guard lock(users_mutex);
+      current = users;
+    }
+    for (const auto& u : *current) {
       if (u.access_key_id == access_key) return u.secret_access_key;
     }
     return std::nullopt;
@@ -559,6 +589,15 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
     bool keep_alive = true;
     bool body_pending = false;  // a body was announced and not (fully) read
     std::string rdma_reply;     // x-amz-rdma-reply of the answer: "200", "206", "501" or none
+    // For the access log and the metrics (record()).
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::chrono::system_clock::time_point time = std::chrono::system_clock::now();
+    std::string_view error;            // S3 error code answered (static text); empty on success
+    std::uint64_t bytes_received = 0;  // payload bytes read over HTTP
+    std::uint64_t bytes_direct = 0;    // payload bytes moved by RDMA or a grant
+    std::string direct_path;           // "rdma:<provider>" or "grant:<kind>" when bytes_direct moved
+    std::optional<rdma_decline_reason> decline;
+    bool recorded = false;
     // The header, copied: reading a body moves the parser (and the header it holds) away.
     http::request_header<> fields;
     [[nodiscard]] const http::request_header<>& msg() const { return fields; }
@@ -572,6 +611,18 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
     }
   };
   static rdma_requester requester(const request& req) { return {req.user}; }
+  // Counts the answer to `req` in the metrics and writes its access log line, once: at every
+  // place an answer leaves (send(), the streamed GET body) and, for a request that got none (the
+  // client went away), when handle() ends (status 0).
+  void record(request& req, unsigned status, std::uint64_t bytes_sent);
+  struct record_on_exit {
+    connection* self;
+    request* req;
+    record_on_exit(connection* s, request* r) : self(s), req(r) {}
+    record_on_exit(const record_on_exit&) = delete;
+    record_on_exit& operator=(const record_on_exit&) = delete;
+    ~record_on_exit() { self->record(*req, 0, 0); }
+  };
 
   asio::awaitable<bool> handle(header_parser& parser);
   asio::awaitable<bool> dispatch(request& req);
@@ -734,6 +785,7 @@ asio::awaitable<void> connection<Store, Stream>::run() {
         request req{&parser};
         req.id = state_->next_request_id();
         req.keep_alive = false;
+        req.error = "RequestHeaderSectionTooLarge";
         string_response res{http::status::bad_request, 11};
         res.set(http::field::content_type, "application/xml");
         res.body() =
@@ -775,6 +827,7 @@ asio::awaitable<void> connection<Store, Stream>::run() {
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
   request req{&parser};
+  const record_on_exit recorded{this, &req};
   req.id = state_->next_request_id();
   req.fields = parser.get().base();
   const auto& msg = req.msg();
@@ -850,6 +903,51 @@ asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
 }
 
 template <class Store, class Stream>
+void connection<Store, Stream>::record(request& req, unsigned status, std::uint64_t bytes_sent) {
+  if (req.recorded) return;
+  req.recorded = true;
+  const auto duration =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - req.start);
+  server_metrics& metrics = state_->metrics;
+  metrics.record(req.where.op, status, req.error, duration);
+  metrics.add_bytes(byte_direction::out, byte_path::http, bytes_sent);
+  metrics.add_bytes(byte_direction::in, byte_path::http, req.bytes_received);
+  if (req.bytes_direct > 0) {
+    metrics.add_bytes(req.where.op == operation::get_object ? byte_direction::out : byte_direction::in,
+                      req.direct_path.starts_with("grant:") ? byte_path::grant : byte_path::rdma, req.bytes_direct);
+  }
+  if (req.decline && req.rdma_reply == "501") metrics.rdma_declined(*req.decline);
+  access_log* log = state_->log.get();
+  if (log == nullptr) return;
+  error_code ignored;
+  const std::string remote = peer_.to_string(ignored);
+  const std::string_view method(req.fields.method_string().data(), req.fields.method_string().size());
+  const std::string_view path = !req.direct_path.empty()                   ? std::string_view(req.direct_path)
+                                : bytes_sent > 0 || req.bytes_received > 0 ? std::string_view("http")
+                                                                           : std::string_view("none");
+  const std::string_view user = req.auth           ? std::string_view(req.user)
+                                : req.user.empty() ? std::string_view("-")
+                                                   : std::string_view("anonymous");
+  access_record line;
+  line.time = req.time;
+  line.remote = remote;
+  line.user = user;
+  line.method = method;
+  line.bucket = req.where.bucket;
+  line.key = req.where.key;
+  line.operation = operation_name(req.where.op);
+  line.status = status;
+  line.error = req.error;
+  line.bytes_sent = bytes_sent;
+  line.bytes_received = req.bytes_received;
+  line.bytes_direct = req.bytes_direct;
+  line.path = path;
+  line.duration_us = static_cast<std::uint64_t>(duration.count());
+  line.request_id = req.id;
+  log->write(format_access_line(line, log->format()));
+}
+
+template <class Store, class Stream>
 bool connection<Store, Stream>::owns(const request& req, std::string_view bucket) const {
   std::lock_guard lock(state_->mutex);
   auto it = state_->owners.find(bucket);
@@ -915,11 +1013,13 @@ asio::awaitable<bool> connection<Store, Stream>::send(request& req, string_respo
     sr.split(true);
     error_code ec;
     co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    record(req, res.result_int(), 0);
     co_return !ec && keep;
   }
   res.prepare_payload();
   error_code ec;
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  record(req, res.result_int(), ec ? 0 : res.body().size());
   co_return !ec && keep;
 }
 
@@ -940,6 +1040,7 @@ asio::awaitable<bool> connection<Store, Stream>::send_empty(request& req, http::
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::send_error(request& req, s3::errc code, std::string message) {
   const unsigned status = http_status(code);
+  req.error = status == 304 ? std::string_view() : code_string(code);
   string_response res{static_cast<http::status>(status), 11};
   if (status == 304) co_return co_await send(req, std::move(res));  // 304 carries no body
   res.set(http::field::content_type, "application/xml");
@@ -976,6 +1077,7 @@ asio::awaitable<std::optional<std::string>> connection<Store, Stream>::read_smal
   if (ec) co_return std::nullopt;
   req.body_pending = false;
   std::string body = std::move(body_parser.get().body());
+  req.bytes_received += body.size();
   // Signed payloads must hash to what was signed; Content-MD5, when sent, must match.
   if (req.auth && req.auth->payload_hash.size() == 64 &&
       !constant_time_equal(sha256_hex(body), req.auth->payload_hash)) {
@@ -1152,6 +1254,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::rec
   std::uint64_t received = 0;
   auto on_payload = [&](std::span<const std::byte> data) {
     received += data.size();
+    req.bytes_received += data.size();
     if (store_error || received > expected) return;
     digests.update(data);
     writer.write(data, store_error);
@@ -1269,7 +1372,10 @@ typename connection<Store, Stream>::token_verdict connection<Store, Stream>::che
                                                                                          std::uint64_t length,
                                                                                          rdma_token& token,
                                                                                          std::string& why) {
-  if (!state_->config.rdma) return token_verdict::decline;
+  if (!state_->config.rdma) {
+    req.decline = rdma_decline_reason::no_plane;
+    return token_verdict::decline;
+  }
   // The token is a grant to write into (or read from) the client's memory: only a token that the
   // credential holder signed is used, or anyone who saw one could aim the server at that memory.
   const bool signed_token = req.auth && std::find(req.auth->signed_headers.begin(), req.auth->signed_headers.end(),
@@ -1293,7 +1399,10 @@ typename connection<Store, Stream>::token_verdict connection<Store, Stream>::che
                                           : "the token has expired";
     return token_verdict::reject;
   }
-  if (!state_->config.rdma->serves(token.provider)) return token_verdict::decline;
+  if (!state_->config.rdma->serves(token.provider)) {
+    req.decline = rdma_decline_reason::provider;
+    return token_verdict::decline;
+  }
   if (state_->config.rdma_same_host_only) {
     error_code peer_error;
     const auto peer = lowest().socket().remote_endpoint(peer_error);
@@ -1370,6 +1479,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::rec
     // for the decline of a server that ignores tokens (an answer without the header).
     const s3::errc code = store_error ? to_s3(store_error) : to_s3(moved);
     req.rdma_reply = moved == s3::errc::rdma_not_supported && !store_error ? "501" : std::to_string(http_status(code));
+    if (req.rdma_reply == "501") req.decline = rdma_decline_reason::plane;
     co_await send_error(req, code);
     co_return std::nullopt;
   }
@@ -1379,6 +1489,8 @@ asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::rec
     co_return std::nullopt;
   }
   req.rdma_reply = "200";
+  req.bytes_direct = expected;
+  req.direct_path = direct_path_of(token.provider);
   co_return attributes;
 }
 
@@ -1408,7 +1520,12 @@ asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
   error_code ec;
   (void)xml::parse_create_bucket_configuration(*body, ec);  // any region is accepted
   if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
-  state_->store->create_bucket(req.where.bucket, ec);
+  // A store that can keep the owner with the bucket (fs_store) does, so it survives a restart.
+  if constexpr (requires { state_->store->create_bucket(req.where.bucket, req.user, ec); }) {
+    state_->store->create_bucket(req.where.bucket, req.user, ec);
+  } else {
+    state_->store->create_bucket(req.where.bucket, ec);
+  }
   // Creating a bucket you own again: 200 in us-east-1 (S3's legacy behaviour there, which
   // clients rely on), 409 BucketAlreadyOwnedByYou in other regions.
   const bool legacy_region = state_->config.region.value_or("us-east-1") == "us-east-1";
@@ -1748,6 +1865,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     string_response res{http::status::range_not_satisfiable, 11};
     res.set(http::field::content_range, "bytes */" + std::to_string(size));
     res.set(http::field::content_type, "application/xml");
+    req.error = "InvalidRange";
     res.body() = xml::error_body("InvalidRange", "The requested range is not satisfiable", req.resource(), req.id);
     co_return co_await send(req, std::move(res));
   }
@@ -1775,6 +1893,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
         answer_headers(res.base(), offset, length);
         req.rdma_reply = range.present ? "206" : "200";
+        req.bytes_direct = length;
+        req.direct_path = direct_path_of(token.provider);
         res.set("x-amz-rdma-bytes-transferred", std::to_string(length));
         co_return co_await send(req, std::move(res));
       }
@@ -1787,6 +1907,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
         req.rdma_reply.clear();  // not a decline: the transfer failed
         co_return co_await send_error(req, to_s3(moved));
       }
+      req.decline = rdma_decline_reason::plane;
     }
   }
 
@@ -1800,11 +1921,16 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   res.body().more = !req.head && length > 0;
   http::response_serializer<http::buffer_body> sr(res);
   co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec || req.head || length == 0) co_return !ec && keep;
+  const unsigned status = res.result_int();
+  if (ec || req.head || length == 0) {
+    record(req, status, 0);
+    co_return !ec && keep;
+  }
 
   // The body straight from the store's mapping, in slices (no copy in user space).
   const region bytes = mapping.region();
   constexpr std::uint64_t slice = 4 * mib;
+  std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
     const std::uint64_t n = std::min(slice, length - sent);
     res.body().data = bytes.bytes() + offset + sent;
@@ -1814,15 +1940,19 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     lowest().expires_after(state_->config.read_timeout);
     co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return false;
+    if (ec) {
+      record(req, status, written);
+      co_return false;
+    }
+    written = sent;
   }
   if (!sr.is_done()) {
     res.body().data = nullptr;
     res.body().more = false;
     co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return false;
   }
-  co_return keep;
+  record(req, status, written);
+  co_return !ec && keep;
 }
 
 template <class Store, class Stream>
@@ -2050,6 +2180,17 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
 
 namespace sluice::s3::detail {
 
+/// Writes the access log out every second until the server stops (stop() flushes the rest).
+template <class Store>
+asio::awaitable<void> flush_access_log(std::shared_ptr<server_state<Store>> state) {
+  while (!state->stopping) {
+    state->log_flush_timer.expires_after(std::chrono::seconds(1));
+    error_code ec;
+    co_await state->log_flush_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    state->log->flush();
+  }
+}
+
 /// Accepts on `acceptor` until the server stops: HTTPS connections with `with_tls`.
 template <class Store, bool with_tls>
 asio::awaitable<void> accept_loop(std::shared_ptr<server_state<Store>> state, tcp::acceptor& acceptor) {
@@ -2113,10 +2254,21 @@ template <multipart_store Store>
 server<Store>::server(Store& store, server_config config)
     : state_(std::make_shared<detail::server_state<Store>>(store, std::move(config))) {
   if (auto error = state_->config.validate()) throw std::invalid_argument(error->message());
-  // Buckets that exist before the server starts belong to the first user.
+  // Buckets that exist before the server starts belong to the owner the store kept for them
+  // (a store with the bucket_owner capability), else to the first user.
   error_code ec;
-  if (!state_->config.users.empty()) {
-    for (const auto& b : store.list_buckets(ec)) state_->owners[b.name] = state_->config.users.front().access_key_id;
+  for (const auto& b : store.list_buckets(ec)) {
+    std::optional<std::string> owner;
+    if constexpr (requires { store.bucket_owner(b.name); }) owner = store.bucket_owner(b.name);
+    if (!owner && !state_->config.users.empty()) owner = state_->config.users.front().access_key_id;
+    if (owner) state_->owners[b.name] = std::move(*owner);
+  }
+  if (state_->config.access_log.target != access_log_target::off) {
+    std::error_code log_error;
+    state_->log = std::make_unique<access_log>(state_->config.access_log, log_error);
+    if (log_error) {
+      throw std::invalid_argument("access log " + state_->config.access_log.path.string() + ": " + log_error.message());
+    }
   }
 }
 
@@ -2141,6 +2293,14 @@ void server<Store>::listen(error_code& ec) {
   };
   if (s.config.plain_http) open(s.acceptor, s.config.listen_address, s.config.port);
   if (ec) return;
+  if (s.config.admin_listen) {
+    open(s.admin_acceptor, s.config.admin_listen->listen_address, s.config.admin_listen->port);
+    if (ec) {
+      error_code ignored;
+      s.acceptor.close(ignored);
+      return;
+    }
+  }
   if (s.config.tls) {
     // TLS 1.2 and 1.3 only; the certificate chain and key as PEM files.
     auto& context = s.tls_context.emplace(asio::ssl::context::tls_server);
@@ -2154,6 +2314,7 @@ void server<Store>::listen(error_code& ec) {
     if (ec) {
       error_code ignored;
       s.acceptor.close(ignored);
+      s.admin_acceptor.close(ignored);
       return;
     }
   }
@@ -2163,6 +2324,23 @@ void server<Store>::listen(error_code& ec) {
   if (s.config.tls) {
     asio::co_spawn(s.io, detail::accept_loop<Store, true>(state_, s.tls_acceptor), asio::detached);
   }
+  if (s.config.admin_listen) {
+    // The route reads the state through a weak pointer: admin connections never keep it alive.
+    std::weak_ptr<detail::server_state<Store>> weak = state_;
+    asio::co_spawn(s.io,
+                   detail::admin_accept_loop(s.admin_acceptor,
+                                             [weak](std::string_view method, std::string_view target) {
+                                               auto st = weak.lock();
+                                               if (!st) return detail::admin_answer{503, "stopping\n"};
+                                               return detail::admin_route(
+                                                   method, target,
+                                                   [&st] { return st->metrics.render(st->connections.load()); },
+                                                   st->ready.load() && !st->stopping.load());
+                                             }),
+                   asio::detached);
+  }
+  if (s.log) asio::co_spawn(s.io, detail::flush_access_log(state_), asio::detached);
+  s.ready = true;
   for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([st = state_] { st->io.run(); });
 }
 
@@ -2186,15 +2364,45 @@ boost::asio::ip::tcp::endpoint server<Store>::tls_endpoint() const {
 }
 
 template <multipart_store Store>
+boost::asio::ip::tcp::endpoint server<Store>::admin_endpoint() const {
+  error_code ec;
+  return state_->admin_acceptor.local_endpoint(ec);
+}
+
+template <multipart_store Store>
+void server<Store>::set_users(std::vector<user> users) {
+  for (const auto& u : users) {
+    if (u.access_key_id.empty() || u.secret_access_key.empty()) {
+      throw std::invalid_argument("every user needs an access key id and a secret");
+    }
+  }
+  auto fresh = std::make_shared<const std::vector<user>>(std::move(users));
+  std::lock_guard lock(state_->users_mutex);
+  state_->users = std::move(fresh);
+}
+
+template <multipart_store Store>
+void server<Store>::reopen_access_log(error_code& ec) {
+  ec = {};
+  if (!state_->log) return;
+  std::error_code e;
+  state_->log->reopen(e);
+  if (e) ec = error_code(e.value(), boost::system::generic_category());
+}
+
+template <multipart_store Store>
 void server<Store>::stop() {
   auto& s = *state_;
   if (s.stopping.exchange(true)) return;
+  s.ready = false;
   // Transfers to peers that vanished would otherwise hold their threads for operation_timeout.
   if (s.config.rdma) s.config.rdma->close();
   boost::asio::post(s.io, [state = state_] {
     error_code ignored;
     state->acceptor.close(ignored);
     state->tls_acceptor.close(ignored);
+    state->admin_acceptor.close(ignored);
+    state->log_flush_timer.cancel();
     std::lock_guard lock(state->mutex);
     for (auto& [connection, close] : state->closers) close();
   });
@@ -2205,6 +2413,7 @@ void server<Store>::stop() {
   s.threads.clear();
   s.blocking.join();
   s.rdma.join();
+  if (s.log) s.log->flush();
 }
 
 }  // namespace sluice::s3
