@@ -373,6 +373,14 @@ def scenario_health(binary, tmp):
         expect(r.status == 404 and b"secret" not in r.body, "a signed S3 GET on the admin port is 404")
         # The admin port is not the S3 port.
         expect(request(server.port, "GET", "", "", query="").status == 200, "S3 still answers on its port")
+        # A scraper's kept-alive connection, idle, does not hold the server when it stops.
+        kept = socket.create_connection(("127.0.0.1", admin))
+        kept.sendall(b"GET /health HTTP/1.1\r\nHost: admin\r\n\r\n")
+        expect(read_response(kept).status == 200, "/health on a kept-alive connection")
+        started = time.time()
+        server.stop()
+        expect(time.time() - started < 3, "stop is not held by an idle admin connection (%.1f s)" % (time.time() - started))
+        kept.close()
     finally:
         server.stop()
     return 0

@@ -9,6 +9,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -18,7 +19,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -45,7 +48,7 @@ inline admin_answer admin_route(std::string_view method, std::string_view target
 
 /// Serves one admin connection: requests one after another, small headers, short timeouts.
 inline boost::asio::awaitable<void> admin_session(
-    boost::beast::tcp_stream stream, std::function<admin_answer(std::string_view, std::string_view)> route) {
+    boost::beast::tcp_stream& stream, const std::function<admin_answer(std::string_view, std::string_view)>& route) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   beast::flat_buffer buffer;
@@ -83,33 +86,55 @@ inline boost::asio::awaitable<void> admin_session(
   stream.close();
 }
 
-// One admin connection, counted in `open` while it lives.
+/// The admin connections open now, each with what closes it (on its strand) when the listener
+/// stops: a scraper's kept-alive connection must not hold the server's threads.
+struct admin_sessions {
+  std::mutex mutex;
+  std::map<std::uint64_t, std::function<void()>> closers;
+  std::uint64_t next = 0;
+};
+
+// One admin connection, in `sessions` as `id` while it lives.
 inline boost::asio::awaitable<void> admin_connection(
-    boost::beast::tcp_stream stream, std::function<admin_answer(std::string_view, std::string_view)> route,
-    std::shared_ptr<std::atomic<int>> open) {
-  co_await admin_session(std::move(stream), std::move(route));
-  open->fetch_sub(1);
+    std::shared_ptr<boost::beast::tcp_stream> stream,
+    std::function<admin_answer(std::string_view, std::string_view)> route, std::shared_ptr<admin_sessions> sessions,
+    std::uint64_t id) {
+  co_await admin_session(*stream, route);
+  std::lock_guard lock(sessions->mutex);
+  sessions->closers.erase(id);
 }
 
-/// Accepts admin connections on `acceptor` until it closes; at most 64 at once (more are closed
-/// unanswered: a scraper needs one).
+/// Accepts admin connections on `acceptor` until it closes, then closes those still open; at
+/// most 64 at once (more are closed unanswered: a scraper needs one).
 inline boost::asio::awaitable<void> admin_accept_loop(
     boost::asio::ip::tcp::acceptor& acceptor, std::function<admin_answer(std::string_view, std::string_view)> route) {
-  auto open = std::make_shared<std::atomic<int>>(0);
+  auto sessions = std::make_shared<admin_sessions>();
   for (;;) {
     boost::system::error_code ec;
     auto socket = co_await acceptor.async_accept(boost::asio::make_strand(acceptor.get_executor()),
                                                  boost::asio::redirect_error(boost::asio::use_awaitable, ec));
-    if (ec == boost::asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec == boost::asio::error::operation_aborted || !acceptor.is_open()) break;
     if (ec) continue;
-    if (open->fetch_add(1) >= 64) {
-      open->fetch_sub(1);
-      continue;  // the socket closes as it goes out of scope
+    auto stream = std::make_shared<boost::beast::tcp_stream>(std::move(socket));
+    std::uint64_t id = 0;
+    {
+      std::lock_guard lock(sessions->mutex);
+      if (sessions->closers.size() >= 64) continue;  // the socket closes with `stream`
+      id = sessions->next++;
+      sessions->closers[id] = [weak = std::weak_ptr(stream)] {
+        if (auto open = weak.lock()) {
+          boost::asio::post(open->get_executor(), [open] {
+            boost::system::error_code ignored;
+            open->socket().close(ignored);
+          });
+        }
+      };
     }
-    auto executor = socket.get_executor();
-    boost::asio::co_spawn(executor, admin_connection(boost::beast::tcp_stream(std::move(socket)), route, open),
-                          boost::asio::detached);
+    auto executor = stream->get_executor();
+    boost::asio::co_spawn(executor, admin_connection(stream, route, sessions, id), boost::asio::detached);
   }
+  std::lock_guard lock(sessions->mutex);
+  for (auto& [id, close] : sessions->closers) close();
 }
 
 }  // namespace sluice::s3::detail
