@@ -1,0 +1,51 @@
+#include <sluice/s3/server.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+namespace {
+
+sluice::s3::server_config parse(const std::string& json, sluice::error_code& ec, sluice::config_error& error) {
+  return sluice::s3::parse_server_config(json, ec, error);
+}
+
+}  // namespace
+
+TEST_CASE("server config: the access log and the admin listener are off unless set") {
+  sluice::error_code ec;
+  sluice::config_error error;
+  const auto config = parse(R"({"users":[{"access_key_id":"a","secret_access_key":"b"}]})", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.access_log.target == sluice::s3::access_log_target::off);
+  CHECK(!config.admin_listen);
+}
+
+TEST_CASE("server config: access_log, access_log_format and admin_listen") {
+  sluice::error_code ec;
+  sluice::config_error error;
+  auto config = parse(
+      R"({"access_log":"/var/log/sluice.log","access_log_format":"json","admin_listen":"0.0.0.0:9100"})", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.access_log.target == sluice::s3::access_log_target::file);
+  CHECK(config.access_log.path == "/var/log/sluice.log");
+  CHECK(config.access_log.format == sluice::s3::access_log_format::json);
+  REQUIRE(config.admin_listen);
+  CHECK(config.admin_listen->listen_address == "0.0.0.0");
+  CHECK(config.admin_listen->port == 9100);
+  config = parse(R"({"access_log":"stderr","admin_listen":"off"})", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.access_log.target == sluice::s3::access_log_target::standard_error);
+  CHECK(!config.admin_listen);
+}
+
+TEST_CASE("server config: wrong access log and admin values name their field") {
+  for (const char* json : {R"({"access_log":""})", R"({"access_log":3})", R"({"access_log_format":"xml"})",
+                           R"({"admin_listen":"nohost"})", R"({"admin_listen":"h:99999"})", R"({"admin_listen":1})"}) {
+    sluice::error_code ec;
+    sluice::config_error error;
+    (void)parse(json, ec, error);
+    CHECK_MESSAGE(ec == sluice::errc::invalid_config, json);
+    CHECK(!error.field.empty());
+  }
+}
