@@ -55,12 +55,18 @@ void append_label_value(std::string& out, std::string_view value) {
   out += '"';
 }
 
+std::size_t server_metrics::this_shard() noexcept {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t mine = next.fetch_add(1, metrics_impl::relaxed) % shard_count;
+  return mine;
+}
+
 void server_metrics::record(operation op, unsigned status, std::string_view error,
                             std::chrono::microseconds duration) noexcept {
   using metrics_impl::relaxed;
   const auto index = static_cast<std::size_t>(op);
   if (index >= operation_count) return;
-  per_operation& o = operations_[index];
+  per_operation& o = shards_[this_shard()].operations[index];
   std::size_t slot = statuses.size() - 1;
   for (std::size_t i = 0; i + 1 < statuses.size(); ++i) {
     if (statuses[i] == status) {
@@ -78,7 +84,8 @@ void server_metrics::record(operation op, unsigned status, std::string_view erro
 
 void server_metrics::add_bytes(byte_direction direction, byte_path path, std::uint64_t n) noexcept {
   if (n == 0) return;
-  bytes_[static_cast<std::size_t>(direction) * 3 + static_cast<std::size_t>(path)].fetch_add(n, metrics_impl::relaxed);
+  shards_[this_shard()].bytes[static_cast<std::size_t>(direction) * 3 + static_cast<std::size_t>(path)].fetch_add(
+      n, metrics_impl::relaxed);
 }
 
 void server_metrics::rdma_declined(rdma_decline_reason reason) noexcept {
@@ -90,12 +97,18 @@ std::string server_metrics::render(std::size_t open_connections) const {
   std::string out;
   out.reserve(8192);
   const auto op_name = [](std::size_t i) { return operation_name(static_cast<operation>(i)); };
+  // A counter summed over the shards.
+  const auto sum = [this](const auto& pick) {
+    std::uint64_t total = 0;
+    for (const shard& one : shards_) total += pick(one).load(relaxed);
+    return total;
+  };
 
   metrics_impl::append_header(out, "sluice_requests_total", "counter",
                               "S3 requests answered, by operation and HTTP status (0: the client went away).");
   for (std::size_t i = 0; i < operation_count; ++i) {
     for (std::size_t s = 0; s < statuses.size(); ++s) {
-      const std::uint64_t n = operations_[i].by_status[s].load(relaxed);
+      const std::uint64_t n = sum([&](const shard& one) -> const counter& { return one.operations[i].by_status[s]; });
       if (n == 0) continue;
       out += "sluice_requests_total{operation=";
       append_label_value(out, op_name(i));
@@ -110,7 +123,7 @@ std::string server_metrics::render(std::size_t open_connections) const {
                               "S3 requests answered with an error, by operation and S3 error code.");
   for (std::size_t i = 0; i < operation_count; ++i) {
     for (std::size_t e = 0; e < error_count; ++e) {
-      const std::uint64_t n = operations_[i].by_error[e].load(relaxed);
+      const std::uint64_t n = sum([&](const shard& one) -> const counter& { return one.operations[i].by_error[e]; });
       if (n == 0) continue;
       out += "sluice_request_errors_total{operation=";
       append_label_value(out, op_name(i));
@@ -132,17 +145,18 @@ std::string server_metrics::render(std::size_t open_connections) const {
       out += "\",path=\"";
       out += paths[p];
       out += "\"} ";
-      out += std::to_string(bytes_[d * 3 + p].load(relaxed));
+      out += std::to_string(sum([&](const shard& one) -> const counter& { return one.bytes[d * 3 + p]; }));
       out += '\n';
     }
   }
   metrics_impl::append_header(out, "sluice_request_duration_seconds", "histogram",
                               "Time from a request's header to its answer's last byte, by operation.");
   for (std::size_t i = 0; i < operation_count; ++i) {
-    const per_operation& o = operations_[i];
     std::array<std::uint64_t, duration_buckets.size() + 1> counts{};
     std::uint64_t total = 0;
-    for (std::size_t b = 0; b < counts.size(); ++b) total += counts[b] = o.buckets[b].load(relaxed);
+    for (std::size_t b = 0; b < counts.size(); ++b) {
+      total += counts[b] = sum([&](const shard& one) -> const counter& { return one.operations[i].buckets[b]; });
+    }
     if (total == 0) continue;
     std::string label = "operation=";
     append_label_value(label, op_name(i));
@@ -162,7 +176,9 @@ std::string server_metrics::render(std::size_t open_connections) const {
       out += '\n';
     }
     out += "sluice_request_duration_seconds_sum{" + label + "} ";
-    metrics_impl::append_double(out, static_cast<double>(o.sum_us.load(relaxed)) / 1e6);
+    metrics_impl::append_double(
+        out,
+        static_cast<double>(sum([&](const shard& one) -> const counter& { return one.operations[i].sum_us; })) / 1e6);
     out += "\nsluice_request_duration_seconds_count{" + label + "} " + std::to_string(total) + '\n';
   }
   metrics_impl::append_header(

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace std::chrono_literals;
 
@@ -70,4 +72,23 @@ TEST_CASE("label values escape quotes, backslashes and newlines") {
   std::string out;
   sluice::s3::append_label_value(out, "a\"b\\c\nd");
   CHECK(out == R"("a\"b\\c\nd")");
+}
+
+TEST_CASE("counts from many threads add up across the shards") {
+  sluice::s3::server_metrics metrics;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 12; ++t) {
+    threads.emplace_back([&metrics] {
+      for (int i = 0; i < 1000; ++i) {
+        metrics.record(sluice::s3::operation::get_object, 200, "", 1ms);
+        metrics.add_bytes(sluice::s3::byte_direction::out, sluice::s3::byte_path::http, 10);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const std::string text = metrics.render(0);
+  CHECK(has_line(text, R"(sluice_requests_total{operation="GetObject",code="200"} 12000)"));
+  CHECK(has_line(text, R"(sluice_bytes_total{direction="out",path="http"} 120000)"));
+  CHECK(has_line(text, R"(sluice_request_duration_seconds_bucket{operation="GetObject",le="+Inf"} 12000)"));
+  CHECK(has_line(text, R"(sluice_request_duration_seconds_sum{operation="GetObject"} 12)"));
 }

@@ -60,8 +60,15 @@ class server_metrics {
     std::array<counter, duration_buckets.size() + 1> buckets{};  // not cumulative; the last is +Inf
     counter sum_us{0};
   };
-  std::array<per_operation, operation_count> operations_{};
-  std::array<counter, 6> bytes_{};  // direction × path
+  // Each thread counts in one of `shard_count` copies (threads are dealt out in turn), so io
+  // threads do not contend for the cache lines of the counters they all touch; render() sums.
+  static constexpr std::size_t shard_count = 8;
+  struct alignas(64) shard {
+    std::array<per_operation, operation_count> operations{};
+    std::array<counter, 6> bytes{};  // direction × path
+  };
+  static std::size_t this_shard() noexcept;
+  std::array<shard, shard_count> shards_{};
   std::array<counter, 3> declines_{};
 };
 
