@@ -153,7 +153,7 @@ std::string format_access_line(const access_record& r, access_log_format format)
     out += std::to_string(value);
   };
   string_field("remote", r.remote);
-  string_field("user", r.user);
+  string_field("user", r.user.empty() ? std::string_view("-") : r.user);
   string_field("method", r.method);
   string_field("bucket", r.bucket);
   string_field("key", r.key);

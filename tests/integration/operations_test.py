@@ -212,6 +212,7 @@ def scenario_log_text(binary, tmp):
         fields = line.split(" ")
         expect(len(fields) == len(TEXT_FIELDS), "a line has %d fields: %r" % (len(TEXT_FIELDS), line[:120]))
         entry = dict(zip(TEXT_FIELDS, fields))
+        expect(fields[2] != "%2D", "a user not authenticated is written '-', not escaped")
         for name in ("user", "bucket", "key", "error", "request_id", "path"):
             entry[name] = unescape_text(entry[name]) or "-" if name in ("user", "error") else unescape_text(entry[name])
         entries.append(entry)

@@ -61,6 +61,19 @@ TEST_CASE("a text line has 15 space-separated fields and one newline, whatever t
   CHECK(forged.find('\0') == std::string::npos);
 }
 
+TEST_CASE("a request not authenticated has user '-' in both formats") {
+  auto r = sample();
+  r.user = {};
+  r.error = "AccessDenied";
+  r.status = 403;
+  const std::string text = sluice::s3::format_access_line(r, sluice::s3::access_log_format::text);
+  CHECK(text.find(" 127.0.0.1 - GET ") != std::string::npos);
+  CHECK(text.find(" 403 AccessDenied ") != std::string::npos);
+  const std::string json = sluice::s3::format_access_line(r, sluice::s3::access_log_format::json);
+  CHECK(json.find(R"("user":"-")") != std::string::npos);
+  CHECK(json.find(R"("error":"AccessDenied")") != std::string::npos);
+}
+
 TEST_CASE("JSON strings escape quotes, backslashes, control characters and invalid UTF-8") {
   std::string out;
   sluice::s3::append_json_string(out, "q\"b\\n\n\x01\x7f \xc3\xa9 \xff \xe0\x80\x80");

@@ -37,7 +37,7 @@ struct access_log_config {
 struct access_record {
   std::chrono::system_clock::time_point time;  ///< when the request's header was read
   std::string_view remote;                     ///< the client's address
-  std::string_view user;                       ///< access key id, "anonymous", or "-"
+  std::string_view user;                       ///< access key id, "anonymous", or empty (written "-")
   std::string_view method;
   std::string_view bucket;
   std::string_view key;

@@ -925,8 +925,9 @@ void connection<Store, Stream>::record(request& req, unsigned status, std::uint6
   const std::string_view path = !req.direct_path.empty()                   ? std::string_view(req.direct_path)
                                 : bytes_sent > 0 || req.bytes_received > 0 ? std::string_view("http")
                                                                            : std::string_view("none");
+  // Empty before authentication succeeded: the line says "-".
   const std::string_view user = req.auth           ? std::string_view(req.user)
-                                : req.user.empty() ? std::string_view("-")
+                                : req.user.empty() ? std::string_view()
                                                    : std::string_view("anonymous");
   access_record line;
   line.time = req.time;
