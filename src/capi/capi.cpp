@@ -55,7 +55,7 @@ using sluice::error_code;
 template <std::size_t N>
 void copy_string(char (&out)[N], std::string_view text) noexcept {
   const std::size_t n = std::min(text.size(), N - 1);
-  std::memcpy(out, text.data(), n);
+  if (n > 0) std::memcpy(out, text.data(), n);  // an empty view may hold a null pointer
   out[n] = '\0';
 }
 

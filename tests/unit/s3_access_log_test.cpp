@@ -53,7 +53,8 @@ TEST_CASE("a text line has 15 space-separated fields and one newline, whatever t
         "2025-11-25T04:18:00.123Z 127.0.0.1 AK GET b a%20key%0Awith%20%22quotes%22 GetObject 200 - 4096 0 0 http 57 "
         "51c3000001\n");
   auto hostile = sample();
-  const std::string key = std::string("x\n2025-11-25T04:18:00.123Z forged line\r\0 ", 45);
+  constexpr char raw[] = "x\n2025-11-25T04:18:00.123Z forged line\r\0 ";  // a NUL inside: keep every byte
+  const std::string key(raw, sizeof raw - 1);
   hostile.key = key;
   const std::string forged = sluice::s3::format_access_line(hostile, sluice::s3::access_log_format::text);
   CHECK(std::count(forged.begin(), forged.end(), '\n') == 1);
