@@ -2398,15 +2398,22 @@ void server<Store>::stop() {
   s.ready = false;
   // Transfers to peers that vanished would otherwise hold their threads for operation_timeout.
   if (s.config.rdma) s.config.rdma->close();
-  boost::asio::post(s.io, [state = state_] {
+  const auto close_all = [](detail::server_state<Store>& state) {
     error_code ignored;
-    state->acceptor.close(ignored);
-    state->tls_acceptor.close(ignored);
-    state->admin_acceptor.close(ignored);
-    state->log_flush_timer.cancel();
-    std::lock_guard lock(state->mutex);
-    for (auto& [connection, close] : state->closers) close();
-  });
+    state.acceptor.close(ignored);
+    state.tls_acceptor.close(ignored);
+    state.admin_acceptor.close(ignored);
+    state.log_flush_timer.cancel();
+    std::lock_guard lock(state.mutex);
+    for (auto& [connection, close] : state.closers) close();
+  };
+  if (s.threads.empty()) {
+    // Never listening (or listen failed): no thread would run a posted handler, and one holding
+    // the state in the state's own io_context would keep it alive for ever.
+    close_all(s);
+  } else {
+    boost::asio::post(s.io, [state = state_, close_all] { close_all(*state); });
+  }
   // Give connections a moment to finish their last write, then stop the loop.
   for (auto& t : s.threads) {
     if (t.joinable()) t.join();
