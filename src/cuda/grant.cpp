@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -299,6 +300,7 @@ struct cached_source {
   enum class chunk_state : std::uint8_t { absent, queued, registering, registered, failed, copying };
   std::vector<chunk_state> chunks;
   bool evicted = false;  // out of the cache: chunks registered ahead after this are dropped at once
+  std::uint64_t hand_backs = 0;  // chunks copy threads handed back (transfers waiting move them up)
   std::atomic<std::uint64_t> registered_bytes{0};
   int users = 0;  // transfers using it now (the cache's mutex)
 };
@@ -481,7 +483,7 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
     double calls = 0;  // in cudaMemcpyAsync
     for (std::uint64_t index = first; index < last; ++index) {
       const auto wait_start = std::chrono::steady_clock::now();
-      const chunk_outcome outcome = wait_for(*entry, index, assisted.get());
+      const chunk_outcome outcome = wait_for(entry, index, assisted.get());
       const auto call_start = std::chrono::steady_clock::now();
       waited += std::chrono::duration<double>(call_start - wait_start).count();
       if (failure || outcome == chunk_outcome::copy_thread) continue;  // queued chunks still settle first
@@ -515,14 +517,15 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
       std::fprintf(stderr,
                    "sluice grant: write %.1f MiB from offset %llu: %llu chunks (%llu registered already, %llu "
                    "copied through pinned slots), waited %.4f s for registrations, %.4f s in cudaMemcpyAsync, copies "
-                   "queued at %.4f s, done at %.4f s%s; registering thread busy %.4f s since start; clock %.4f to "
-                   "%.4f\n",
+                   "queued at %.4f s, done at %.4f s%s; registering thread busy %.4f s since start; copy threads "
+                   "since start: %.4f s reading, %.4f s in CUDA calls, %.4f s waiting for DMA; clock %.4f to %.4f\n",
                    static_cast<double>(source.length) / (1 << 20), static_cast<unsigned long long>(source.offset),
                    static_cast<unsigned long long>(last - first), static_cast<unsigned long long>(hits),
                    static_cast<unsigned long long>(copied), waited, calls,
                    std::chrono::duration<double>(queued - start).count(),
                    std::chrono::duration<double>(done - start).count(), failure ? " (failed)" : "",
-                   static_cast<double>(register_ns_.load()) / 1e9,
+                   static_cast<double>(register_ns_.load()) / 1e9, static_cast<double>(copy_read_ns_.load()) / 1e9,
+                   static_cast<double>(copy_call_ns_.load()) / 1e9, static_cast<double>(copy_sync_ns_.load()) / 1e9,
                    std::chrono::duration<double>(start.time_since_epoch()).count(),
                    std::chrono::duration<double>(done.time_since_epoch()).count());
     }
@@ -704,51 +707,77 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   enum class chunk_outcome : std::uint8_t { registered, failed, copy_thread };
 
   /// Waits until chunk `index` is registered or failed (queued by this or another transfer), or
-  /// a copy thread took it for `assisted` (this transfer).
-  static chunk_outcome wait_for(cached_source& entry, std::uint64_t index, const assisted_transfer* assisted) {
+  /// a copy thread took it for `assisted` (this transfer). A chunk another transfer's copy thread
+  /// copied goes back to the registering thread's background queue (hand_back); when this transfer
+  /// waits for it, it moves it up to the queue of chunks transfers wait for.
+  chunk_outcome wait_for(const std::shared_ptr<cached_source>& entry, std::uint64_t index,
+                         const assisted_transfer* assisted) {
     using state_t = cached_source::chunk_state;
-    std::unique_lock lock(entry.mutex);
-    const auto& state = entry.chunks[static_cast<std::size_t>(index)];
+    std::unique_lock lock(entry->mutex);
+    const auto& state = entry->chunks[static_cast<std::size_t>(index)];
     const auto ours = [&] {
       return assisted != nullptr && assisted->taken[static_cast<std::size_t>(index - assisted->first)] != 0;
     };
-    entry.settled.wait(lock, [&] {
-      return ours() || (state != state_t::queued && state != state_t::registering && state != state_t::copying);
-    });
+    std::uint64_t hand_backs = entry->hand_backs;  // a change: some chunk came back queued behind
+    for (;;) {
+      entry->settled.wait(lock, [&] {
+        return ours() || (entry->hand_backs != hand_backs && state == state_t::queued) ||
+               (state != state_t::queued && state != state_t::registering && state != state_t::copying);
+      });
+      if (ours() || state != state_t::queued) break;
+      hand_backs = entry->hand_backs;
+      lock.unlock();
+      {
+        const std::lock_guard jobs_lock(jobs_mutex_);
+        jobs_.push_front({entry, index});
+        jobs_ready_.notify_one();
+      }
+      lock.lock();
+    }
     if (ours()) return chunk_outcome::copy_thread;
     return state == state_t::registered ? chunk_outcome::registered : chunk_outcome::failed;
   }
 
-  /// A chunk of `t` worth copying through pinned slots now: the last one still queued for
-  /// registration, when a copy thread would end it sooner than registration reaches it (the
-  /// chunks queued before it, at the rates measured so far); marked taken and copying.
-  std::optional<std::uint64_t> take_chunk(assisted_transfer& t) {
+  /// The chunk a copy thread should copy now: the last chunk in the registering thread's own
+  /// queue that belongs to a cold transfer being helped, when a copy thread would end it sooner
+  /// than registration reaches it (the chunks queued before it, at the rates measured so far);
+  /// marked taken and copying. Judging by the real queue, not by a transfer's place in the
+  /// object, keeps concurrent parts fair (H100 run 12: with three parts of one object at once, the
+  /// copy threads took all 16 chunks of one part and 2 of another, which then waited 0.11 s).
+  /// Called with copy_mutex_ held.
+  std::optional<std::pair<std::shared_ptr<assisted_transfer>, std::uint64_t>> take_chunk() {
     using state_t = cached_source::chunk_state;
-    cached_source& entry = *t.entry;
-    const std::lock_guard lock(entry.mutex);
-    std::uint64_t ahead = 0;  // queued or registering chunks before `index`
-    for (std::uint64_t i = 0; i < t.first; ++i) {
-      const auto st = entry.chunks[static_cast<std::size_t>(i)];
-      ahead += st == state_t::queued || st == state_t::registering ? 1 : 0;
-    }
-    std::optional<std::uint64_t> pick;
-    std::uint64_t ahead_of_pick = 0;
-    for (std::uint64_t i = t.first; i < t.last; ++i) {
-      const auto st = entry.chunks[static_cast<std::size_t>(i)];
-      if (st == state_t::queued && t.taken[static_cast<std::size_t>(i - t.first)] == 0) {
-        pick = i;
-        ahead_of_pick = ahead;
+    if (assisted_.empty()) return std::nullopt;
+    const std::lock_guard jobs_lock(jobs_mutex_);
+    // The chunks still waiting for registration, in line (a job whose chunk was moved up,
+    // registered or taken since is stale; a chunk moved up is counted at its first place).
+    std::vector<std::pair<const job*, std::uint64_t>> line;  // the job, chunks in line before it
+    std::set<std::pair<const cached_source*, std::uint64_t>> seen;
+    for (const job& j : jobs_) {
+      if (!seen.emplace(j.entry.get(), j.index).second) continue;
+      const std::lock_guard lock(j.entry->mutex);
+      if (j.entry->chunks[static_cast<std::size_t>(j.index)] == state_t::queued) {
+        line.emplace_back(&j, line.size());
       }
-      ahead += st == state_t::queued || st == state_t::registering ? 1 : 0;
     }
-    if (!pick) return std::nullopt;
     const double mib = static_cast<double>(config_.chunk_bytes) / (1 << 20);
-    const double register_by = static_cast<double>(ahead_of_pick + 1) * mib * register_ns_per_mib_.load();
-    const double copy_by = mib * copy_ns_per_mib_.load();
-    if (copy_by * 1.25 >= register_by) return std::nullopt;  // registration gets there first
-    entry.chunks[static_cast<std::size_t>(*pick)] = state_t::copying;
-    t.taken[static_cast<std::size_t>(*pick - t.first)] = 1;
-    return pick;
+    const double copy_by = 1.25 * mib * copy_ns_per_mib_.load();
+    for (auto it = line.rbegin(); it != line.rend(); ++it) {
+      const auto [j, before] = *it;
+      // +1: the chunk being registered now. Chunks nearer the front are reached sooner still.
+      if (copy_by >= static_cast<double>(before + 1) * mib * register_ns_per_mib_.load()) return std::nullopt;
+      for (const auto& t : assisted_) {
+        if (t->entry != j->entry || j->index < t->first || j->index >= t->last) continue;
+        auto& taken = t->taken[static_cast<std::size_t>(j->index - t->first)];
+        const std::lock_guard lock(t->entry->mutex);
+        auto& state = t->entry->chunks[static_cast<std::size_t>(j->index)];
+        if (taken != 0 || state != state_t::queued) continue;
+        state = state_t::copying;
+        taken = 1;
+        return std::pair{t, j->index};
+      }
+    }
+    return std::nullopt;
   }
 
   /// A copy thread's pinned slots and, per device, its stream and the slots' events.
@@ -793,15 +822,12 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
         std::unique_lock lock(copy_mutex_);
         for (;;) {
           if (stop.stop_requested()) return;
-          for (const auto& candidate : assisted_) {
-            if (const auto i = take_chunk(*candidate)) {
-              t = candidate;
-              index = *i;
-              ++t->active;
-              break;
-            }
+          if (auto picked = take_chunk()) {
+            t = std::move(picked->first);
+            index = picked->second;
+            ++t->active;
+            break;
           }
-          if (t) break;
           // Nothing worth taking: registration only gains on what is left, so wait for a new transfer.
           seen = copy_generation_;
           copy_ready_.wait(lock, stop, [&] { return copy_generation_ != seen; });
@@ -843,24 +869,35 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
     error_code failure;
     std::array<bool, 2> queued{};
     std::size_t k = 0;
+    using clock = std::chrono::steady_clock;
+    const auto ns_since = [](clock::time_point t0) {
+      return static_cast<std::uint64_t>(std::chrono::duration<double, std::nano>(clock::now() - t0).count());
+    };
     for (std::uint64_t from = at; from < end && !failure; from += config_.copy_slot_bytes, ++k) {
       const std::size_t slot = k % 2;
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(config_.copy_slot_bytes, end - from));
       if (queued[slot]) {
         queued[slot] = false;
-        if (const cudaError_t e = cudaEventSynchronize(d.ready[slot]); e != cudaSuccess) {
+        const auto t0 = clock::now();
+        const cudaError_t e = cudaEventSynchronize(d.ready[slot]);
+        copy_sync_ns_ += ns_since(t0);
+        if (e != cudaSuccess) {
           failure = from_error(e);
           break;
         }
       }
+      const auto t1 = clock::now();
       if (t.entry->file >= 0) {
         failure = pread_all(t.entry->file, own.slots[slot], n, t.entry->file_offset + from);
       } else {
         std::memcpy(own.slots[slot], t.entry->data + from, n);
       }
+      copy_read_ns_ += ns_since(t1);
       if (failure) break;
+      const auto t2 = clock::now();
       cudaError_t e = cudaMemcpyAsync(t.to + (from - t.offset), own.slots[slot], n, cudaMemcpyHostToDevice, d.stream);
       if (e == cudaSuccess) e = cudaEventRecord(d.ready[slot], d.stream);
+      copy_call_ns_ += ns_since(t2);
       if (e != cudaSuccess) failure = from_error(e);
       queued[slot] = e == cudaSuccess;
     }
@@ -874,20 +911,22 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
     return failure;
   }
 
-  /// After a copy thread's copy: a cached entry's chunk is queued for registration (the next GET
-  /// finds it registered), another one's goes back to absent.
+  /// After a copy thread's copy: a cached entry's chunk is queued for registration behind the
+  /// chunks transfers wait for (the next GET finds it registered; a transfer that waits for it
+  /// moves it up), another one's goes back to absent.
   void hand_back(const std::shared_ptr<cached_source>& entry, std::uint64_t index) {
     bool requeue = false;
     {
       const std::lock_guard lock(entry->mutex);
       requeue = entry->cached && !entry->evicted;
+      ++entry->hand_backs;
       entry->chunks[static_cast<std::size_t>(index)] =
           requeue ? cached_source::chunk_state::queued : cached_source::chunk_state::absent;
     }
     entry->settled.notify_all();  // other transfers waiting for it go on waiting for its registration
     if (requeue) {
       const std::lock_guard lock(jobs_mutex_);
-      jobs_.push_back({entry, index});
+      ahead_jobs_.push_back({entry, index});
       jobs_ready_.notify_one();
     }
   }
@@ -991,6 +1030,9 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   std::uint64_t registered_bytes_ = 0;
   std::atomic<std::uint64_t> registrations_{0}, hits_{0}, pageable_copies_{0}, evictions_{0}, open_handles_{0},
       register_ns_{0}, copied_chunks_{0};
+  // Copy threads' time (SLUICE_GRANT_TRACE): reading into pinned slots, inside cudaMemcpyAsync and
+  // cudaEventRecord, waiting for a slot's DMA.
+  std::atomic<std::uint64_t> copy_read_ns_{0}, copy_call_ns_{0}, copy_sync_ns_{0};
   // Rates that decide which chunks the copy threads take, measured as they go; the first values
   // are the H100 host's: registering 4 GiB in ~0.13 s, pread into pinned slots ~6 GiB/s a thread.
   std::atomic<double> register_ns_per_mib_{30'000}, copy_ns_per_mib_{160'000};
@@ -1019,7 +1061,7 @@ error_code ipc_grant::read(std::uint64_t offset, std::uint64_t length, const s3:
 
 std::size_t default_copy_threads() noexcept {
   const unsigned cores = std::thread::hardware_concurrency();
-  return std::clamp<std::size_t>(cores / 2, 1, 8);
+  return std::clamp<std::size_t>(cores > 2 ? cores - 2 : 1, 1, 16);
 }
 
 std::optional<config_error> grant_opener_config::validate() const {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -122,6 +123,7 @@ struct segment_cursor {
 /// One provider's endpoint and its pool of registered staging buffers.
 struct server_plane::provider_state {
   std::shared_ptr<endpoint> ep;
+  std::atomic<std::size_t> active{0};  // write_from/read calls using it now (retired: closed at 0)
   std::vector<aligned_bytes> memory;
   std::vector<memory_region> regions;
   std::mutex mutex;
@@ -180,6 +182,22 @@ void remove_stale_shm_regions() {
 
 }  // namespace
 
+std::shared_ptr<server_plane::provider_state> server_plane::open_provider(const std::string& name, error_code& ec) const {
+  if (name == "shm") remove_stale_shm_regions();
+  auto ep = endpoint::open(name, config_.fabric, ec);
+  if (ec) return nullptr;
+  auto state = std::make_shared<provider_state>();
+  state->ep = ep;
+  for (std::size_t i = 0; i < config_.staging_buffers && !ec; ++i) {
+    state->memory.emplace_back(config_.staging_buffer_bytes);
+    const region mem{state->memory.back().bytes.get(), config_.staging_buffer_bytes, memory_kind::host_pageable, -1};
+    state->regions.push_back(ep->register_memory(mem, access::local, ec));
+    state->free.push_back(i);
+  }
+  if (ec) return nullptr;
+  return state;
+}
+
 std::shared_ptr<server_plane> server_plane::open(const server_plane_config& config, error_code& ec) {
   if (config.validate()) {
     ec = errc::invalid_config;
@@ -189,26 +207,12 @@ std::shared_ptr<server_plane> server_plane::open(const server_plane_config& conf
   plane->config_ = config;
   error_code last = make_fabric_error(-FI_ENODATA);
   for (const std::string& name : candidate_providers(config.fabric.provider, true)) {
-    if (name == "shm") remove_stale_shm_regions();
     error_code e;
-    auto ep = endpoint::open(name, config.fabric, e);
-    if (e) {
+    if (auto state = plane->open_provider(name, e)) {
+      plane->providers_.push_back(std::move(state));
+    } else {
       last = e;
-      continue;
     }
-    auto state = std::make_shared<provider_state>();
-    state->ep = ep;
-    for (std::size_t i = 0; i < config.staging_buffers && !e; ++i) {
-      state->memory.emplace_back(config.staging_buffer_bytes);
-      const region mem{state->memory.back().bytes.get(), config.staging_buffer_bytes, memory_kind::host_pageable, -1};
-      state->regions.push_back(ep->register_memory(mem, access::local, e));
-      state->free.push_back(i);
-    }
-    if (e) {
-      last = e;
-      continue;
-    }
-    plane->providers_.push_back(std::move(state));
   }
   if (plane->providers_.empty()) {
     ec = last;
@@ -221,16 +225,61 @@ std::shared_ptr<server_plane> server_plane::open(const server_plane_config& conf
 server_plane::~server_plane() = default;
 
 void server_plane::close() noexcept {
+  const std::lock_guard lock(providers_mutex_);
+  closed_ = true;
   for (const auto& p : providers_) p->ep->close();
+  for (const auto& p : retired_) p->ep->close();
+  retired_.clear();
+}
+
+std::uint64_t server_plane::reopened() const noexcept { return reopened_.load(); }
+
+void server_plane::reopen(const std::shared_ptr<provider_state>& wedged) {
+  const std::string name = wedged->ep->traits().name;
+  {
+    const std::lock_guard lock(providers_mutex_);
+    if (closed_ || std::find(providers_.begin(), providers_.end(), wedged) == providers_.end()) return;  // done
+  }
+  error_code ec;
+  auto fresh = open_provider(name, ec);  // outside the lock: registering the staging buffers takes a while
+  const std::lock_guard lock(providers_mutex_);
+  const auto at = std::find(providers_.begin(), providers_.end(), wedged);
+  if (!fresh || closed_ || at == providers_.end()) {
+    if (fresh) fresh->ep->close();
+    return;  // not reopened (the old endpoint stays): later transfers decline as before
+  }
+  *at = std::move(fresh);
+  retired_.push_back(wedged);
+  ++reopened_;
+}
+
+void server_plane::reap() {
+  std::vector<std::shared_ptr<provider_state>> idle;
+  {
+    const std::lock_guard lock(providers_mutex_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if ((*it)->active.load() == 0) {
+        idle.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Closing aborts what it still holds (writes to a vanished peer): their completion functions
+  // release the MRs, mappings and staging buffers they kept.
+  for (const auto& p : idle) p->ep->close();
 }
 
 std::vector<std::string> server_plane::providers() const {
+  const std::lock_guard lock(providers_mutex_);
   std::vector<std::string> out;
   for (const auto& p : providers_) out.push_back(p->ep->traits().name);
   return out;
 }
 
 std::shared_ptr<endpoint> server_plane::endpoint_for(std::string_view provider) const {
+  const std::lock_guard lock(providers_mutex_);
   for (const auto& p : providers_) {
     if (p->ep->traits().name == provider) return p->ep;
   }
@@ -241,24 +290,43 @@ bool server_plane::serves(std::string_view provider) const { return endpoint_for
 
 namespace {
 
-/// The common start of write and read: the provider, the peer, and the decline rule.
-template <class Providers>
-std::shared_ptr<server_plane::provider_state> find_provider(const Providers& providers, const s3::rdma_token& token) {
-  for (const auto& p : providers) {
+/// A write_from/read call's hold on its provider, counted in `active` (by find_provider, under
+/// the plane's lock), so that a retired endpoint closes only once no call uses it.
+class provider_use {
+ public:
+  /// Takes over the count find_provider made.
+  explicit provider_use(std::shared_ptr<server_plane::provider_state> counted) : p_(std::move(counted)) {}
+  provider_use(const provider_use&) = delete;
+  provider_use& operator=(const provider_use&) = delete;
+  ~provider_use() {
+    if (p_) --p_->active;
+  }
+  [[nodiscard]] const std::shared_ptr<server_plane::provider_state>& get() const noexcept { return p_; }
+
+ private:
+  std::shared_ptr<server_plane::provider_state> p_;
+};
+
+}  // namespace
+
+std::shared_ptr<server_plane::provider_state> server_plane::find_provider(const s3::rdma_token& token) {
+  reap();
+  const std::lock_guard lock(providers_mutex_);
+  for (const auto& p : providers_) {
     if (p->ep->traits().name == token.provider && p->ep->traits().virtual_addresses() == token.virtual_addresses) {
+      ++p->active;  // the caller's provider_use gives it back (counted under the lock: reap sees it)
       return p;
     }
   }
   return nullptr;
 }
 
-}  // namespace
-
 error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3::rdma_token& token,
                                     const s3::rdma_source& source) {
   const region memory = source.bytes();
   const std::shared_ptr<const void>& owner = source.owner;
-  const auto provider = find_provider(providers_, token);
+  const provider_use use(find_provider(token));
+  const auto& provider = use.get();
   if (!provider) return s3::errc::rdma_not_supported;
   const std::uint64_t length = memory.size;
   if (length == 0) return {};
@@ -301,13 +369,18 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
     // memory's owner stay until they do. The peer stays in the address vector meanwhile, since
     // removing it under outstanding operations is not safe on every provider.
     pending->abandon([mr, owner] {});
+    // libfabric 1.17's shm completes nothing more on an endpoint with writes to a dead peer
+    // outstanding: later requests get a fresh endpoint, and this one closes (aborting what it
+    // holds) once no call uses it.
+    reopen(provider);
   }
   return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
 }
 
 error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_token& token, std::uint64_t length,
                               const s3::rdma_sink& sink) {
-  const auto provider = find_provider(providers_, token);
+  const provider_use use(find_provider(token));
+  const auto& provider = use.get();
   if (!provider) return s3::errc::rdma_not_supported;
   if (length == 0) return {};
   if (token.total_length() < length) return s3::errc::invalid_rdma_token;
@@ -329,6 +402,7 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
   bool reached = false;
   const auto deadline = [&] { return reached ? steady::now() + ep.config().operation_timeout : connect_deadline; };
   error_code failure;
+  bool timed_out = false;  // reads outstanding past their deadline
   std::uint64_t posted = 0;
   while (!failure && (posted < length || !window.empty())) {
     while (posted < length && window.size() < config_.buffers_per_transfer) {
@@ -355,7 +429,8 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
     }
     if (failure || window.empty()) break;
     chunk& head = window.front();
-    if (!head.arrived->wait_idle(deadline()) || head.arrived->error()) {
+    timed_out = !head.arrived->wait_idle(deadline());
+    if (timed_out || head.arrived->error()) {
       failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
       break;
     }
@@ -370,6 +445,7 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
   for (auto& c : window) c.arrived->abandon([provider, slot = c.slot] { provider->release(slot); });
   const bool failed = failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported;
   if (failed && quiet) ep.forget(token.endpoint);  // not under outstanding reads (see write_from)
+  if (timed_out && !quiet) reopen(provider);       // reads that never completed (see write_from)
   return failure;
 }
 

@@ -1419,11 +1419,17 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   // the threshold), else for one part; its answer tells the object's size and ETag.
   std::uint64_t first_length =
       want ? (*want <= config.multipart_threshold ? *want : config.part_size) : config.multipart_threshold;
+  std::uint64_t part_size = config.part_size;
   // With RDMA the first request asks for no more than the destination holds: its token grants
-  // exactly that much memory.
+  // exactly that much memory. A plane that asks for whole transfers (a same-host device grant)
+  // gets the whole destination, or the whole range, in one request.
   path_counter paths;
   std::unique_ptr<rdma_client_plane::grant> grant;
   if (options.via != transfer_via::http && destination.size > 0) {
+    if (const std::uint64_t whole = config.rdma ? config.rdma->request_bytes(destination) : 0; whole != 0) {
+      first_length = std::min(want.value_or(destination.size), whole);
+      part_size = std::max(part_size, whole);
+    }
     first_length = std::min<std::uint64_t>(first_length, destination.size);
     const region first{destination.data, static_cast<std::size_t>(first_length), destination.kind, destination.device};
     grant = grant_for(config, options.via, first, rdma_op::write, out.ec);
@@ -1440,7 +1446,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   job.key = key;
   job.destination = destination;
   job.offset = offset;
-  job.part_size = config.part_size;
+  job.part_size = part_size;
   job.progress = &progress;
   std::uint64_t need = 0;
   std::uint64_t first_bytes = 0;
@@ -1531,7 +1537,8 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
     // The rest as ranged GETs of part_size, parts_in_flight at once.
     job.begin = first_bytes;
     job.end = need;
-    job.parts = (need - first_bytes + job.part_size - 1) / job.part_size;
+    const std::uint64_t rest = need - first_bytes;
+    job.parts = rest / job.part_size + (rest % job.part_size != 0 ? 1 : 0);  // part_size may be near 2^64
     const std::size_t workers = static_cast<std::size_t>(std::min<std::uint64_t>(config.parts_in_flight, job.parts));
     const std::function<asio::awaitable<void>()> worker = [&] { return download_parts(op, job); };
     co_await run_workers(workers, worker);

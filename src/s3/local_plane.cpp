@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -898,6 +899,11 @@ void local_client_plane::release_device(const region& memory) {
   if (at >= it->first + it->second.size) return;
   state_->release(it->second.id);
   state_->devices.erase(it);
+}
+
+std::uint64_t local_client_plane::request_bytes(const region& memory) const noexcept {
+  return memory.kind == memory_kind::cuda_device && state_->config.device ? std::numeric_limits<std::uint64_t>::max()
+                                                                          : 0;
 }
 
 std::unique_ptr<rdma_client_plane::grant> local_client_plane::grant_access(

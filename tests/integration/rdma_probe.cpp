@@ -364,6 +364,34 @@ int run(const options& opt) {
     expect_error(a, 400, "InvalidRDMAToken", buffer, "a token header outside SignedHeaders");
     return 0;
   }
+  if (mode == "garbage-endpoint" || mode == "wrong-key" || mode == "far-address") {
+    // Tokens the server cannot serve, signed by a real user: an endpoint name of all 0xff bytes
+    // (of the provider's length), a key the memory was not registered with, an address 1 GiB
+    // past the registered memory. The request may fail or be declined (the body then comes over
+    // HTTP); it must not hang, crash the server or spoil later requests (rdma_test.py checks).
+    const auto grant = plane->grant_access(whole, s3::rdma_op::write, expires_soon, ec);
+    if (ec) throw failure("grant_access: " + ec.message());
+    s3::rdma_token token = s3::decode_rdma_token(grant->token(), ec);
+    if (ec || token.segments.size() != 1) throw failure("the plane's own token does not decode to one segment");
+    if (mode == "garbage-endpoint") std::fill(token.endpoint.begin(), token.endpoint.end(), std::byte{0xff});
+    if (mode == "wrong-key") token.segments[0].key ^= 0x5a5a5a5aULL;
+    if (mode == "far-address") token.segments[0].address += 1ULL << 30;
+    const auto start = std::chrono::steady_clock::now();
+    const answer a = get(opt, *t, {{"host", t->host}, {"x-amz-rdma-token", s3::encode_rdma_token(token)}});
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "  %s: %s, x-amz-rdma-reply '%s', %.1f s\n", mode.c_str(), a.describe().c_str(),
+                 a.field("x-amz-rdma-reply").c_str(), took);
+    require(a.status != 0, mode + ": the server answered");
+    const bool by_rdma = a.field("x-amz-rdma-reply") == "200";
+    // shm (libfabric 1.17) does not check keys: the server's write then lands where the client's
+    // own token said, in this buffer (nobody else's memory). Every other case must not land.
+    if (!(mode == "wrong-key" && opt.provider == "shm")) {
+      require(!by_rdma, mode + ": not answered as moved by RDMA");
+      std::this_thread::sleep_for(100ms);
+      require(untouched(buffer), mode + ": the buffer is untouched (all 0xA5)");
+    }
+    return 0;
+  }
   if (mode == "vanish" || mode == "vanish-now") {
     const auto grant = plane->grant_access(whole, s3::rdma_op::write, expires_soon, ec);
     if (ec) throw failure("grant_access: " + ec.message());

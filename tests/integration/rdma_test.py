@@ -11,6 +11,8 @@ Scenarios (each one CTest test):
   probe.P       rdma_probe: ranges; expired, short, tampered and unsigned tokens are refused untouched
   vanish.P      clients that exit with a GET by RDMA in flight (mid-transfer, and right after sending it):
                 the server keeps serving, gets its staging buffers back, stays bounded and stops on SIGTERM
+  hostile.P     tokens with a garbage endpoint, a wrong key, an address outside the registration: each
+                request fails or is declined, the server lives, the next GET goes by RDMA at once
   netns         server and client in two network namespaces joined by a veth pair, tcp;ofi_rxm
   netns_multihomed  as netns, with a second interface on the client's side that the server cannot reach
 P is tcp or shm. Exit 0: passed; 77: skipped (a missing tool or privilege, with the reason);
@@ -361,6 +363,28 @@ def test_vanish(h, fabric):
     expect(True, "%s: the server stops on SIGTERM (%.1f s)" % (fabric, time.monotonic() - start))
 
 
+def test_hostile(h, fabric):
+    """Tokens the server cannot serve, each signed by a real user (a garbage endpoint name, a
+    wrong key, an address outside the registered memory): the request fails or is declined,
+    the server lives, and the next request (tokens of the fabric planes are not bound to a user)
+    still goes by RDMA at once. A
+    transfer whose operations never complete leaves its endpoint to a fresh one (reopened)."""
+    size = 3 * MIB + 7
+    src = make_file(os.path.join(h.tmp, "obj"), size, 9)
+    h.put(src, "s3://rdma/obj", "http")
+    out = os.path.join(h.tmp, "obj.out")
+    for mode in ("garbage-endpoint", "wrong-key", "far-address", "garbage-endpoint"):
+        r = h.probe_ok(fabric, mode, h.server.url, "rdma", "obj", timeout=90)
+        said = r.stderr.decode(errors="replace").strip().splitlines()
+        print("  %s" % (said[-1] if said else mode))
+        expect(h.server.proc.poll() is None, "%s: the server lives after a %s token" % (fabric, mode))
+        start = time.monotonic()
+        get = paths_of(h.get("s3://rdma/obj", out, "rdma", fabric).stdout)
+        took = time.monotonic() - start
+        expect(get["rdma_bytes"] == size and sha256(out) == sha256(src) and took < 4,
+               "%s: after a %s token, the next GET goes by RDMA at once (%.1f s)" % (fabric, mode, took))
+
+
 # ------------------------------------------------------------------------------------------
 def ip(*args, check=True):
     r = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
@@ -559,7 +583,8 @@ def main():
              "decline": lambda: test_decline(h),
              "interop": lambda: test_interop(h, fabric),
              "probe": lambda: test_probe(h, fabric),
-             "vanish": lambda: test_vanish(h, fabric)}[test]()
+             "vanish": lambda: test_vanish(h, fabric),
+             "hostile": lambda: test_hostile(h, fabric)}[test]()
             stop(server)
         print("PASSED: rdma %s (%.1f s)" % (scenario, time.monotonic() - started))
         return 0

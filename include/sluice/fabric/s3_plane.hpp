@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,13 +53,28 @@ class server_plane final : public s3::rdma_server_plane {
                                 const s3::rdma_sink& sink) override;
   /// Closes every endpoint (endpoint::close): transfers in flight end with an error now.
   void close() noexcept override;
+  /// How many times an endpoint was replaced: a transfer whose operations did not complete
+  /// within its deadline (a peer that vanished, a token naming memory the provider never
+  /// answers for) leaves its endpoint to a fresh one of the same provider, so one bad token
+  /// never wedges the provider for later requests; the old endpoint closes once no call uses it.
+  [[nodiscard]] std::uint64_t reopened() const noexcept;
 
   struct provider_state;
 
  private:
   server_plane() = default;
+  [[nodiscard]] std::shared_ptr<provider_state> open_provider(const std::string& name, error_code& ec) const;
+  /// The provider serving `token`, counted as in use (the caller's provider_use gives it back).
+  [[nodiscard]] std::shared_ptr<provider_state> find_provider(const s3::rdma_token& token);
+  void reopen(const std::shared_ptr<provider_state>& wedged);
+  void reap();  // closes retired endpoints no call uses any more
+
   server_plane_config config_;
+  mutable std::mutex providers_mutex_;  // providers_, retired_, closed_
   std::vector<std::shared_ptr<provider_state>> providers_;
+  std::vector<std::shared_ptr<provider_state>> retired_;  // replaced, closed when idle
+  bool closed_ = false;
+  std::atomic<std::uint64_t> reopened_{0};
 };
 
 /// How a client plane is opened.

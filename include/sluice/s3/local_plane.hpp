@@ -164,6 +164,10 @@ class local_client_plane final : public rdma_client_plane {
   [[nodiscard]] std::unique_ptr<grant> grant_access(const region& memory, rdma_op op,
                                                     std::chrono::system_clock::time_point expires,
                                                     error_code& ec) override;
+  /// Device memory (with an exporter): no limit, a GET goes in one request (the server copies it
+  /// with several streams and threads); host memory: 0, the client's part_size (the server copies
+  /// each request with its own threads, so parts in flight add copiers).
+  [[nodiscard]] std::uint64_t request_bytes(const region& memory) const noexcept override;
   /// Makes `buffer` grantable. The plane forgets it (and the server unmaps it) when the buffer is
   /// destroyed; the buffer and the plane may be destroyed in either order.
   /// Errors: the server's refusal (s3::errc::access_denied past max_grants_per_session or
