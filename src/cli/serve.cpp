@@ -1,9 +1,10 @@
 // `sluice serve`: an fs_store over S3 with the data planes this build and host have (libfabric,
-// same-host grants, CUDA IPC), users reloaded on SIGHUP.
+// same-host grants, CUDA IPC), their counters in /metrics, users reloaded on SIGHUP.
 #include "cli.hpp"
 
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/local_plane.hpp>
+#include <sluice/s3/metrics.hpp>
 #include <sluice/s3/server.hpp>
 
 #ifdef SLUICE_CLI_WITH_CUDA
@@ -59,6 +60,76 @@ std::optional<s3::server_config> read_server_config(const std::string& file) {
   }
   return config;
 }
+
+// /metrics: the same-host grant plane's sessions and grants.
+s3::metrics_source grant_plane_metrics(std::shared_ptr<s3::local_server_plane> plane) {
+  return [plane = std::move(plane)](s3::metrics_writer& out) {
+    out.family("sluice_grant_sessions", s3::metric_type::gauge, "Same-host grant sessions open now.");
+    out.sample(plane->session_count());
+    out.family("sluice_grant_buffers", s3::metric_type::gauge, "Buffers granted by same-host clients, held now.");
+    out.sample(plane->grant_count());
+  };
+}
+
+#ifdef SLUICE_CLI_WITH_CUDA
+// /metrics: the CUDA grant opener's registration cache of page cache (cudaHostRegister).
+s3::metrics_source grant_opener_metrics(std::shared_ptr<s3::device_grant_opener> opener) {
+  return [opener = std::move(opener)](s3::metrics_writer& out) {
+    const cuda::grant_opener_stats stats = cuda::stats_of(*opener);
+    using s3::metric_type;
+    const auto one = [&out](std::string_view name, metric_type type, std::string_view help, std::uint64_t value) {
+      out.family(name, type, help);
+      out.sample(value);
+    };
+    one("sluice_grant_registered_bytes", metric_type::gauge,
+        "Page cache registered with CUDA now (cudaHostRegister), for GETs into granted GPU memory.",
+        stats.registered_bytes);
+    one("sluice_grant_registrations_total", metric_type::counter, "Chunks of page cache registered.",
+        stats.registrations);
+    one("sluice_grant_cache_hits_total", metric_type::counter, "Chunks a GET found registered already.",
+        stats.cache_hits);
+    one("sluice_grant_evictions_total", metric_type::counter, "Chunks unregistered to stay within the budget.",
+        stats.evictions);
+    one("sluice_grant_copied_chunks_total", metric_type::counter,
+        "Chunks the copy threads moved through pinned buffers while others registered.", stats.copied_chunks);
+    one("sluice_grant_pageable_copies_total", metric_type::counter,
+        "Ranges copied unregistered because registration failed.", stats.pageable_copies);
+    one("sluice_grant_open_handles", metric_type::gauge, "Client GPU allocations opened (CUDA IPC) now.",
+        stats.open_handles);
+    one("sluice_grant_registration_context", metric_type::gauge,
+        "1 when page cache registers in a CUDA context of its own (0: registrations and copies alternate).",
+        stats.registration_context ? 1 : 0);
+  };
+}
+#endif
+
+#ifdef SLUICE_CLI_WITH_FABRIC
+// /metrics: each libfabric provider's RMA counters, registrations and staging buffers.
+s3::metrics_source fabric_plane_metrics(std::shared_ptr<fabric::server_plane> plane) {
+  return [plane = std::move(plane)](s3::metrics_writer& out) {
+    const auto providers = plane->statistics();
+    using s3::metric_type;
+    const auto family = [&](std::string_view name, metric_type type, std::string_view help, auto value_of) {
+      out.family(name, type, help);
+      for (const fabric::server_plane_statistics& p : providers) out.sample(value_of(p), {{"provider", p.provider}});
+    };
+    using stats = fabric::server_plane_statistics;
+    family("sluice_fabric_rma_operations_total", metric_type::counter, "RMA operations posted, by provider.",
+           [](const stats& p) { return p.endpoint.operations; });
+    family("sluice_fabric_rma_bytes_total", metric_type::counter, "Bytes moved by RMA, by provider.",
+           [](const stats& p) { return p.endpoint.bytes; });
+    family("sluice_fabric_rma_errors_total", metric_type::counter, "RMA operations that completed with an error.",
+           [](const stats& p) { return p.endpoint.errors; });
+    family("sluice_fabric_registrations_total", metric_type::counter,
+           "Memory registrations (fi_mr_reg): the staging buffers, then the source of each GET.",
+           [](const stats& p) { return p.endpoint.registrations; });
+    family("sluice_fabric_staging_buffers", metric_type::gauge, "Registered staging buffers (PUT), by provider.",
+           [](const stats& p) { return std::uint64_t{p.staging_buffers}; });
+    family("sluice_fabric_staging_buffers_in_use", metric_type::gauge, "Staging buffers in use now, by provider.",
+           [](const stats& p) { return std::uint64_t{p.staging_buffers - p.staging_buffers_free}; });
+  };
+}
+#endif
 
 // Applies the command line over the --config file's settings; false after saying why not.
 bool apply(const serve_options& o, s3::server_config& config) {
@@ -142,6 +213,7 @@ int serve(const serve_options& o) {
       rdma_status = "off (no libfabric provider opened: " + ec.message() + ")";
     } else {
       config.rdma = rdma;
+      config.metrics_sources.push_back(fabric_plane_metrics(rdma));
       rdma_status.clear();
       for (const auto& name : rdma->providers()) rdma_status += (rdma_status.empty() ? "" : ", ") + name;
     }
@@ -170,6 +242,7 @@ int serve(const serve_options& o) {
     if (o.grant_copy_threads) opener.copy_threads = *o.grant_copy_threads;
     grants.device = cuda::make_grant_opener(opener, cuda_ec);
     if (grants.device) {
+      config.metrics_sources.push_back(grant_opener_metrics(grants.device));
       kinds += cuda::stats_of(*grants.device).registration_context
                    ? ", cuda-ipc"
                    : ", cuda-ipc without a registration context: first GETs register and copy in turn";
@@ -182,6 +255,7 @@ int serve(const serve_options& o) {
       std::fprintf(stderr, "sluice serve: --grant-socket %s: %s\n", grant_choice.c_str(), ec.message().c_str());
       return 1;
     }
+    config.metrics_sources.push_back(grant_plane_metrics(local));
     grant_status = grant_choice + " (" + kinds + ")";
     std::vector<std::shared_ptr<s3::rdma_server_plane>> planes{local};
     if (config.rdma) planes.push_back(config.rdma);
