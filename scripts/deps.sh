@@ -11,6 +11,7 @@ packages=(
   libisal-dev                                # CRC32/CRC32C (S3 flexible checksums)
   libssl-dev                                 # SigV4 crypto (s3)
   libfabric-dev libfabric-bin                # RDMA data plane (fabric)
+  libcli11-dev                               # the sluice CLI's command line
   doctest-dev                                # tests
   clang clang-format clang-tidy              # fuzz preset, lint
   curl awscli python3-boto3 s3cmd rclone     # S3 interop tests (real clients)

@@ -286,6 +286,18 @@ std::shared_ptr<endpoint> server_plane::endpoint_for(std::string_view provider) 
   return nullptr;
 }
 
+std::vector<server_plane_statistics> server_plane::statistics() const {
+  std::vector<server_plane_statistics> out;
+  out.reserve(providers_.size());
+  for (const auto& p : providers_) {
+    server_plane_statistics one{p->ep->traits().name, p->ep->statistics(), p->regions.size(), 0};
+    const std::lock_guard lock(p->mutex);
+    one.staging_buffers_free = p->free.size();
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
 bool server_plane::serves(std::string_view provider) const { return endpoint_for(provider) != nullptr; }
 
 namespace {

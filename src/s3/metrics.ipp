@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <exception>
 
 namespace sluice::s3 {
 
@@ -38,7 +39,59 @@ void append_header(std::string& out, std::string_view name, std::string_view typ
   out += '\n';
 }
 
+// A metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), or with `colon` false a label name.
+bool valid_name(std::string_view name, bool colon) noexcept {
+  if (name.empty()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':');
+    if (!letter && (i == 0 || c < '0' || c > '9')) return false;
+  }
+  return true;
+}
+
 }  // namespace metrics_impl
+
+void metrics_writer::family(std::string_view name, metric_type type, std::string_view help) {
+  name_.clear();
+  if (!metrics_impl::valid_name(name, true)) return;
+  name_ = name;
+  // # HELP text escapes only backslashes and line breaks.
+  std::string escaped;
+  for (const char c : help) {
+    if (c == '\\') {
+      escaped += "\\\\";
+    } else if (c == '\n') {
+      escaped += "\\n";
+    } else {
+      escaped += c;
+    }
+  }
+  metrics_impl::append_header(*out_, name, type == metric_type::counter ? "counter" : "gauge", escaped);
+}
+
+void metrics_writer::sample(std::uint64_t value, std::initializer_list<metric_label> labels) {
+  if (name_.empty()) return;
+  for (const metric_label& label : labels) {
+    if (!metrics_impl::valid_name(label.name, false)) return;
+  }
+  std::string& out = *out_;
+  out += name_;
+  if (labels.size() > 0) {
+    char separator = '{';
+    for (const metric_label& label : labels) {
+      out += separator;
+      out += label.name;
+      out += '=';
+      append_label_value(out, label.value);
+      separator = ',';
+    }
+    out += '}';
+  }
+  out += ' ';
+  out += std::to_string(value);
+  out += '\n';
+}
 
 void append_label_value(std::string& out, std::string_view value) {
   out += '"';
@@ -92,7 +145,7 @@ void server_metrics::rdma_declined(rdma_decline_reason reason) noexcept {
   declines_[static_cast<std::size_t>(reason)].fetch_add(1, metrics_impl::relaxed);
 }
 
-std::string server_metrics::render(std::size_t open_connections) const {
+std::string server_metrics::render(std::size_t open_connections, std::span<const metrics_source> sources) const {
   using metrics_impl::relaxed;
   std::string out;
   out.reserve(8192);
@@ -194,6 +247,19 @@ std::string server_metrics::render(std::size_t open_connections) const {
   }
   metrics_impl::append_header(out, "sluice_open_connections", "gauge", "Client connections open now (HTTP and HTTPS).");
   out += "sluice_open_connections " + std::to_string(open_connections) + '\n';
+  for (const metrics_source& source : sources) {
+    if (!source) continue;
+    const std::size_t before = out.size();
+    metrics_writer writer(out);
+    try {
+      source(writer);
+    } catch (const std::exception& e) {
+      out.resize(before);
+      out += "# a metrics source failed: ";
+      for (const char c : std::string_view(e.what())) out += c == '\n' ? ' ' : c;
+      out += '\n';
+    }
+  }
   return out;
 }
 

@@ -1,10 +1,15 @@
 #!/usr/bin/python3
 """The client commands of the `sluice` CLI (mb, rb, put, get, ls, rm) against a real `sluice serve`
-on an ephemeral loopback port:  cli_test.py SLUICE_BINARY
+on an ephemeral loopback port, and its command line: --help of every command, usage errors (exit 2,
+the unknown option named, "did you mean --X?" for a close one), --json of put, get and ls parsed and
+checked against the objects on the server.  cli_test.py SLUICE_BINARY
 Exit 0: passed; anything else: failed."""
+import datetime
 import hashlib
+import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -24,6 +29,124 @@ class Server(_Server):
         super().__init__(binary, root, AK, SK)
 
 
+
+
+# Each command's options, as its --help must list them.
+OPTIONS = {
+    "serve": ["--root", "--config", "--listen", "--region", "--anonymous", "--no-sigv2", "--access-key", "--secret-key",
+              "--fabric", "--grant-socket", "--grant-copy-threads", "--tls-cert", "--tls-key", "--tls-listen",
+              "--access-log", "--access-log-format", "--admin-listen"],
+    "mb": [], "rb": [], "rm": [],
+    "put": ["--content-type", "--via", "--fabric", "--json"],
+    "get": ["--via", "--fabric", "--json"],
+    "ls": ["--recursive", "--json"],
+}
+CONNECTION = ["--endpoint", "--ca-bundle", "--access-key", "--secret-key", "--region", "--no-progress"]
+
+
+def command_line(binary, env):
+    """--help of the tool and of every command; usage errors name what is wrong, exit 2."""
+    def run(*args):
+        return subprocess.run([binary] + list(args), capture_output=True, text=True, env=env, timeout=60)
+
+    for args in (["--help"], ["-h"], ["help"]):
+        r = run(*args)
+        expect(r.returncode == 0 and "usage: sluice" in r.stdout and r.stderr == "", "sluice %s: exit 0" % args[0])
+        expect(all(re.search(r"^\s+%s\s" % c, r.stdout, re.M) for c in OPTIONS), "sluice %s lists every command" % args[0])
+    for command, options in OPTIONS.items():
+        for args in ([command, "--help"], ["help", command]):
+            r = run(*args)
+            expect(r.returncode == 0 and "usage: sluice %s" % command in r.stdout,
+                   "sluice %s: exit 0 and the usage line" % " ".join(args))
+        listed = re.findall(r"^\s+(--[a-z0-9-]+)", r.stdout, re.M)
+        wanted = options + (CONNECTION if command != "serve" else [])
+        expect(all(o in listed for o in wanted), "sluice %s --help lists %s" % (command, " ".join(wanted) or "its URL"))
+        expect("--help" in r.stdout, "sluice %s --help lists --help" % command)
+
+    # Unknown options: exit 2, named, with the closest option of that command when there is one.
+    for args, named, guess in ((["ls", "--recursiv", "s3://cli"], "--recursiv", "--recursive"),
+                               (["get", "s3://cli/k", "--jsn"], "--jsn", "--json"),
+                               (["put", "f", "s3://cli/k", "--content-typ=x"], "--content-typ", "--content-type"),
+                               (["ls", "--endpoint-url", "http://127.0.0.1:1"], "--endpoint-url", "--endpoint"),
+                               (["serve", "--root", "/nonexistent", "--admin-listn", "127.0.0.1:0"], "--admin-listn",
+                                "--admin-listen"),
+                               (["mb", "s3://cli", "--acess-key", "x"], "--acess-key", "--access-key")):
+        r = run(*args)
+        expect(r.returncode == 2 and ("unknown option %s" % named) in r.stderr
+               and ("did you mean %s?" % guess) in r.stderr and "usage: sluice %s" % args[0] in r.stderr,
+               "sluice %s: exit 2, %s named, did you mean %s?" % (" ".join(args), named, guess))
+        expect(r.stdout == "", "nothing on stdout for %s" % named)
+    r = run("ls", "--bogus", "s3://cli")
+    expect(r.returncode == 2 and "unknown option --bogus" in r.stderr and "did you mean" not in r.stderr,
+           "an option close to none: named, no suggestion")
+    r = run("ls", "--via", "http")
+    expect(r.returncode == 2 and "unknown option --via" in r.stderr and "get" in r.stderr and "put" in r.stderr,
+           "an option of other commands: says which")
+    r = run("srve", "--root", "x")
+    expect(r.returncode == 2 and "unknown command 'srve'" in r.stderr and "did you mean 'serve'?" in r.stderr,
+           "a misspelt command: did you mean 'serve'?")
+    r = run()
+    expect(r.returncode == 2 and "usage: sluice" in r.stderr, "no command: exit 2 and the usage line")
+    for args, what in ((["serve"], "--root is required"), (["serve", "--root", "x", "--tls-cert", "c"], "--tls-key"),
+                       (["serve", "--root", "x", "--listen", "nowhere"], "HOST:PORT"),
+                       (["serve", "--root", "x", "--access-log-format", "xml"], "text, json"),
+                       (["serve", "--root", "x", "--grant-copy-threads", "65"], "0 to 64"),
+                       (["get", "s3://cli/k", "--via", "carrier-pigeon"], "auto, rdma, http"),
+                       (["get", "s3://cli/dir/"], "s3://BUCKET/KEY"), (["mb", "s3://a", "s3://b"], "'s3://b'")):
+        r = run(*args)
+        expect(r.returncode == 2 and what in r.stderr and "usage: sluice %s" % args[0] in r.stderr,
+               "sluice %s: exit 2 (%s)" % (" ".join(args), what))
+
+
+def json_output(cli, ok, tmp):
+    """--json of put, get and ls: one object per line, checked against the objects on the server."""
+    ok("mb", "s3://cli-json")
+    odd = 'json/\u00fcn\u00efc\u00f8d\u00e9 "quoted" \\ key'
+    files = {"json/small": 1000, "json/deeper/three-mib": 3 * MIB, odd: 7}
+    sources = {}
+    for key, size in files.items():
+        sources[key] = make_file(os.path.join(tmp, "json-%d" % size), size, size + 11)
+        for via in ("auto", "http"):
+            r = ok("put", sources[key], "s3://cli-json/" + key, "--json", "--via", via)
+            lines = r.stdout.splitlines()
+            expect(len(lines) == 1, "put --json (%s, --via %s): one line" % (key, via))
+            put = json.loads(lines[0])
+            expect(put["op"] == "put" and put["bucket"] == "cli-json" and put["key"] == key and
+                   put["file"] == sources[key] and put["bytes"] == size and put["etag"] == md5(sources[key]),
+                   "put --json: bucket, key, file, bytes %d and the MD5 ETag" % size)
+            expect(put["rdma_bytes"] + put["http_bytes"] == size and put["declined"] == 0 and put["seconds"] >= 0,
+                   "put --json: the bytes by path add up (rdma %d, http %d)" % (put["rdma_bytes"], put["http_bytes"]))
+            if via == "http":
+                expect(put["http_bytes"] == size and put["rdma_bytes"] == 0 and put["rdma_provider"] is None
+                       and put["http_requests"] >= 1, "put --json --via http: all over HTTP, no provider")
+    for key, size in files.items():
+        out = os.path.join(tmp, "json-out-%d" % size)
+        r = ok("get", "s3://cli-json/" + key, out, "--json", "--via", "http")
+        got = json.loads(r.stdout)
+        expect(got["op"] == "get" and got["bucket"] == "cli-json" and got["key"] == key and got["file"] == out and
+               got["bytes"] == size and got["etag"] == md5(sources[key]) and md5(out) == md5(sources[key]),
+               "get --json of %r: bucket, key, file, bytes, ETag; the file is byte-exact" % key)
+        expect(got["http_bytes"] == size and got["rdma_bytes"] == 0 and got["http_requests"] >= (1 if size else 0),
+               "get --json --via http: %d bytes over HTTP" % size)
+    r = ok("ls", "s3://cli-json/json/", "--recursive", "--json")
+    listed = [json.loads(line) for line in r.stdout.splitlines()]
+    expect(sorted(o["key"] for o in listed) == sorted(files), "ls --recursive --json: one object per key")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for o in listed:
+        expect(o["size"] == files[o["key"]] and o["etag"] == md5(sources[o["key"]]),
+               "ls --json: %r with its size and ETag" % o["key"])
+        when = datetime.datetime.fromisoformat(o["last_modified"].replace("Z", "+00:00"))
+        expect(abs((now - when).total_seconds()) < 600, "ls --json: last_modified %s is ISO 8601, of now" % o["last_modified"])
+    r = ok("ls", "s3://cli-json/json/", "--json")
+    listed = [json.loads(line) for line in r.stdout.splitlines()]
+    expect({"prefix": "json/deeper/"} in listed and sorted(o["key"] for o in listed if "key" in o) ==
+           sorted(k for k in files if "/deeper/" not in k), "ls --json with the delimiter: keys and a prefix object")
+    r = ok("ls", "--json")
+    buckets = [json.loads(line) for line in r.stdout.splitlines()]
+    expect(any(b["bucket"] == "cli-json" and "created" in b for b in buckets), "ls --json of the buckets")
+    for key in files:
+        ok("rm", "s3://cli-json/" + key)
+    ok("rb", "s3://cli-json")
 
 
 def main():
@@ -120,6 +243,9 @@ def main():
         expect(r.returncode == 1 and "refused" in r.stderr, "an https endpoint is taken (no server: connection refused)")
         r = cli("ls", "s3://cli", "--ca-bundle", os.path.join(tmp, "ca.pem"))
         expect(r.returncode == 2 and "ca_bundle" in r.stderr, "--ca-bundle with an http endpoint: exit 2")
+
+        command_line(binary, env)
+        json_output(cli, ok, tmp)
 
         # Credentials from the environment.
         r = subprocess.run([binary, "ls", "s3://cli", "--endpoint", server.url], capture_output=True, text=True,

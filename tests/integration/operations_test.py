@@ -2,13 +2,18 @@
 """Operating `sluice serve`: the access log, the admin listener, bucket ownership across restarts
 and SIGHUP, against real server processes.
   operations_test.py SLUICE_BINARY SCENARIO
-SCENARIO: log-text | log-json | metrics | health | ownership | sighup
+SCENARIO: log-text | log-json | metrics | metrics-planes | health | ownership | sighup
   log-text   --access-log FILE: every request of a mixed run (PUT, GET, HEAD, a 404, a 403, a
              multipart upload) is one line with its status, S3 code and the reply's request id;
              a key with a newline, spaces and quotes stays inside its field
   log-json   the same with --access-log stderr --access-log-format json: one object per line
   metrics    GET /metrics on --admin-listen, parsed as Prometheus text: # TYPE for every family,
              counters grow by what known requests add, histogram buckets cumulative up to +Inf
+  metrics-planes  the data planes' counters the host (sluice serve) appends to /metrics: each
+             libfabric provider's RMA operations, bytes, registrations and staging buffers
+             (--fabric tcp), grow by what an RDMA PUT and GET of the sluice CLI move; the
+             same-host grant plane's gauges; the CUDA grant opener's registration cache when the
+             server opened one (a GPU host); skipped without the tcp provider
   health     /health and /ready answer 200; anything else on the admin port is 404, S3 paths too
   ownership  two users of a --config file each create a bucket; after a restart each still owns
              its own and gets 403 on the other's; a bucket.json without an owner (an older
@@ -352,6 +357,81 @@ def scenario_metrics(binary, tmp):
     return 0
 
 
+def scenario_metrics_planes(binary, tmp):
+    if not shutil.which("curl"):
+        print("skipped: curl is not installed")
+        return SKIP
+    server = Server(binary, os.path.join(tmp, "root"), AK, SK,
+                    extra=["--admin-listen", "127.0.0.1:0", "--fabric", "tcp",
+                           "--grant-socket", os.path.join(tmp, "grants.sock")])
+    try:
+        server.start()
+    except RuntimeError as e:
+        print("skipped: sluice serve --fabric tcp did not start (no libfabric tcp provider here?): %s" % e)
+        return SKIP
+    try:
+        admin = admin_port_of(server)
+        provider = "tcp;ofi_rxm"
+        expect(any(provider in line for line in server.banner), "the server opened %s" % provider)
+        code, before_text = scrape(admin)
+        expect(code == 200, "GET /metrics is 200")
+        types, before, _ = parse_prometheus(before_text)
+        for family, kind in (("sluice_fabric_rma_operations_total", "counter"),
+                             ("sluice_fabric_rma_bytes_total", "counter"),
+                             ("sluice_fabric_rma_errors_total", "counter"),
+                             ("sluice_fabric_registrations_total", "counter"),
+                             ("sluice_fabric_staging_buffers", "gauge"),
+                             ("sluice_fabric_staging_buffers_in_use", "gauge"),
+                             ("sluice_grant_sessions", "gauge"), ("sluice_grant_buffers", "gauge"),
+                             ("sluice_open_connections", "gauge")):
+            expect(types.get(family) == kind, "# TYPE %s %s" % (family, kind))
+        staging = value(before, "sluice_fabric_staging_buffers", provider=provider)
+        expect(staging > 0, "%d staging buffers registered on %s" % (staging, provider))
+        expect(value(before, "sluice_fabric_staging_buffers_in_use", provider=provider) == 0, "none in use when idle")
+        expect(value(before, "sluice_fabric_registrations_total", provider=provider) >= staging,
+               "every staging buffer counts as a registration")
+        expect(value(before, "sluice_grant_sessions") == 0 and value(before, "sluice_grant_buffers") == 0,
+               "no grant sessions or grants yet")
+        # The CUDA grant opener's registration cache: there when the server opened one (a GPU host).
+        cuda = any("cuda-ipc" in line and "no cuda-ipc" not in line for line in server.banner)
+        grant_families = ("sluice_grant_registered_bytes", "sluice_grant_registrations_total",
+                          "sluice_grant_cache_hits_total", "sluice_grant_evictions_total", "sluice_grant_open_handles")
+        if cuda:
+            for family in grant_families:
+                expect(family in types, "%s (the CUDA grant opener)" % family)
+        else:
+            expect(not any(f in types for f in grant_families), "no CUDA grant opener, none of its families")
+
+        src = os.path.join(tmp, "one-mib")
+        with open(src, "wb") as f:
+            f.write(os.urandom(MIB))
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK)
+        common = ["--endpoint", server.url, "--via", "rdma", "--fabric", "tcp", "--no-progress"]
+        for args in (["mb", "s3://planes", "--endpoint", server.url], ["put", src, "s3://planes/k"] + common,
+                     ["get", "s3://planes/k", os.path.join(tmp, "back")] + common):
+            r = subprocess.run([binary] + args, capture_output=True, text=True, env=env, timeout=120)
+            expect(r.returncode == 0, "sluice %s (%s)" % (args[0], (r.stdout + r.stderr).strip()))
+        _, after_text = scrape(admin)
+        _, after, _ = parse_prometheus(after_text)
+
+        def delta(name, **labels):
+            return value(after, name, **labels) - value(before, name, **labels)
+
+        expect(delta("sluice_bytes_total", direction="in", path="rdma") == MIB, "1 MiB in by RDMA (the PUT)")
+        expect(delta("sluice_bytes_total", direction="out", path="rdma") == MIB, "1 MiB out by RDMA (the GET)")
+        expect(delta("sluice_fabric_rma_bytes_total", provider=provider) == 2 * MIB,
+               "the provider's RMAs moved 2 MiB (%d)" % delta("sluice_fabric_rma_bytes_total", provider=provider))
+        expect(delta("sluice_fabric_rma_operations_total", provider=provider) >= 2, "at least one RMA each way")
+        expect(delta("sluice_fabric_rma_errors_total", provider=provider) == 0, "no RMA errors")
+        expect(delta("sluice_fabric_registrations_total", provider=provider) >= 1,
+               "the GET registered its source (%d)" % delta("sluice_fabric_registrations_total", provider=provider))
+        expect(value(after, "sluice_fabric_staging_buffers_in_use", provider=provider) == 0,
+               "the staging buffers went back to the pool")
+    finally:
+        server.stop()
+    return 0
+
+
 def scenario_health(binary, tmp):
     if not shutil.which("curl"):
         print("skipped: curl is not installed")
@@ -498,7 +578,7 @@ def scenario_sighup(binary, tmp):
 
 
 SCENARIOS = {"log-text": scenario_log_text, "log-json": scenario_log_json, "metrics": scenario_metrics,
-             "health": scenario_health, "ownership": scenario_ownership, "sighup": scenario_sighup}
+             "metrics-planes": scenario_metrics_planes, "health": scenario_health, "ownership": scenario_ownership, "sighup": scenario_sighup}
 
 
 def main():

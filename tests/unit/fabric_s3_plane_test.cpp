@@ -45,7 +45,7 @@ struct rdma_pair {
       plane.staging_buffer_bytes = 1 * mib;  // small buffers: every transfer spans several
       plane.staging_buffers = 8;
       error_code ec;
-      config.rdma = fabric::server_plane::open(plane, ec);
+      config.rdma = server_plane = fabric::server_plane::open(plane, ec);
       REQUIRE_MESSAGE(!ec, ec.message());
     }
     server = std::make_unique<s3::server<memory_store>>(store, config);
@@ -66,6 +66,7 @@ struct rdma_pair {
     client->create_bucket("bkt");
   }
   memory_store store;
+  std::shared_ptr<fabric::server_plane> server_plane;
   std::unique_ptr<s3::server<memory_store>> server;
   std::shared_ptr<fabric::client_plane> client_plane;
   std::unique_ptr<s3::client> client;
@@ -108,6 +109,27 @@ TEST_CASE("S3 over RDMA: GET and PUT round trips on shm and tcp;ofi_rxm") {
     rdma_pair pair(provider, provider);
     for (const std::size_t size : {std::size_t{1}, std::size_t{4095}, std::size_t{8 * mib + 1}}) round_trip(pair, size);
   }
+}
+
+TEST_CASE("server plane statistics: RMAs, their bytes, registrations and the staging pool, per provider") {
+  rdma_pair pair("tcp;ofi_rxm", "tcp;ofi_rxm");
+  const auto before = pair.server_plane->statistics();
+  REQUIRE(before.size() == 1);
+  CHECK(before[0].provider == "tcp;ofi_rxm");
+  CHECK(before[0].staging_buffers == 8);
+  CHECK(before[0].staging_buffers_free == 8);
+  CHECK(before[0].endpoint.registrations == 8);  // the staging buffers
+  CHECK(before[0].endpoint.operations == 0);
+  CHECK(before[0].endpoint.bytes == 0);
+  const std::size_t size = 3 * mib + 5;
+  round_trip(pair, size);  // PUT: RMA reads into staging buffers; GET: RMA writes from the registered object
+  const auto after = pair.server_plane->statistics();
+  REQUIRE(after.size() == 1);
+  CHECK(after[0].endpoint.bytes == 2 * size);
+  CHECK(after[0].endpoint.operations >= 2 * 4);  // 1 MiB pieces each way
+  CHECK(after[0].endpoint.errors == 0);
+  CHECK(after[0].endpoint.registrations == 9);  // and the GET's source, for that request
+  CHECK(after[0].staging_buffers_free == 8);    // all back in the pool
 }
 
 TEST_CASE("S3 over RDMA: a ranged GET lands only the range") {

@@ -33,6 +33,14 @@ struct server_plane_config {
   [[nodiscard]] std::optional<config_error> validate() const;
 };
 
+/// What one provider of a server plane did since it opened (for a host's /metrics).
+struct server_plane_statistics {
+  std::string provider;                  ///< e.g. "tcp;ofi_rxm"
+  endpoint_statistics endpoint;          ///< RMAs posted, their bytes and errors; fi_mr_reg calls
+  std::size_t staging_buffers = 0;       ///< registered staging buffers (the PUT pool)
+  std::size_t staging_buffers_free = 0;  ///< of them, free now
+};
+
 /// The server side of the token protocol. Thread-safe; hold it by shared_ptr (server_config::rdma).
 class server_plane final : public s3::rdma_server_plane {
  public:
@@ -45,6 +53,8 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] std::vector<std::string> providers() const;
   /// The endpoint of `provider`, or null.
   [[nodiscard]] std::shared_ptr<endpoint> endpoint_for(std::string_view provider) const;
+  /// The counters of each provider opened, in the order of providers(). Thread-safe.
+  [[nodiscard]] std::vector<server_plane_statistics> statistics() const;
 
   [[nodiscard]] bool serves(std::string_view provider) const override;
   [[nodiscard]] error_code write_from(const s3::rdma_requester& who, const s3::rdma_token& token,

@@ -1,6 +1,6 @@
 // sluice::s3 server metrics: counters a server keeps while it answers (atomics, relaxed: a few
 // increments per request), rendered in the Prometheus text exposition format 0.0.4 for the admin
-// listener's GET /metrics.
+// listener's GET /metrics, followed by the families of the host's metrics sources.
 #pragma once
 
 #include <sluice/s3/router.hpp>
@@ -10,6 +10,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,6 +28,41 @@ enum class rdma_decline_reason {
   provider,  ///< the token's provider is not one the server serves
   plane,     ///< the plane declined the transfer (it could not reach or register the memory)
 };
+
+/// The kind of a metric family that a metrics_source writes.
+enum class metric_type { counter, gauge };
+
+/// One label of a sample: name="value".
+struct metric_label {
+  std::string_view name;   ///< [a-zA-Z_][a-zA-Z0-9_]*
+  std::string_view value;  ///< any bytes; escaped as the text format wants
+};
+
+/// Appends metric families to a /metrics answer in the Prometheus text format: each family's
+/// # HELP and # TYPE, then its samples. The server hands one to each metrics_source.
+class metrics_writer {
+ public:
+  explicit metrics_writer(std::string& out) noexcept : out_(&out) {}
+
+  /// Starts the family `name` ([a-zA-Z_:][a-zA-Z0-9_:]*; counters end in _total); the samples
+  /// that follow belong to it. An invalid name skips the family and its samples, so that a
+  /// scrape never fails to parse.
+  void family(std::string_view name, metric_type type, std::string_view help);
+  /// One sample of the current family, with `labels` (a sample with an invalid label name, or
+  /// before any family, is skipped).
+  void sample(std::uint64_t value, std::initializer_list<metric_label> labels = {});
+
+ private:
+  std::string* out_;
+  std::string name_;  // the current family; empty: none, or skipped
+};
+
+/// Metrics a host keeps of parts the S3 tier does not link (CUDA grant registration caches,
+/// libfabric endpoints), appended to /metrics after the server's own at every scrape
+/// (server_config::metrics_sources). Called on an io thread, at once from concurrent scrapes:
+/// thread-safe, quick and non-blocking. Names must differ from the server's own families. If it
+/// throws, what it wrote is dropped and a comment says so.
+using metrics_source = std::function<void(metrics_writer&)>;
 
 /// The metrics of one server. Every member function is thread-safe; the recording ones are
 /// lock-free and cheap enough for every request.
@@ -44,8 +82,9 @@ class server_metrics {
   void add_bytes(byte_direction direction, byte_path path, std::uint64_t n) noexcept;
   void rdma_declined(rdma_decline_reason reason) noexcept;
 
-  /// Every metric with # HELP and # TYPE; series of requests and errors only once they counted.
-  [[nodiscard]] std::string render(std::size_t open_connections) const;
+  /// Every metric with # HELP and # TYPE; series of requests and errors only once they counted;
+  /// then what each of `sources` writes, in order.
+  [[nodiscard]] std::string render(std::size_t open_connections, std::span<const metrics_source> sources = {}) const;
 
  private:
   static constexpr std::size_t operation_count = static_cast<std::size_t>(operation::delete_object_tagging) + 1;

@@ -8,6 +8,7 @@
 #include <sluice/memory_store.hpp>
 #include <sluice/s3/access_log.hpp>
 #include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/metrics.hpp>
 #include <sluice/s3/rdma.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -86,6 +87,9 @@ struct server_config {
   access_log_config access_log;
   /// Metrics, health and readiness on a separate port; off by default.
   std::optional<admin_listener> admin_listen;
+  /// The host's own families, appended to /metrics at every scrape (the registration caches
+  /// of planes the S3 tier does not link, say); see metrics_source.
+  std::vector<metrics_source> metrics_sources;
 
   /// The first problem, or nullopt.
   [[nodiscard]] std::optional<config_error> validate() const;

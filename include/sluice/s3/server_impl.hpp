@@ -2329,15 +2329,16 @@ void server<Store>::listen(error_code& ec) {
     // The route reads the state through a weak pointer: admin connections never keep it alive.
     std::weak_ptr<detail::server_state<Store>> weak = state_;
     asio::co_spawn(s.io,
-                   detail::admin_accept_loop(s.admin_acceptor,
-                                             [weak](std::string_view method, std::string_view target) {
-                                               auto st = weak.lock();
-                                               if (!st) return detail::admin_answer{503, "stopping\n"};
-                                               return detail::admin_route(
-                                                   method, target,
-                                                   [&st] { return st->metrics.render(st->connections.load()); },
-                                                   st->ready.load() && !st->stopping.load());
-                                             }),
+                   detail::admin_accept_loop(
+                       s.admin_acceptor,
+                       [weak](std::string_view method, std::string_view target) {
+                         auto st = weak.lock();
+                         if (!st) return detail::admin_answer{503, "stopping\n"};
+                         return detail::admin_route(
+                             method, target,
+                             [&st] { return st->metrics.render(st->connections.load(), st->config.metrics_sources); },
+                             st->ready.load() && !st->stopping.load());
+                       }),
                    asio::detached);
   }
   if (s.log) asio::co_spawn(s.io, detail::flush_access_log(state_), asio::detached);

@@ -1,0 +1,412 @@
+// The command line of `sluice` (cli.hpp): one CLI::App with a subcommand per command. Every
+// usage error exits 2 with a message that names the problem, the command's usage line and
+// where its --help is; an unknown option close to a known one gets "did you mean --X?".
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace sluice::cli {
+
+std::string provider_name(std::string_view choice) {
+  std::string out;
+  for (std::size_t at = 0; at <= choice.size();) {
+    const std::size_t comma = std::min(choice.find(',', at), choice.size());
+    const std::string_view one = choice.substr(at, comma - at);
+    out += out.empty() ? "" : ",";
+    out += one == "tcp" ? "tcp;ofi_rxm" : one == "verbs" ? "verbs;ofi_rxm" : std::string(one);
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::optional<std::pair<std::string, std::uint16_t>> host_port(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::uint16_t port = 0;
+  const auto [end, problem] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
+  if (problem != std::errc{} || end != text.data() + text.size() || colon + 1 == text.size()) return std::nullopt;
+  return std::pair{std::string(text.substr(0, colon)), port};
+}
+
+std::optional<std::pair<std::string, std::string>> split_s3_url(std::string_view text) {
+  if (!text.starts_with("s3://")) return std::nullopt;
+  text.remove_prefix(5);
+  const auto slash = text.find('/');
+  std::pair<std::string, std::string> url{std::string(text.substr(0, slash)),
+                                          slash == std::string_view::npos ? "" : std::string(text.substr(slash + 1))};
+  if (url.first.empty()) return std::nullopt;
+  return url;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Values: CLI11 validators without a description of their own (the option's type name says it).
+
+CLI::Validator check(std::function<std::string(const std::string&)> problem) {
+  return {[problem = std::move(problem)](std::string& value) { return problem(value); }, ""};
+}
+
+CLI::Validator address(bool or_off) {
+  return check([or_off](const std::string& value) -> std::string {
+    if ((or_off && value == "off") || host_port(value)) return {};
+    return "'" + value + "' is not HOST:PORT" + (or_off ? " or off" : "");
+  });
+}
+
+CLI::Validator one_of(std::vector<std::string> choices) {
+  return check([choices = std::move(choices)](const std::string& value) -> std::string {
+    if (std::find(choices.begin(), choices.end(), value) != choices.end()) return {};
+    std::string text = "'" + value + "' is not one of ";
+    for (std::size_t i = 0; i < choices.size(); ++i) text += (i == 0 ? "" : ", ") + choices[i];
+    return text;
+  });
+}
+
+enum class url_shape { bucket, object, file_object, any };  // file_object: a key that names a file, not ending in /
+
+CLI::Validator s3_url(url_shape shape) {
+  return check([shape](const std::string& value) -> std::string {
+    const auto url = split_s3_url(value);
+    if (shape == url_shape::bucket && (!url || !url->second.empty())) return "'" + value + "' is not s3://BUCKET";
+    if (shape == url_shape::object && (!url || url->second.empty())) return "'" + value + "' is not s3://BUCKET/KEY";
+    if (shape == url_shape::file_object && (!url || url->second.empty() || url->second.ends_with('/'))) {
+      return "'" + value + "' is not s3://BUCKET/KEY (a KEY not ending in /)";
+    }
+    if (!url) return "'" + value + "' is not s3://BUCKET[/KEY]";
+    return {};
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Suggestions for an unknown option or command.
+
+// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+// neighbouring letters each count one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The candidate `word` most likely meant: the fewest edits, at most two and at most half the
+// word's letters, else one of the two a prefix of the other (at least three letters); or empty.
+std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_score = std::numeric_limits<std::size_t>::max();
+  for (const std::string& candidate : candidates) {
+    const std::size_t distance = edit_distance(word, candidate);
+    std::size_t score = std::numeric_limits<std::size_t>::max();
+    if (distance <= 2 && distance * 2 <= word.size()) {
+      score = distance;
+    } else if (std::min(word.size(), candidate.size()) >= 3 &&
+               (candidate.starts_with(word) || word.starts_with(candidate))) {
+      score = 3;
+    }
+    if (score < best_score) {
+      best_score = score;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+// The long option names of `app`, without their dashes.
+std::vector<std::string> long_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) out.push_back(name);
+  }
+  return out;
+}
+
+// What is wrong with `word`, left over on the command line of `where` (root: the whole tool).
+std::string problem_with(const std::string& word, const CLI::App& where, const CLI::App& root) {
+  if (!word.starts_with("-")) {
+    if (&where != &root) return "unexpected argument '" + word + "'";
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : root.get_subcommands([](const CLI::App*) { return true; })) {
+      commands.push_back(sub->get_name());
+    }
+    const std::string guess = closest(word, commands);
+    return "unknown command '" + word + "'" + (guess.empty() ? "" : " (did you mean '" + guess + "'?)");
+  }
+  if (!word.starts_with("--")) return "unknown option " + word;
+  const std::string name = word.substr(2, word.find('=') - 2);
+  std::string text = "unknown option --" + name;
+  if (const std::string guess = closest(name, long_names(where)); !guess.empty()) {
+    return text + " (did you mean --" + guess + "?)";
+  }
+  // An option of other commands: say which.
+  std::string others;
+  for (const CLI::App* sub : root.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub == &where) continue;
+    const auto names = long_names(*sub);
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      others += (others.empty() ? "" : ", ") + sub->get_name();
+  }
+  if (!others.empty()) text += " (an option of sluice " + others + ")";
+  return text;
+}
+
+// Help and usage lines as sluice prints them.
+std::shared_ptr<CLI::Formatter> make_formatter() {
+  auto formatter = std::make_shared<CLI::Formatter>();
+  formatter->label("Usage", "usage");
+  formatter->label("SUBCOMMAND", "COMMAND");
+  formatter->column_width(36);
+  return formatter;
+}
+
+// The failure message of every usage error: what is wrong, the usage line, where --help is.
+std::string failure_message(const CLI::App* root, const CLI::Error& error) {
+  const auto selected = root->get_subcommands();
+  const CLI::App& where = selected.empty() ? *root : *selected.front();
+  const std::string command = selected.empty() ? "sluice" : "sluice " + where.get_name();
+  std::vector<const CLI::App*> apps{root};
+  if (&where != root) apps.push_back(&where);
+  std::vector<std::string> problems;
+  for (const CLI::App* app : apps) {
+    for (const std::string& word : app->remaining(false)) problems.push_back(problem_with(word, where, *root));
+  }
+  // Left-over words explain an ExtrasError, and "a subcommand is required" when they hold an
+  // unknown command; any other error is said too.
+  const bool no_command = selected.empty() && dynamic_cast<const CLI::RequiredError*>(&error) != nullptr;
+  if (no_command && problems.empty()) {
+    problems.emplace_back("a command is needed: serve, mb, rb, put, get, ls or rm");
+  } else if (problems.empty() || (!no_command && dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr)) {
+    problems.emplace_back(error.what());
+  }
+  std::string out;
+  for (const std::string& problem : problems) {
+    out += command;
+    out += ": ";
+    out += problem;
+    out += '\n';
+  }
+  out += make_formatter()->make_usage(&where, command);
+  out += "Run '" + command + " --help' for more.\n";
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The commands.
+
+// An option that sets `target` only when given (nullopt: the default, or the config file's, stands).
+template <class T>
+CLI::Option* optional_option(CLI::App& app, const std::string& name, std::optional<T>& target,
+                             const std::string& help) {
+  return app.add_option_function<T>(
+      name, [&target](const T& value) { target = value; }, help);
+}
+
+void add_serve(CLI::App& app, serve_options& o) {
+  CLI::App& serve =
+      *app.add_subcommand("serve", "Serve a directory over S3, with RDMA and same-host grants")->group("Commands");
+  serve.add_option("--root", o.root, "The store's directory")->required()->type_name("DIR");
+  optional_option(serve, "--config", o.config_file, "Server settings (JSON; docs/s3.md); SIGHUP reloads its users")
+      ->type_name("FILE");
+  optional_option(serve, "--listen", o.listen, "S3 over HTTP here (default 127.0.0.1:9000); off: HTTPS only")
+      ->type_name("HOST:PORT|off")
+      ->check(address(true));
+  optional_option(serve, "--region", o.region, "Refuse requests signed for another region")->type_name("R");
+  serve.add_flag("--anonymous", o.anonymous, "Unsigned requests act as the first user");
+  serve.add_flag("--no-sigv2", o.no_sigv2, "Refuse AWS Signature Version 2 with 403 (SigV4 only)");
+  serve.add_option("--access-key", o.access_key, "A user's access key")->type_name("AK")->envname("AWS_ACCESS_KEY_ID");
+  serve.add_option("--secret-key", o.secret_key, "Its secret")->type_name("SK")->envname("AWS_SECRET_ACCESS_KEY");
+  serve.add_option("--fabric", o.fabric, "RDMA providers (default auto: hardware and tcp, never shm)")
+      ->type_name("auto|shm|tcp|verbs|efa|off");
+  optional_option(serve, "--grant-socket", o.grant_socket,
+                  "Same-host grants (memfd, CUDA IPC) here (default /tmp/sluice-PORT.sock)")
+      ->type_name("PATH|off");
+  optional_option(serve, "--grant-copy-threads", o.grant_copy_threads,
+                  "CUDA builds: CPU threads that copy cold objects into GPU memory while the rest registers "
+                  "(default: half the cores, at most 8; 0: registration only)")
+      ->type_name("0..64")
+      ->check(check([](const std::string& value) -> std::string {
+        std::size_t n = 0;
+        const auto [end, problem] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (problem == std::errc{} && end == value.data() + value.size() && n <= 64) return {};
+        return "'" + value + "' is not a count from 0 to 64";
+      }));
+  auto* cert = optional_option(serve, "--tls-cert", o.tls_cert, "Also serve HTTPS with this certificate chain")
+                   ->type_name("PEM");
+  auto* key = optional_option(serve, "--tls-key", o.tls_key, "Its private key (unencrypted)")->type_name("PEM");
+  cert->needs(key);
+  key->needs(cert);
+  optional_option(serve, "--tls-listen", o.tls_listen, "HTTPS here (default: the --listen host, port 9443)")
+      ->type_name("HOST:PORT")
+      ->check(address(false))
+      ->needs(cert);
+  optional_option(serve, "--access-log", o.access_log,
+                  "One line per request to stderr or FILE (appended; reopened on SIGHUP); default off")
+      ->type_name("off|stderr|FILE")
+      ->check(check([](const std::string& value) { return value.empty() ? std::string("empty") : std::string(); }));
+  optional_option(serve, "--access-log-format", o.access_log_format, "text (default) or json")
+      ->type_name("text|json")
+      ->check(one_of({"text", "json"}));
+  optional_option(serve, "--admin-listen", o.admin_listen,
+                  "GET /metrics, /health and /ready here (plain HTTP, no auth); default off")
+      ->type_name("HOST:PORT|off")
+      ->check(address(true));
+  serve.footer(
+      "--fabric shm: libfabric's shm checks no keys or ranges, so every local process that can sign a\n"
+      "request can read and write the memory of any other shm peer: only for hosts whose local users\n"
+      "all trust each other. A list (shm,tcp) opens several.\n"
+      "SIGHUP reloads the users of --config FILE (connections stay open) and reopens the access log.");
+}
+
+void add_connection(CLI::App& command, client_options& o) {
+  command.add_option("--endpoint", o.endpoint, "The S3 server (https://HOST[:PORT] for TLS)")
+      ->type_name("URL")
+      ->capture_default_str()
+      ->group("Connection");
+  command.add_option("--ca-bundle", o.ca_bundle, "https: the CAs to trust (default: the system's)")
+      ->type_name("PEM")
+      ->group("Connection");
+  command.add_option("--access-key", o.access_key, "Access key")
+      ->type_name("AK")
+      ->envname("AWS_ACCESS_KEY_ID")
+      ->group("Connection");
+  command.add_option("--secret-key", o.secret_key, "Secret key")
+      ->type_name("SK")
+      ->envname("AWS_SECRET_ACCESS_KEY")
+      ->group("Connection");
+  command.add_option("--region", o.region, "Signing region (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)")
+      ->type_name("R")
+      ->group("Connection");
+  command.add_flag("--no-progress", o.no_progress, "No progress bar (drawn only on a terminal)");
+}
+
+void add_transfer(CLI::App& command, client_options& o) {
+  command.add_option("--via", o.via, "How the bytes move: RDMA when the server takes it, else HTTP; or only one")
+      ->type_name("auto|rdma|http")
+      ->capture_default_str()
+      ->check(one_of({"auto", "rdma", "http"}));
+  command.add_option("--fabric", o.fabric, "The RDMA provider")
+      ->type_name("auto|shm|tcp|verbs|efa")
+      ->capture_default_str();
+  command.add_flag("--json", o.json,
+                   "One JSON object on stdout: bucket, key, file, bytes, etag, seconds, rdma/http bytes and requests");
+}
+
+struct client_spec {
+  client_command command;
+  const char* name;
+  const char* description;
+};
+
+constexpr std::array<client_spec, 6> client_specs = {{
+    {client_command::mb, "mb", "Make a bucket"},
+    {client_command::rb, "rb", "Remove an empty bucket"},
+    {client_command::put, "put", "Upload a file (KEY ending in / or left out: the file's name is added)"},
+    {client_command::get, "get", "Download an object to FILE.partial, then rename it to FILE"},
+    {client_command::ls, "ls", "List the buckets, or a bucket's keys under a prefix"},
+    {client_command::rm, "rm", "Delete an object"},
+}};
+
+CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) {
+  CLI::App& command = *app.add_subcommand(spec.name, spec.description)->group("Commands");
+  switch (spec.command) {
+    case client_command::mb:
+    case client_command::rb:
+      command.add_option("URL", o.url, "s3://BUCKET")->type_name("")->required()->check(s3_url(url_shape::bucket));
+      break;
+    case client_command::put:
+      command.add_option("FILE", o.file, "The file to upload")->type_name("")->required();
+      command.add_option("URL", o.url, "s3://BUCKET[/KEY]")->type_name("")->required()->check(s3_url(url_shape::any));
+      command.add_option("--content-type", o.content_type, "The object's Content-Type")->type_name("T");
+      add_transfer(command, o);
+      break;
+    case client_command::get:
+      command.add_option("URL", o.url, "s3://BUCKET/KEY")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::file_object));
+      command.add_option("FILE", o.file, "The target file or directory (default: the key's name)")->type_name("");
+      add_transfer(command, o);
+      break;
+    case client_command::ls:
+      command.add_option("URL", o.url, "s3://BUCKET[/PREFIX] (none: the buckets)")
+          ->type_name("")
+          ->check(s3_url(url_shape::any));
+      command.add_flag("--recursive", o.recursive, "Every key under the prefix, not folded at /");
+      command.add_flag("--json", o.json,
+                       "One JSON object per line: key, size, etag, last_modified; prefix; or bucket, created");
+      break;
+    case client_command::rm:
+      command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
+      break;
+  }
+  add_connection(command, o);
+  return command;
+}
+
+std::string env_or(const char* name, std::string fallback) {
+  // The CLI reads the environment once, before any thread starts (the library never does).
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+  return value != nullptr && *value != '\0' ? std::string(value) : std::move(fallback);
+}
+
+}  // namespace
+
+command_line parse_command_line(int argc, const char* const* argv) {
+  CLI::App app("sluice: storage to GPU memory over S3, RDMA and same-host grants", "sluice");
+  app.formatter(make_formatter());
+  app.failure_message(failure_message);
+  app.require_subcommand(1);
+  // An option given twice: the last one counts (as with a shell alias that sets a default).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  serve_options serve;
+  add_serve(app, serve);
+  client_options client;
+  std::vector<std::pair<const CLI::App*, client_command>> commands;
+  commands.reserve(client_specs.size());
+  for (const client_spec& spec : client_specs) commands.emplace_back(&add_client(app, spec, client), spec.command);
+  // After the subcommands: they would inherit it.
+  app.footer(
+      "Credentials: --access-key and --secret-key, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.\n"
+      "'sluice COMMAND --help' shows a command's options.");
+
+  // `sluice help [COMMAND]` is `sluice [COMMAND] --help`.
+  std::vector<const char*> args(argv, argv + argc);
+  if (args.size() >= 2 && std::string_view(args[1]) == "help") {
+    args.erase(args.begin() + 1);
+    args.insert(args.begin() + std::min<std::ptrdiff_t>(2, static_cast<std::ptrdiff_t>(args.size())), "--help");
+  }
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help printed, or the failure message
+  }
+  for (const auto& [command, which] : commands) {
+    if (!command->parsed()) continue;
+    client.command = which;
+    if (client.region.empty()) client.region = env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1"));
+    return client;
+  }
+  return serve;
+}
+
+}  // namespace sluice::cli

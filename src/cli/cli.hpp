@@ -1,0 +1,82 @@
+// The `sluice` command-line tool, in three parts: the command line (args.cpp, CLI11: every
+// subcommand, its options, --help and the usage errors), `sluice serve` (serve.cpp) and the
+// client commands mb, rb, put, get, ls and rm (commands.cpp). Internal to the tool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace sluice::cli {
+
+/// `sluice serve`'s command line. Options left out are nullopt: the --config file's value, or
+/// the default, stands.
+struct serve_options {
+  std::string root;
+  std::optional<std::string> config_file;
+  std::optional<std::string> listen;  ///< HOST:PORT or off
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  std::optional<std::string> tls_listen;  ///< HOST:PORT
+  std::optional<std::string> region;
+  bool anonymous = false;
+  bool no_sigv2 = false;
+  std::string access_key;  ///< --access-key, else AWS_ACCESS_KEY_ID, else none
+  std::string secret_key;  ///< --secret-key, else AWS_SECRET_ACCESS_KEY
+  std::string fabric = "auto";
+  std::optional<std::string> grant_socket;  ///< PATH or off; default /tmp/sluice-PORT.sock
+  std::optional<std::size_t> grant_copy_threads;
+  std::optional<std::string> access_log;         ///< off, stderr or FILE
+  std::optional<std::string> access_log_format;  ///< text or json
+  std::optional<std::string> admin_listen;       ///< HOST:PORT or off
+};
+
+enum class client_command { mb, rb, put, get, ls, rm };
+
+/// The command line of a client command; the URL and file were checked for the command's shape.
+struct client_options {
+  client_command command = client_command::ls;
+  std::string url;   ///< s3://BUCKET[/KEY]; empty for `ls` of the buckets
+  std::string file;  ///< put: the source; get: the target (empty: the key's name)
+  std::string endpoint = "http://127.0.0.1:9000";
+  std::string ca_bundle;
+  std::string access_key;  ///< --access-key, else AWS_ACCESS_KEY_ID
+  std::string secret_key;  ///< --secret-key, else AWS_SECRET_ACCESS_KEY
+  std::string region;      ///< --region, else AWS_REGION, AWS_DEFAULT_REGION, us-east-1
+  std::string content_type;
+  std::string via = "auto";
+  std::string fabric = "auto";
+  bool recursive = false;
+  bool no_progress = false;
+  bool json = false;  ///< one JSON object per line on stdout
+};
+
+/// What the command line asks for: a command, or the exit code when it is settled already
+/// (0 after --help, 2 after a usage error, both printed).
+using command_line = std::variant<int, serve_options, client_options>;
+
+/// Parses argv with CLI11. Usage errors go to stderr with the command's usage line, naming the
+/// unknown option or argument and, for an option close to a known one, "did you mean --X?".
+[[nodiscard]] command_line parse_command_line(int argc, const char* const* argv);
+
+/// Runs `sluice serve` until SIGINT or SIGTERM; the exit code.
+[[nodiscard]] int serve(const serve_options& options);
+
+/// Runs a client command; the exit code (1: the request failed, 2: a bad configuration).
+[[nodiscard]] int run_client(const client_options& options);
+
+/// --fabric: a short name or a libfabric provider name, or several separated by commas
+/// ("tcp" is "tcp;ofi_rxm", "verbs" is "verbs;ofi_rxm").
+[[nodiscard]] std::string provider_name(std::string_view choice);
+
+/// "HOST:PORT" split at its last colon, or nullopt.
+[[nodiscard]] std::optional<std::pair<std::string, std::uint16_t>> host_port(std::string_view text);
+
+/// s3://BUCKET[/KEY] split: bucket and key (the key may be empty), or nullopt.
+[[nodiscard]] std::optional<std::pair<std::string, std::string>> split_s3_url(std::string_view text);
+
+}  // namespace sluice::cli

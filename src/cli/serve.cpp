@@ -1,0 +1,345 @@
+// `sluice serve`: an fs_store over S3 with the data planes this build and host have (libfabric,
+// same-host grants, CUDA IPC), their counters in /metrics, users reloaded on SIGHUP.
+#include "cli.hpp"
+
+#include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/local_plane.hpp>
+#include <sluice/s3/metrics.hpp>
+#include <sluice/s3/server.hpp>
+
+#ifdef SLUICE_CLI_WITH_CUDA
+#include <sluice/cuda/grant.hpp>
+#endif
+#ifdef SLUICE_CLI_WITH_FABRIC
+#include <sluice/fabric/s3_plane.hpp>
+#endif
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace sluice::cli {
+
+namespace {
+
+namespace s3 = sluice::s3;
+
+// The default same-host grant socket of a server on `port`; clients on this host look there.
+std::string default_grant_socket(std::uint16_t port) {
+  return port != 0 ? "/tmp/sluice-" + std::to_string(port) + ".sock"
+                   : "/tmp/sluice-pid" + std::to_string(::getpid()) + ".sock";
+}
+
+// The server configuration of the --config file, or nullopt after saying why not.
+std::optional<s3::server_config> read_server_config(const std::string& file) {
+  std::ifstream in{file};
+  std::stringstream text;
+  text << in.rdbuf();
+  error_code ec;
+  config_error error;
+  if (!in) {
+    std::fprintf(stderr, "sluice serve: cannot read %s\n", file.c_str());
+    return std::nullopt;
+  }
+  auto config = s3::parse_server_config(text.str(), ec, error);
+  if (ec) {
+    std::fprintf(stderr, "sluice serve: %s: %s\n", file.c_str(), error.message().c_str());
+    return std::nullopt;
+  }
+  return config;
+}
+
+// /metrics: the same-host grant plane's sessions and grants.
+s3::metrics_source grant_plane_metrics(std::shared_ptr<s3::local_server_plane> plane) {
+  return [plane = std::move(plane)](s3::metrics_writer& out) {
+    out.family("sluice_grant_sessions", s3::metric_type::gauge, "Same-host grant sessions open now.");
+    out.sample(plane->session_count());
+    out.family("sluice_grant_buffers", s3::metric_type::gauge, "Buffers granted by same-host clients, held now.");
+    out.sample(plane->grant_count());
+  };
+}
+
+#ifdef SLUICE_CLI_WITH_CUDA
+// /metrics: the CUDA grant opener's registration cache of page cache (cudaHostRegister).
+s3::metrics_source grant_opener_metrics(std::shared_ptr<s3::device_grant_opener> opener) {
+  return [opener = std::move(opener)](s3::metrics_writer& out) {
+    const cuda::grant_opener_stats stats = cuda::stats_of(*opener);
+    using s3::metric_type;
+    const auto one = [&out](std::string_view name, metric_type type, std::string_view help, std::uint64_t value) {
+      out.family(name, type, help);
+      out.sample(value);
+    };
+    one("sluice_grant_registered_bytes", metric_type::gauge,
+        "Page cache registered with CUDA now (cudaHostRegister), for GETs into granted GPU memory.",
+        stats.registered_bytes);
+    one("sluice_grant_registrations_total", metric_type::counter, "Chunks of page cache registered.",
+        stats.registrations);
+    one("sluice_grant_cache_hits_total", metric_type::counter, "Chunks a GET found registered already.",
+        stats.cache_hits);
+    one("sluice_grant_evictions_total", metric_type::counter, "Chunks unregistered to stay within the budget.",
+        stats.evictions);
+    one("sluice_grant_copied_chunks_total", metric_type::counter,
+        "Chunks the copy threads moved through pinned buffers while others registered.", stats.copied_chunks);
+    one("sluice_grant_pageable_copies_total", metric_type::counter,
+        "Ranges copied unregistered because registration failed.", stats.pageable_copies);
+    one("sluice_grant_open_handles", metric_type::gauge, "Client GPU allocations opened (CUDA IPC) now.",
+        stats.open_handles);
+    one("sluice_grant_registration_context", metric_type::gauge,
+        "1 when page cache registers in a CUDA context of its own (0: registrations and copies alternate).",
+        stats.registration_context ? 1 : 0);
+  };
+}
+#endif
+
+#ifdef SLUICE_CLI_WITH_FABRIC
+// /metrics: each libfabric provider's RMA counters, registrations and staging buffers.
+s3::metrics_source fabric_plane_metrics(std::shared_ptr<fabric::server_plane> plane) {
+  return [plane = std::move(plane)](s3::metrics_writer& out) {
+    const auto providers = plane->statistics();
+    using s3::metric_type;
+    const auto family = [&](std::string_view name, metric_type type, std::string_view help, auto value_of) {
+      out.family(name, type, help);
+      for (const fabric::server_plane_statistics& p : providers) out.sample(value_of(p), {{"provider", p.provider}});
+    };
+    using stats = fabric::server_plane_statistics;
+    family("sluice_fabric_rma_operations_total", metric_type::counter, "RMA operations posted, by provider.",
+           [](const stats& p) { return p.endpoint.operations; });
+    family("sluice_fabric_rma_bytes_total", metric_type::counter, "Bytes moved by RMA, by provider.",
+           [](const stats& p) { return p.endpoint.bytes; });
+    family("sluice_fabric_rma_errors_total", metric_type::counter, "RMA operations that completed with an error.",
+           [](const stats& p) { return p.endpoint.errors; });
+    family("sluice_fabric_registrations_total", metric_type::counter,
+           "Memory registrations (fi_mr_reg): the staging buffers, then the source of each GET.",
+           [](const stats& p) { return p.endpoint.registrations; });
+    family("sluice_fabric_staging_buffers", metric_type::gauge, "Registered staging buffers (PUT), by provider.",
+           [](const stats& p) { return std::uint64_t{p.staging_buffers}; });
+    family("sluice_fabric_staging_buffers_in_use", metric_type::gauge, "Staging buffers in use now, by provider.",
+           [](const stats& p) { return std::uint64_t{p.staging_buffers - p.staging_buffers_free}; });
+  };
+}
+#endif
+
+// Applies the command line over the --config file's settings; false after saying why not.
+bool apply(const serve_options& o, s3::server_config& config) {
+  if (o.access_log) {
+    config.access_log.target = *o.access_log == "off"      ? s3::access_log_target::off
+                               : *o.access_log == "stderr" ? s3::access_log_target::standard_error
+                                                           : s3::access_log_target::file;
+    config.access_log.path = *o.access_log;
+  }
+  if (o.access_log_format) {
+    config.access_log.format =
+        *o.access_log_format == "json" ? s3::access_log_format::json : s3::access_log_format::text;
+  }
+  if (o.admin_listen) {
+    config.admin_listen.reset();
+    if (const auto where = host_port(*o.admin_listen))
+      config.admin_listen = s3::admin_listener{where->first, where->second};
+  }
+  if (o.listen && *o.listen == "off") {
+    config.plain_http = false;
+  } else if (o.listen) {
+    const auto where = host_port(*o.listen);
+    config.listen_address = where->first;
+    config.port = where->second;
+  }
+  if (o.tls_cert) {
+    s3::tls_listener tls;
+    tls.certificate_chain = *o.tls_cert;
+    tls.private_key = o.tls_key.value_or("");
+    const auto where = host_port(o.tls_listen.value_or(config.listen_address + ":9443"));
+    if (!where) {
+      std::fprintf(stderr, "sluice serve: --tls-listen: '%s:9443' is not HOST:PORT\n", config.listen_address.c_str());
+      return false;
+    }
+    tls.listen_address = where->first;
+    tls.port = where->second;
+    config.tls = std::move(tls);
+  }
+  if (o.region) config.region = *o.region;
+  if (o.anonymous) config.allow_anonymous = true;
+  if (o.no_sigv2) config.sigv2 = false;  // AWS Signature Version 2: 403 AccessDenied
+  if (!o.access_key.empty()) config.users.push_back({o.access_key, o.secret_key});
+  if (config.virtual_host_suffixes.empty()) config.virtual_host_suffixes = {"localhost"};
+  return true;
+}
+
+}  // namespace
+
+int serve(const serve_options& o) {
+  s3::server_config config;
+  if (o.config_file) {
+    auto read = read_server_config(*o.config_file);
+    if (!read) return 1;
+    config = std::move(*read);
+  }
+  if (!apply(o, config)) return 2;
+  const std::string listen = o.listen.value_or(config.listen_address + ":" + std::to_string(config.port));
+
+  // Block the stop signals in every thread; this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  error_code ec;
+  // The RDMA data plane: every provider that opens here with "auto", one named, or none.
+  std::string rdma_status = "off";
+  if (o.fabric != "off") {
+#ifdef SLUICE_CLI_WITH_FABRIC
+    fabric::server_plane_config plane;
+    plane.fabric.provider = provider_name(o.fabric);
+    if (config.listen_address != "0.0.0.0" && config.listen_address != "::") plane.fabric.node = config.listen_address;
+    auto rdma = fabric::server_plane::open(plane, ec);
+    if (ec && o.fabric != "auto") {
+      std::fprintf(stderr, "sluice serve: --fabric %s: %s\n", o.fabric.c_str(), ec.message().c_str());
+      return 1;
+    }
+    if (ec) {
+      rdma_status = "off (no libfabric provider opened: " + ec.message() + ")";
+    } else {
+      config.rdma = rdma;
+      config.metrics_sources.push_back(fabric_plane_metrics(rdma));
+      rdma_status.clear();
+      for (const auto& name : rdma->providers()) rdma_status += (rdma_status.empty() ? "" : ", ") + name;
+    }
+    ec = {};
+#else
+    if (o.fabric != "auto") {
+      std::fprintf(stderr, "sluice serve: --fabric %s: this build has no libfabric\n", o.fabric.c_str());
+      return 1;
+    }
+    rdma_status = "off (built without libfabric)";
+#endif
+  }
+  // Same-host grants: a client on this host grants exactly its buffers (memfd, CUDA IPC) over
+  // this socket, and its tokens name those grants. Tried before libfabric for every token.
+  const std::string grant_choice = o.grant_socket.value_or(default_grant_socket(config.port));
+  std::string grant_status = "off";
+  if (grant_choice != "off") {
+    s3::local_server_plane_config grants;
+    grants.socket_path = grant_choice;
+    for (const auto& u : config.users) grants.users.push_back({u.access_key_id, u.secret_access_key});
+    std::string kinds = "memfd";
+#ifdef SLUICE_CLI_WITH_CUDA
+    // Device memory of clients on this host, by CUDA IPC, when this process sees a GPU.
+    error_code cuda_ec;
+    cuda::grant_opener_config opener;
+    if (o.grant_copy_threads) opener.copy_threads = *o.grant_copy_threads;
+    grants.device = cuda::make_grant_opener(opener, cuda_ec);
+    if (grants.device) {
+      config.metrics_sources.push_back(grant_opener_metrics(grants.device));
+      kinds += cuda::stats_of(*grants.device).registration_context
+                   ? ", cuda-ipc"
+                   : ", cuda-ipc without a registration context: first GETs register and copy in turn";
+    } else {
+      kinds += ", no cuda-ipc: " + cuda_ec.message();
+    }
+#endif
+    auto local = s3::local_server_plane::open(grants, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice serve: --grant-socket %s: %s\n", grant_choice.c_str(), ec.message().c_str());
+      return 1;
+    }
+    config.metrics_sources.push_back(grant_plane_metrics(local));
+    grant_status = grant_choice + " (" + kinds + ")";
+    std::vector<std::shared_ptr<s3::rdma_server_plane>> planes{local};
+    if (config.rdma) planes.push_back(config.rdma);
+    config.rdma = std::make_shared<s3::rdma_server_planes>(std::move(planes));
+  }
+  auto store = s3::fs_store::open({.root = o.root}, ec);
+  if (ec) {
+    std::fprintf(stderr, "sluice serve: cannot open store at %s: %s\n", o.root.c_str(), ec.message().c_str());
+    return 1;
+  }
+  try {
+    s3::server<s3::fs_store> server(*store, config);
+    server.listen(ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice serve: cannot listen on %s: %s\n", listen.c_str(), ec.message().c_str());
+      return 1;
+    }
+    std::printf("sluice serve: rdma: %s\n", rdma_status.c_str());
+    std::printf("sluice serve: grants: %s\n", grant_status.c_str());
+    if (config.tls) {  // before the "listening on" line, which says the server is ready
+      const auto tls = server.tls_endpoint();
+      std::printf("sluice serve: https on %s:%u (%s)\n", tls.address().to_string().c_str(),
+                  static_cast<unsigned>(tls.port()), config.tls->certificate_chain.c_str());
+    }
+    if (config.admin_listen) {
+      const auto admin = server.admin_endpoint();
+      std::printf("sluice serve: admin on %s:%u (/metrics, /health, /ready)\n", admin.address().to_string().c_str(),
+                  static_cast<unsigned>(admin.port()));
+    }
+    if (config.plain_http) {
+      const auto endpoint = server.local_endpoint();
+      std::printf("sluice serve: listening on %s:%u, store %s\n", endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(endpoint.port()), o.root.c_str());
+    } else {
+      const auto endpoint = server.tls_endpoint();
+      std::printf("sluice serve: listening on %s:%u (https only), store %s\n", endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(endpoint.port()), o.root.c_str());
+    }
+    std::fflush(stdout);
+    int received = 0;
+    // SIGHUP: the users of --config again (with --access-key's), and the access log reopened.
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
+      error_code log_error;
+      server.reopen_access_log(log_error);
+      if (log_error) std::fprintf(stderr, "sluice serve: SIGHUP: access log: %s\n", log_error.message().c_str());
+      if (!o.config_file) {
+        std::printf("sluice serve: SIGHUP: no --config file, users unchanged\n");
+        std::fflush(stdout);
+        continue;
+      }
+      auto reread = read_server_config(*o.config_file);
+      if (!reread) {
+        std::fprintf(stderr, "sluice serve: SIGHUP: users unchanged\n");
+        continue;
+      }
+      if (!o.access_key.empty()) reread->users.push_back({o.access_key, o.secret_key});
+      try {
+        const std::size_t count = reread->users.size();
+        server.set_users(std::move(reread->users));
+        std::printf("sluice serve: SIGHUP: %zu users\n", count);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "sluice serve: SIGHUP: %s; users unchanged\n", e.what());
+      }
+      std::fflush(stdout);
+    }
+    std::printf("sluice serve: stopping (signal %d)\n", received);
+    std::fflush(stdout);
+    // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm
+    // spins on a lock in the shared region of a peer that died holding it. Such a thread can
+    // never be joined; after a grace period the process exits and the kernel reclaims it all
+    // (every object is already published or absent: PUTs write a temporary file and rename).
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::fprintf(stderr,
+                   "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric "
+                   "provider); exiting\n");
+      std::_Exit(0);
+    }).detach();
+    server.stop();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice serve: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace sluice::cli
