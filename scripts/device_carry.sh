@@ -4,9 +4,11 @@
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
 # (FI_HMEM), and a runner.
 #   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR]]   (default build/device → build/device-carry)
-#   there:  OUT_DIR/run.sh [all|tests|bench|example|file] [args]   (carry OUT_DIR)
+#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python] [args]   (carry OUT_DIR)
 # run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
+# run.sh python: the Python module built there for its python3 (torch), tests/python with torch,
+# and GET → CUDA tensor through Python against the C API in the same run (bench/gpu/python_get.py).
 # run.sh file: the 4 GiB file → GPU rates of the GPU suite (resident and cold file, the pinned
 # H2D ceiling and the disk's O_DIRECT rate measured in the same run, the mapped method's shape).
 #
@@ -36,7 +38,7 @@ esac
 if [[ ! -f ${build}/CMakeCache.txt ]]; then
   cmake --preset release -B "${build}" -DSLUICE_BUILD_TESTS=ON -DSLUICE_BUILD_FUZZ=OFF >/dev/null
 fi
-targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe)
+targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe sluice_c)
 if grep -q vectors_from_s3 "${build}/build.ninja" 2>/dev/null; then targets+=(vectors_from_s3); fi
 cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}"
 
@@ -110,8 +112,17 @@ if [[ -f ${build}/examples/vectors_from_s3/vectors_from_s3 ]]; then
   cp "${build}/examples/vectors_from_s3/vectors_from_s3" "${out}/"
 fi
 strip "${out}"/sluice* "${out}"/vectors_from_s3 2>/dev/null || true
+# The C API library and pybind11's headers (Debian's): run.sh python builds the Python module
+# there, for the device's own python3 (the one that holds torch).
+cp -L "${build}/src/libsluice_c.so.0" "${out}/lib/"
+strip --strip-unneeded "${out}/lib/libsluice_c.so.0" 2>/dev/null || true
+ln -sf libsluice_c.so.0 "${out}/lib/libsluice_c.so"  # the name the linker looks for
+if [[ -d /usr/include/pybind11 ]]; then
+  mkdir -p "${out}/python/include"
+  cp -r /usr/include/pybind11 "${out}/python/include/"
+fi
 # Libraries of Debian 12 that the device image (Ubuntu 24.04) has not, or has in another version.
-for binary in "${out}"/sluice*; do
+for binary in "${out}"/sluice* "${out}/lib/libsluice_c.so.0"; do
   ldd "${binary}" | awk '/libsimdjson|libpugixml|libisal|liburing/ {print $3}'
 done | sort -u | xargs -r cp -L -t "${out}/lib"
 case ${libfabric} in
@@ -130,7 +141,7 @@ esac
 
 cat >"${out}/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# On the device machine: run.sh [all|tests|bench|example] [extra args for that step]
+# On the device machine: run.sh [all|tests|bench|example|file|python] [extra args for that step]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=${here}/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}
@@ -212,6 +223,29 @@ if [[ ${what} == file ]]; then
   # for each cold run (fsync + POSIX_FADV_DONTNEED), prints a table and checks the targets.
   echo "== file -> GPU rates"
   "${here}/sluice_gpu_tests" --no-skip -tc='file to device: 4 GiB rates*' "$@" || status=1
+fi
+if [[ ${what} == python ]]; then
+  # The Python module built here for this machine's python3 (torch's), over the carried C API
+  # library; then tests/python with torch on the GPU, and GET -> CUDA tensor against the C API
+  # (bench/gpu/python_get.py, which also builds on bench/gpu/capi_get.c).
+  echo "== Python module and torch"
+  repo=$(cd "${here}/../.." && pwd)
+  mod=/tmp/sluice-python
+  mkdir -p "${mod}"
+  pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  python3 -c 'import torch, numpy; print("python", __import__("sys").version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__)'
+  if g++ -O2 -std=c++20 -shared -fPIC "${repo}/bindings/python/sluice_module.cpp" -I"${repo}/include" \
+    -I"${here}/python/include" -I"${pyinc}" -L"${here}/lib" -lsluice_c -Wl,-rpath,"${here}/lib" \
+    -o "${mod}/sluice${suffix}" &&
+    gcc -O2 "${repo}/bench/gpu/capi_get.c" -I"${repo}/include" -I/usr/local/cuda/include -L"${here}/lib" -lsluice_c \
+      -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,"${here}/lib" -o "${mod}/capi_get"; then
+    PYTHONPATH=${mod} python3 "${repo}/tests/python/test_sluice.py" "${here}/sluice" || status=1
+    PYTHONPATH=${mod} python3 "${repo}/bench/gpu/python_get.py" "${here}/sluice" "${mod}/capi_get" "$@" || status=1
+  else
+    echo "could not build the Python module or capi_get here"
+    status=1
+  fi
 fi
 if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)

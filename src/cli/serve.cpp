@@ -123,6 +123,9 @@ s3::metrics_source fabric_plane_metrics(std::shared_ptr<fabric::server_plane> pl
     family("sluice_fabric_registrations_total", metric_type::counter,
            "Memory registrations (fi_mr_reg): the staging buffers, then the source of each GET.",
            [](const stats& p) { return p.endpoint.registrations; });
+    family("sluice_fabric_endpoint_reopened_total", metric_type::counter,
+           "Endpoints replaced after a transfer gave up with operations outstanding, by provider.",
+           [](const stats& p) { return p.reopened; });
     family("sluice_fabric_staging_buffers", metric_type::gauge, "Registered staging buffers (PUT), by provider.",
            [](const stats& p) { return std::uint64_t{p.staging_buffers}; });
     family("sluice_fabric_staging_buffers_in_use", metric_type::gauge, "Staging buffers in use now, by provider.",

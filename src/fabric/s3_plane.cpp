@@ -259,6 +259,13 @@ void server_plane::reap() {
     const std::lock_guard lock(providers_mutex_);
     for (auto it = retired_.begin(); it != retired_.end();) {
       if ((*it)->active.load() == 0) {
+        auto& total = closed_totals_[(*it)->ep->traits().name];
+        const endpoint_statistics e = (*it)->ep->statistics();
+        total.endpoint.operations += e.operations;
+        total.endpoint.bytes += e.bytes;
+        total.endpoint.errors += e.errors;
+        total.endpoint.registrations += e.registrations;
+        ++total.reopened;
         idle.push_back(std::move(*it));
         it = retired_.erase(it);
       } else {
@@ -287,12 +294,31 @@ std::shared_ptr<endpoint> server_plane::endpoint_for(std::string_view provider) 
 }
 
 std::vector<server_plane_statistics> server_plane::statistics() const {
+  const std::lock_guard lock(providers_mutex_);
   std::vector<server_plane_statistics> out;
   out.reserve(providers_.size());
   for (const auto& p : providers_) {
-    server_plane_statistics one{p->ep->traits().name, p->ep->statistics(), p->regions.size(), 0};
-    const std::lock_guard lock(p->mutex);
-    one.staging_buffers_free = p->free.size();
+    const std::string& name = p->ep->traits().name;
+    server_plane_statistics one{name, p->ep->statistics(), p->regions.size(), 0, 0};
+    {
+      const std::lock_guard pool(p->mutex);
+      one.staging_buffers_free = p->free.size();
+    }
+    // Replaced endpoints of the provider: counters keep counting up across a reopen.
+    const auto add = [&](const endpoint_statistics& e) {
+      one.endpoint.operations += e.operations;
+      one.endpoint.bytes += e.bytes;
+      one.endpoint.errors += e.errors;
+      one.endpoint.registrations += e.registrations;
+    };
+    for (const auto& r : retired_) {
+      if (r->ep->traits().name == name) add(r->ep->statistics());
+    }
+    if (const auto it = closed_totals_.find(name); it != closed_totals_.end()) {
+      add(it->second.endpoint);
+      one.reopened = it->second.reopened;
+    }
+    for (const auto& r : retired_) one.reopened += r->ep->traits().name == name ? 1 : 0;
     out.push_back(std::move(one));
   }
   return out;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,7 @@ struct server_plane_statistics {
   endpoint_statistics endpoint;          ///< RMAs posted, their bytes and errors; fi_mr_reg calls
   std::size_t staging_buffers = 0;       ///< registered staging buffers (the PUT pool)
   std::size_t staging_buffers_free = 0;  ///< of them, free now
+  std::uint64_t reopened = 0;            ///< times the endpoint was replaced (server_plane::reopened)
 };
 
 /// The server side of the token protocol. Thread-safe; hold it by shared_ptr (server_config::rdma).
@@ -83,6 +85,7 @@ class server_plane final : public s3::rdma_server_plane {
   mutable std::mutex providers_mutex_;  // providers_, retired_, closed_
   std::vector<std::shared_ptr<provider_state>> providers_;
   std::vector<std::shared_ptr<provider_state>> retired_;  // replaced, closed when idle
+  std::map<std::string, server_plane_statistics, std::less<>> closed_totals_;  // of closed retired endpoints
   bool closed_ = false;
   std::atomic<std::uint64_t> reopened_{0};
 };
