@@ -4,11 +4,12 @@
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
 # (FI_HMEM), and a runner.
 #   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR]]   (default build/device → build/device-carry)
-#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python] [args]   (carry OUT_DIR)
+#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go] [args]   (carry OUT_DIR)
 # run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
 # run.sh python: the Python module built there for its python3 (torch), tests/python with torch,
 # and GET → CUDA tensor through Python against the C API in the same run (bench/gpu/python_get.py).
+# run.sh go: examples/go's tests (a test binary built here with -tags cuda), its GPU test included.
 # run.sh file: the 4 GiB file → GPU rates of the GPU suite (resident and cold file, the pinned
 # H2D ceiling and the disk's O_DIRECT rate measured in the same run, the mapped method's shape).
 #
@@ -121,6 +122,15 @@ if [[ -d /usr/include/pybind11 ]]; then
   mkdir -p "${out}/python/include"
   cp -r /usr/include/pybind11 "${out}/python/include/"
 fi
+# The Go package's test binary with its GPU test (build tag cuda), for run.sh go: the device
+# image has no Go toolchain.
+if command -v go >/dev/null; then
+  (cd examples/go && env CGO_ENABLED=1 GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+    GOCACHE="$(pwd)/../../${build}/gocache" GOPATH="$(pwd)/../../${build}/gopath" \
+    CGO_CFLAGS="-I$(pwd)/../../include -I${cuda_root}/include" \
+    CGO_LDFLAGS="-L$(pwd)/../../${out}/lib -L${cuda_root}/lib64" \
+    go test -c -tags cuda -o "../../${out}/sluice_go_test" ./sluice) || echo "device_carry.sh: the Go test binary was not built"
+fi
 # Libraries of Debian 12 that the device image (Ubuntu 24.04) has not, or has in another version.
 for binary in "${out}"/sluice* "${out}/lib/libsluice_c.so.0"; do
   ldd "${binary}" | awk '/libsimdjson|libpugixml|libisal|liburing/ {print $3}'
@@ -141,7 +151,7 @@ esac
 
 cat >"${out}/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# On the device machine: run.sh [all|tests|bench|example|file|python] [extra args for that step]
+# On the device machine: run.sh [all|tests|bench|example|file|python|go] [extra args for that step]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=${here}/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}
@@ -246,6 +256,13 @@ if [[ ${what} == python ]]; then
     echo "could not build the Python module or capi_get here"
     status=1
   fi
+fi
+if [[ ${what} == go ]] && [[ -x ${here}/sluice_go_test ]]; then
+  # examples/go's tests, built here with -tags cuda: the segment round trips, and GET into / PUT
+  # from GPU memory through the grant socket.
+  echo "== Go package (cgo, libsluice_c), with its GPU test"
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH}:/usr/local/cuda/lib64 SLUICE_BINARY=${here}/sluice \
+    "${here}/sluice_go_test" -test.v -test.count=1 "$@" || status=1
 fi
 if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)

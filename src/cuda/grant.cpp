@@ -299,7 +299,7 @@ struct cached_source {
   // is queued for registration again (cached entries) or absent.
   enum class chunk_state : std::uint8_t { absent, queued, registering, registered, failed, copying };
   std::vector<chunk_state> chunks;
-  bool evicted = false;  // out of the cache: chunks registered ahead after this are dropped at once
+  bool evicted = false;          // out of the cache: chunks registered ahead after this are dropped at once
   std::uint64_t hand_backs = 0;  // chunks copy threads handed back (transfers waiting move them up)
   std::atomic<std::uint64_t> registered_bytes{0};
   int users = 0;  // transfers using it now (the cache's mutex)

@@ -182,7 +182,8 @@ void remove_stale_shm_regions() {
 
 }  // namespace
 
-std::shared_ptr<server_plane::provider_state> server_plane::open_provider(const std::string& name, error_code& ec) const {
+std::shared_ptr<server_plane::provider_state> server_plane::open_provider(const std::string& name,
+                                                                          error_code& ec) const {
   if (name == "shm") remove_stale_shm_regions();
   auto ep = endpoint::open(name, config_.fabric, ec);
   if (ec) return nullptr;

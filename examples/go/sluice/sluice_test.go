@@ -18,6 +18,13 @@ import (
 
 // startServer runs `sluice serve` ($SLUICE_BINARY) on an ephemeral loopback port and returns its URL.
 func startServer(t *testing.T) string {
+	endpoint, _ := startServerWithRoot(t)
+	return endpoint
+}
+
+// startServerWithRoot is startServer, also returning the directory that holds the store and the
+// grant socket (grants.sock).
+func startServerWithRoot(t *testing.T) (string, string) {
 	binary := os.Getenv("SLUICE_BINARY")
 	if binary == "" {
 		t.Skip("SLUICE_BINARY is not set (the path of the sluice binary; CTest sets it)")
@@ -48,11 +55,11 @@ func startServer(t *testing.T) string {
 				for lines.Scan() {
 				}
 			}()
-			return "http://" + address
+			return "http://" + address, root
 		}
 	}
 	t.Fatal("sluice serve did not start")
-	return ""
+	return "", ""
 }
 
 func newClient(t *testing.T, endpoint string, httpOnly bool) *sluice.Client {

@@ -84,7 +84,7 @@ class server_plane final : public s3::rdma_server_plane {
   server_plane_config config_;
   mutable std::mutex providers_mutex_;  // providers_, retired_, closed_
   std::vector<std::shared_ptr<provider_state>> providers_;
-  std::vector<std::shared_ptr<provider_state>> retired_;  // replaced, closed when idle
+  std::vector<std::shared_ptr<provider_state>> retired_;                       // replaced, closed when idle
   std::map<std::string, server_plane_statistics, std::less<>> closed_totals_;  // of closed retired endpoints
   bool closed_ = false;
   std::atomic<std::uint64_t> reopened_{0};
