@@ -147,6 +147,8 @@ class server {
 
 class fs_store;
 extern template class server<fs_store>;
+class gateway_store;
+extern template class server<gateway_store>;
 
 }  // namespace sluice::s3
 
