@@ -355,8 +355,8 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     cacheable = make_room(size, name);
   }
   if (cacheable) ensure_cache_bucket(object.bucket, ec);
-  fs_store::writer writer;
-  if (cacheable && !ec) writer = cache_->begin_put(object, ec);
+  fs_store::writer staged;
+  if (cacheable && !ec) staged = cache_->begin_put(object, ec);
   // Pass through from memory: the cache cannot take it (over the budget, or a full disk).
   const auto pass_through = [&]() -> mapping {
     ec = {};
@@ -420,7 +420,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     std::byte* current = buffers[step % 2].get();
     if (offset + n < size) start(offset + n, buffers[(step + 1) % 2].get());
     for (;;) {
-      writer.write({current, n}, ec);
+      staged.write({current, n}, ec);
       if (!ec || !gateway_impl::is_no_space(ec)) break;
       // A full disk: evict the least recently used copy and write again.
       std::optional<std::string> victim;
@@ -438,14 +438,14 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     }
     if (ec && gateway_impl::is_no_space(ec)) {
       if (pending.valid()) pending.wait();
-      writer = {};  // its temporary file goes before the copy is read into memory
+      staged = {};  // its temporary file goes before the copy is read into memory
       return pass_through();
     }
     if (ec) return {};
     offset += n;
   }
   object_attributes attributes = info.attributes;
-  const object_info published = writer.commit(attributes, ec);
+  const object_info published = staged.commit(attributes, ec);
   if (ec) return {};
   {
     std::lock_guard lock(mutex_);
@@ -646,17 +646,17 @@ void gateway_store::cache_file(const object_ref& object, int fd, std::uint64_t s
   error_code ec;
   ensure_cache_bucket(object.bucket, ec);
   if (ec) return;
-  fs_store::writer writer = cache_->begin_put(object, ec);
+  fs_store::writer staged = cache_->begin_put(object, ec);
   if (ec) return;
   std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8 * mib)));
   for (std::uint64_t offset = 0; offset < size;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - offset));
     if (!gateway_impl::read_all(fd, buffer.data(), n, offset, ec)) return;
-    writer.write({buffer.data(), n}, ec);
+    staged.write({buffer.data(), n}, ec);
     if (ec) return;
     offset += n;
   }
-  const object_info published = writer.commit(attributes, ec);
+  const object_info published = staged.commit(attributes, ec);
   if (ec) return;
   std::lock_guard lock(mutex_);
   index_.insert(name, {published.size, published.attributes.etag, detail::cache_index::clock::now()});
