@@ -180,20 +180,20 @@ def status(url):
 
 def write_through(h):
     gw = h.gateway("gw")
-    h.via_gateway(gw, "mb", "s3://wt")
+    h.via_gateway(gw, "mb", "s3://gw-wt")
     for size, seed in ((0, 1), (1, 2), (4 * MIB + 3, 3), (20 * MIB + 1, 4)):  # 20 MiB: multipart to the upstream
         src = h.file("src-%d" % size, size, seed)
-        h.via_gateway(gw, "put", src, "s3://wt/obj-%d" % size)
+        h.via_gateway(gw, "put", src, "s3://gw-wt/obj-%d" % size)
         back = h.out("direct-%d" % size)
-        h.direct("get", "s3://wt/obj-%d" % size, back)
+        h.direct("get", "s3://gw-wt/obj-%d" % size, back)
         expect(md5(back) == md5(src), "PUT of %d bytes through the gateway: the upstream holds them" % size)
         again = h.out("gw-%d" % size)
-        h.via_gateway(gw, "get", "s3://wt/obj-%d" % size, again)
+        h.via_gateway(gw, "get", "s3://gw-wt/obj-%d" % size, again)
         expect(md5(again) == md5(src), "GET of %d bytes through the gateway after its PUT" % size)
     src = h.file("up", 3 * MIB, 9)
-    h.direct("put", src, "s3://wt/from-upstream")
+    h.direct("put", src, "s3://gw-wt/from-upstream")
     got = h.out("from-upstream")
-    h.via_gateway(gw, "get", "s3://wt/from-upstream", got)
+    h.via_gateway(gw, "get", "s3://gw-wt/from-upstream", got)
     expect(md5(got) == md5(src), "an object PUT on the upstream is read through the gateway")
     r = h.cli(gw.url, GW_AK, GW_SK, "put", src, "s3://no-such-bucket-here/k")
     expect(r.returncode != 0, "PUT into a bucket the upstream lacks fails")
@@ -204,42 +204,42 @@ def write_through(h):
 
 def coherence(h):
     gw = h.gateway("gw")
-    h.direct("mb", "s3://co")
+    h.direct("mb", "s3://gw-co")
     one, two = h.file("one", 2 * MIB, 11), h.file("two", 2 * MIB + 5, 12)
-    h.direct("put", one, "s3://co/k")
+    h.direct("put", one, "s3://gw-co/k")
     got = h.out("got")
-    h.via_gateway(gw, "get", "s3://co/k", got)
+    h.via_gateway(gw, "get", "s3://gw-co/k", got)
     expect(md5(got) == md5(one), "first GET through the gateway: version one")
-    h.direct("put", two, "s3://co/k")  # behind the gateway's back
-    h.via_gateway(gw, "get", "s3://co/k", got)
+    h.direct("put", two, "s3://gw-co/k")  # behind the gateway's back
+    h.via_gateway(gw, "get", "s3://gw-co/k", got)
     expect(md5(got) == md5(two), "replaced on the upstream: the gateway serves version two")
-    code, body = status(gw.url + "/co/k")
+    code, body = status(gw.url + "/gw-co/k")
     expect(code == 200 and len(body) == 2 * MIB + 5, "anonymous GET through the gateway: 200, version two")
-    h.direct("rm", "s3://co/k")
-    code, body = status(gw.url + "/co/k")
+    h.direct("rm", "s3://gw-co/k")
+    code, body = status(gw.url + "/gw-co/k")
     expect(code == 404 and b"NoSuchKey" in body, "deleted on the upstream: 404 NoSuchKey through the gateway")
-    h.via_gateway(gw, "put", one, "s3://co/a")
-    h.via_gateway(gw, "put", one, "s3://co/b")
-    listing = h.via_gateway(gw, "ls", "s3://co").stdout
+    h.via_gateway(gw, "put", one, "s3://gw-co/a")
+    h.via_gateway(gw, "put", one, "s3://gw-co/b")
+    listing = h.via_gateway(gw, "ls", "s3://gw-co").stdout
     expect("a" in listing and "b" in listing and " k" not in listing, "LIST through the gateway is the upstream's")
-    h.via_gateway(gw, "rm", "s3://co/a")
-    r = h.cli(h.upstream.url, h.upstream.ak, h.upstream.sk, "get", "s3://co/a", h.out("gone"))
+    h.via_gateway(gw, "rm", "s3://gw-co/a")
+    r = h.cli(h.upstream.url, h.upstream.ak, h.upstream.sk, "get", "s3://gw-co/a", h.out("gone"))
     expect(r.returncode != 0, "DELETE through the gateway removed it on the upstream")
-    code, _ = status(gw.url + "/co/a")
+    code, _ = status(gw.url + "/gw-co/a")
     expect(code == 404, "and the gateway answers 404 for it")
 
 
 def eviction(h):
     gw = h.gateway("gw", "--cache-bytes", "4 MiB", "--admin-listen", "127.0.0.1:0")
-    h.direct("mb", "s3://ev")
+    h.direct("mb", "s3://gw-ev")
     sources = []
     for i in range(30):
         src = h.file("ev-%d" % i, MIB, 100 + i)
-        h.direct("put", src, "s3://ev/o%02d" % i)
+        h.direct("put", src, "s3://gw-ev/o%02d" % i)
         sources.append(src)
     for rounds in range(2):
         for i, src in enumerate(sources):
-            code, body = status(gw.url + "/ev/o%02d" % i)
+            code, body = status(gw.url + "/gw-ev/o%02d" % i)
             if code != 200 or len(body) != MIB:
                 raise AssertionError("o%02d: %d, %d bytes" % (i, code, len(body)))
             with open(src, "rb") as f:
@@ -256,39 +256,39 @@ def eviction(h):
 def failure(h):
     plain = h.gateway("gw")
     stale = h.gateway("gw-stale", "--stale-if-error")
-    h.direct("mb", "s3://fa")
+    h.direct("mb", "s3://gw-fa")
     src = h.file("fa", 3 * MIB, 21)
-    h.direct("put", src, "s3://fa/k")
+    h.direct("put", src, "s3://gw-fa/k")
     for gw in (plain, stale):
-        code, body = status(gw.url + "/fa/k")
+        code, body = status(gw.url + "/gw-fa/k")
         expect(code == 200 and len(body) == 3 * MIB, "read through %s while the upstream is up" % gw.root)
     h.upstream.kill()
-    code, body = status(plain.url + "/fa/k")
+    code, body = status(plain.url + "/gw-fa/k")
     expect(code == 503 and b"ServiceUnavailable" in body, "upstream killed: 503 ServiceUnavailable")
-    code, body = status(plain.url + "/fa/other")
+    code, body = status(plain.url + "/gw-fa/other")
     expect(code == 503, "an uncached key: 503 as well")
-    code, body = status(stale.url + "/fa/k")
+    code, body = status(stale.url + "/gw-fa/k")
     with open(src, "rb") as f:
         expect(code == 200 and body == f.read(), "--stale-if-error: the cached copy is still served")
-    code, body = status(stale.url + "/fa/other")
+    code, body = status(stale.url + "/gw-fa/other")
     expect(code == 503, "--stale-if-error, an uncached key: 503")
-    r = h.cli(stale.url, GW_AK, GW_SK, "put", src, "s3://fa/new")
+    r = h.cli(stale.url, GW_AK, GW_SK, "put", src, "s3://gw-fa/new")
     expect(r.returncode != 0, "a PUT while the upstream is down fails")
 
 
 def ttl(h):
     gw = h.gateway("gw", "--revalidate-after", "3600")
-    h.direct("mb", "s3://tt")
+    h.direct("mb", "s3://gw-tt")
     one, two = h.file("t1", MIB, 31), h.file("t2", MIB, 32)
-    h.direct("put", one, "s3://tt/k")
-    code, body = status(gw.url + "/tt/k")
+    h.direct("put", one, "s3://gw-tt/k")
+    code, body = status(gw.url + "/gw-tt/k")
     expect(code == 200, "first read fetches")
-    h.direct("put", two, "s3://tt/k")
-    code, body = status(gw.url + "/tt/k")
+    h.direct("put", two, "s3://gw-tt/k")
+    code, body = status(gw.url + "/gw-tt/k")
     with open(one, "rb") as f:
         expect(code == 200 and body == f.read(), "within --revalidate-after the cached copy is served unasked")
-    h.via_gateway(gw, "put", two, "s3://tt/k")
-    code, body = status(gw.url + "/tt/k")
+    h.via_gateway(gw, "put", two, "s3://gw-tt/k")
+    code, body = status(gw.url + "/gw-tt/k")
     with open(two, "rb") as f:
         expect(code == 200 and body == f.read(), "a PUT through the gateway replaces the cached copy at once")
 
@@ -297,13 +297,13 @@ def rdma(h):
     gw = h.gateway("gw", fabric="tcp")
     if not any("rdma: tcp" in line for line in gw.banner):
         raise Skip("the gateway opened no libfabric tcp provider: " + " / ".join(gw.banner))
-    h.direct("mb", "s3://rd")
+    h.direct("mb", "s3://gw-rd")
     size = 24 * MIB + 7
     src = h.file("rd", size, 41)
-    h.direct("put", src, "s3://rd/k")
+    h.direct("put", src, "s3://gw-rd/k")
     got = h.out("rd-got")
     for attempt in ("miss", "hit"):
-        r = h.via_gateway(gw, "get", "s3://rd/k", got, "--via", "rdma", "--fabric", "tcp")
+        r = h.via_gateway(gw, "get", "s3://gw-rd/k", got, "--via", "rdma", "--fabric", "tcp")
         m = REPORT.search(r.stdout + r.stderr)
         expect(m is not None and int(m.group(1)) == size and int(m.group(3)) == 0,
                "GET --via rdma --fabric tcp through the gateway (%s): %d bytes by RDMA" % (attempt, size))
