@@ -303,6 +303,13 @@ error_code gateway_store::from_upstream(const error_code& ec) noexcept {
   return ec;
 }
 
+void gateway_store::log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
+                                         const error_code& answered) const {
+  if (answered != s3::errc::service_unavailable) return;  // the upstream's own answer, passed on
+  std::fprintf(stderr, "gateway_store: %s %s/%s: upstream %s failed: %s\n", what, object.bucket.c_str(),
+               object.key.c_str(), config_.upstream.endpoint.c_str(), upstream.message().c_str());
+}
+
 bool gateway_store::sane(const object_info& info) const noexcept {
   return info.size <= config_.max_object_bytes && gateway_impl::is_sane_etag(info.attributes.etag);
 }
@@ -521,10 +528,7 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
           return std::move(*m);
         }
       }
-      if (ec == s3::errc::service_unavailable) {
-        std::fprintf(stderr, "gateway_store: upstream %s unreachable for %s: %s\n",
-                     config_.upstream.endpoint.c_str(), name.c_str(), upstream_error.message().c_str());
-      }
+      log_upstream_failure("HEAD", object, upstream_error, ec);
       return {};
     }
     if (!sane(info)) {
@@ -623,6 +627,7 @@ object_info gateway_store::commit_put(writer& w, const object_attributes& attrib
   const std::string etag = upstream_->put_object(w.object_.bucket, w.object_.key, w.path_, options, upstream_error);
   if (upstream_error) {
     ec = from_upstream(upstream_error);
+    log_upstream_failure("PUT", w.object_, upstream_error, ec);
     return {};
   }
   if (!gateway_impl::is_sane_etag(etag)) {
@@ -826,6 +831,7 @@ object_info gateway_store::complete_upload(const object_ref& object, std::string
   if (upstream_error || !gateway_impl::is_sane_etag(etag)) {
     drop(object);
     ec = upstream_error ? from_upstream(upstream_error) : error_code(sluice::errc::protocol_violation);
+    log_upstream_failure("CompleteMultipartUpload", object, upstream_error, ec);
     return {};
   }
   bool kept = false;

@@ -163,6 +163,8 @@ class Harness:
         for gw in self.gateways:
             try:
                 gw.stop()
+                for line in gw.proc.stdout.read().splitlines()[-10:]:  # what it said, for failures
+                    print("  %s: %s" % (os.path.basename(gw.root), line))
             except Exception as e:  # noqa: BLE001
                 print("  gateway stop:", e)
         self.upstream.stop()

@@ -63,6 +63,7 @@
 #include <sluice/request.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/server.hpp>
 
 #include <chrono>
 #include <condition_variable>
@@ -288,6 +289,9 @@ class gateway_store {
   static bool upstream_failed(const error_code& ec) noexcept;
   // Upstream errors as the store reports them (no_such_key → no_such_object, failures → 503).
   static error_code from_upstream(const error_code& ec) noexcept;
+  // Says on stderr why the upstream failed, when that made the answer 503.
+  void log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
+                            const error_code& answered) const;
   // Makes sure the cache has `bucket` (asking the upstream whether it exists first).
   void ensure_cache_bucket(std::string_view bucket, error_code& ec);
   // Drops the cached copy of `object` (index and file).
@@ -323,5 +327,8 @@ class gateway_store {
 static_assert(object_store<gateway_store>);
 static_assert(mappable_store<gateway_store>);
 static_assert(multipart_store<gateway_store>);
+
+/// Compiled once, in the s3 tier (`sluice serve --upstream`).
+extern template class server<gateway_store>;
 
 }  // namespace sluice::s3

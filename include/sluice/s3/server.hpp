@@ -147,8 +147,6 @@ class server {
 
 class fs_store;
 extern template class server<fs_store>;
-class gateway_store;
-extern template class server<gateway_store>;
 
 }  // namespace sluice::s3
 
