@@ -272,9 +272,9 @@ void add_serve(CLI::App& app, serve_options& o) {
       ->type_name("HOST:PORT|off")
       ->check(address(true));
   auto* upstream = optional_option(serve, "--upstream", o.upstream,
-                                  "Gateway: serve this S3 service, --root caching its objects (docs/gateway.md)")
-                      ->type_name("URL")
-                      ->group("Gateway");
+                                   "Gateway: serve this S3 service, --root caching its objects (docs/gateway.md)")
+                       ->type_name("URL")
+                       ->group("Gateway");
   serve.add_option("--upstream-access-key", o.upstream_access_key, "The upstream's access key")
       ->type_name("AK")
       ->envname("SLUICE_UPSTREAM_ACCESS_KEY_ID")

@@ -235,8 +235,7 @@ std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, 
     return nullptr;
   }
   store->cache_ = fs_store::open(
-      {.root = root / "cache", .max_object_bytes = store->config_.max_object_bytes, .fsync = store->config_.fsync},
-      ec);
+      {.root = root / "cache", .max_object_bytes = store->config_.max_object_bytes, .fsync = store->config_.fsync}, ec);
   if (ec) return nullptr;
   // Index every cached copy, unvalidated (see "Crash" at the top of the header).
   for (const bucket_info& bucket : store->cache_->list_buckets(ec)) {
