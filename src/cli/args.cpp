@@ -3,6 +3,8 @@
 // where its --help is; an unknown option close to a known one gets "did you mean --X?".
 #include "cli.hpp"
 
+#include <sluice/config.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -269,6 +271,48 @@ void add_serve(CLI::App& app, serve_options& o) {
                   "GET /metrics, /health and /ready here (plain HTTP, no auth); default off")
       ->type_name("HOST:PORT|off")
       ->check(address(true));
+  auto* upstream = optional_option(serve, "--upstream", o.upstream,
+                                   "Gateway: serve this S3 service, --root caching its objects (docs/gateway.md)")
+                       ->type_name("URL")
+                       ->group("Gateway");
+  serve.add_option("--upstream-access-key", o.upstream_access_key, "The upstream's access key")
+      ->type_name("AK")
+      ->envname("SLUICE_UPSTREAM_ACCESS_KEY_ID")
+      ->group("Gateway")
+      ->needs(upstream);
+  serve.add_option("--upstream-secret-key", o.upstream_secret_key, "Its secret")
+      ->type_name("SK")
+      ->envname("SLUICE_UPSTREAM_SECRET_ACCESS_KEY")
+      ->group("Gateway")
+      ->needs(upstream);
+  optional_option(serve, "--upstream-region", o.upstream_region, "The region upstream requests are signed for")
+      ->type_name("R")
+      ->group("Gateway")
+      ->needs(upstream);
+  optional_option(serve, "--upstream-ca-bundle", o.upstream_ca_bundle, "CAs to trust for an https upstream")
+      ->type_name("PEM")
+      ->group("Gateway")
+      ->needs(upstream);
+  serve
+      .add_option_function<std::string>(
+          "--cache-bytes", [&o](const std::string& value) { o.cache_bytes = parse_size(value); },
+          "Bytes of cached objects kept at most (default 16 GiB), least recently used evicted first")
+      ->type_name("SIZE")
+      ->group("Gateway")
+      ->needs(upstream)
+      ->check(check([](const std::string& value) -> std::string {
+        const auto n = parse_size(value);
+        if (n && *n >= mib) return {};
+        return "'" + value + "' is not a size of at least 1 MiB (8 MiB, 64GiB, 1048576)";
+      }));
+  optional_option(serve, "--revalidate-after", o.revalidate_after,
+                  "Serve a cached object this many seconds without asking the upstream (default 0: ask every time)")
+      ->type_name("SECONDS")
+      ->group("Gateway")
+      ->needs(upstream);
+  serve.add_flag("--stale-if-error", o.stale_if_error, "Serve cached objects while the upstream cannot be reached")
+      ->group("Gateway")
+      ->needs(upstream);
   serve.footer(
       "--fabric shm: libfabric's shm checks no keys or ranges, so every local process that can sign a\n"
       "request can read and write the memory of any other shm peer: only for hosts whose local users\n"

@@ -33,6 +33,15 @@ struct serve_options {
   std::optional<std::string> access_log;         ///< off, stderr or FILE
   std::optional<std::string> access_log_format;  ///< text or json
   std::optional<std::string> admin_listen;       ///< HOST:PORT or off
+  // Gateway mode (--upstream): --root is the cache of an upstream S3 service (gateway_store).
+  std::optional<std::string> upstream;  ///< http(s)://HOST[:PORT]
+  std::string upstream_access_key;      ///< --upstream-access-key, else SLUICE_UPSTREAM_ACCESS_KEY_ID
+  std::string upstream_secret_key;      ///< --upstream-secret-key, else SLUICE_UPSTREAM_SECRET_ACCESS_KEY
+  std::optional<std::string> upstream_region;
+  std::optional<std::string> upstream_ca_bundle;
+  std::optional<std::uint64_t> cache_bytes;       ///< parsed from a size ("64 GiB")
+  std::optional<std::uint64_t> revalidate_after;  ///< seconds
+  bool stale_if_error = false;
 };
 
 enum class client_command { mb, rb, put, get, ls, rm };

@@ -1,8 +1,9 @@
-// `sluice serve`: an fs_store over S3 with the data planes this build and host have (libfabric,
-// same-host grants, CUDA IPC), their counters in /metrics, users reloaded on SIGHUP.
+// `sluice serve`: an fs_store (or, with --upstream, a gateway_store) over S3 with the data planes this build and host
+// have (libfabric, same-host grants, CUDA IPC), their counters in /metrics, users reloaded on SIGHUP.
 #include "cli.hpp"
 
 #include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/gateway_store.hpp>
 #include <sluice/s3/local_plane.hpp>
 #include <sluice/s3/metrics.hpp>
 #include <sluice/s3/server.hpp>
@@ -179,6 +180,131 @@ bool apply(const serve_options& o, s3::server_config& config) {
   return true;
 }
 
+// Serves `store` until SIGINT or SIGTERM; the exit code. `what` names the store on the
+// "listening on" line.
+template <class Store>
+int run_server(Store& store, const serve_options& o, const s3::server_config& config, const std::string& listen,
+               const std::string& what, const std::string& rdma_status, const std::string& grant_status,
+               sigset_t& signals) {
+  error_code ec;
+  try {
+    s3::server<Store> server(store, config);
+    server.listen(ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice serve: cannot listen on %s: %s\n", listen.c_str(), ec.message().c_str());
+      return 1;
+    }
+    std::printf("sluice serve: rdma: %s\n", rdma_status.c_str());
+    std::printf("sluice serve: grants: %s\n", grant_status.c_str());
+    if (config.tls) {  // before the "listening on" line, which says the server is ready
+      const auto tls = server.tls_endpoint();
+      std::printf("sluice serve: https on %s:%u (%s)\n", tls.address().to_string().c_str(),
+                  static_cast<unsigned>(tls.port()), config.tls->certificate_chain.c_str());
+    }
+    if (config.admin_listen) {
+      const auto admin = server.admin_endpoint();
+      std::printf("sluice serve: admin on %s:%u (/metrics, /health, /ready)\n", admin.address().to_string().c_str(),
+                  static_cast<unsigned>(admin.port()));
+    }
+    if (config.plain_http) {
+      const auto endpoint = server.local_endpoint();
+      std::printf("sluice serve: listening on %s:%u, %s\n", endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(endpoint.port()), what.c_str());
+    } else {
+      const auto endpoint = server.tls_endpoint();
+      std::printf("sluice serve: listening on %s:%u (https only), %s\n", endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(endpoint.port()), what.c_str());
+    }
+    std::fflush(stdout);
+    int received = 0;
+    // SIGHUP: the users of --config again (with --access-key's), and the access log reopened.
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
+      error_code log_error;
+      server.reopen_access_log(log_error);
+      if (log_error) std::fprintf(stderr, "sluice serve: SIGHUP: access log: %s\n", log_error.message().c_str());
+      if (!o.config_file) {
+        std::printf("sluice serve: SIGHUP: no --config file, users unchanged\n");
+        std::fflush(stdout);
+        continue;
+      }
+      auto reread = read_server_config(*o.config_file);
+      if (!reread) {
+        std::fprintf(stderr, "sluice serve: SIGHUP: users unchanged\n");
+        continue;
+      }
+      if (!o.access_key.empty()) reread->users.push_back({o.access_key, o.secret_key});
+      try {
+        const std::size_t count = reread->users.size();
+        server.set_users(std::move(reread->users));
+        std::printf("sluice serve: SIGHUP: %zu users\n", count);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "sluice serve: SIGHUP: %s; users unchanged\n", e.what());
+      }
+      std::fflush(stdout);
+    }
+    std::printf("sluice serve: stopping (signal %d)\n", received);
+    std::fflush(stdout);
+    // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm
+    // spins on a lock in the shared region of a peer that died holding it. Such a thread can
+    // never be joined; after a grace period the process exits and the kernel reclaims it all
+    // (every object is already published or absent: PUTs write a temporary file and rename).
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::fprintf(stderr,
+                   "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric "
+                   "provider); exiting\n");
+      std::_Exit(0);
+    }).detach();
+    server.stop();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice serve: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+// The gateway_store configuration of --upstream and friends.
+s3::gateway_store_config gateway_config(const serve_options& o) {
+  s3::gateway_store_config gateway;
+  gateway.root = o.root;
+  gateway.upstream.endpoint = *o.upstream;
+  gateway.upstream.creds = {o.upstream_access_key, o.upstream_secret_key};
+  if (o.upstream_region) gateway.upstream.region = *o.upstream_region;
+  if (o.upstream_ca_bundle) gateway.upstream.ca_bundle = *o.upstream_ca_bundle;
+  // A gateway answers its clients within their timeouts: an upstream that does not answer in
+  // 60 s counts as unreachable (503, or stale_if_error).
+  gateway.upstream.request_timeout = std::chrono::seconds(60);
+  if (o.cache_bytes) gateway.cache_bytes = *o.cache_bytes;
+  if (o.revalidate_after) gateway.revalidate_after = std::chrono::seconds(*o.revalidate_after);
+  gateway.stale_if_error = o.stale_if_error;
+  return gateway;
+}
+
+// /metrics: the gateway's cache.
+s3::metrics_source gateway_metrics(const s3::gateway_store& store) {
+  return [&store](s3::metrics_writer& out) {
+    const s3::gateway_statistics stats = store.statistics();
+    using s3::metric_type;
+    const auto one = [&out](std::string_view name, metric_type type, std::string_view help, std::uint64_t value) {
+      out.family(name, type, help);
+      out.sample(value);
+    };
+    one("sluice_gateway_hits_total", metric_type::counter, "Reads served from a cached copy.", stats.hits);
+    one("sluice_gateway_misses_total", metric_type::counter, "Reads that fetched from the upstream.", stats.misses);
+    one("sluice_gateway_revalidations_total", metric_type::counter, "Upstream HEADs that confirmed a cached copy.",
+        stats.revalidations);
+    one("sluice_gateway_stale_served_total", metric_type::counter,
+        "Cached copies served while the upstream failed (stale_if_error).", stats.stale_served);
+    one("sluice_gateway_upstream_bytes_total", metric_type::counter, "Object bytes fetched from the upstream.",
+        stats.upstream_bytes);
+    one("sluice_gateway_evictions_total", metric_type::counter, "Cached copies evicted.", stats.evictions);
+    one("sluice_gateway_passthroughs_total", metric_type::counter, "Reads served from memory, not cached.",
+        stats.passthroughs);
+    one("sluice_gateway_cached_bytes", metric_type::gauge, "Bytes of cached copies now.", stats.cached_bytes);
+    one("sluice_gateway_cached_objects", metric_type::gauge, "Cached copies now.", stats.cached_objects);
+  };
+}
+
 }  // namespace
 
 int serve(const serve_options& o) {
@@ -264,85 +390,23 @@ int serve(const serve_options& o) {
     if (config.rdma) planes.push_back(config.rdma);
     config.rdma = std::make_shared<s3::rdma_server_planes>(std::move(planes));
   }
+  if (o.upstream) {
+    auto gateway = s3::gateway_store::open(gateway_config(o), ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice serve: cannot open the gateway cache at %s: %s\n", o.root.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
+    config.metrics_sources.push_back(gateway_metrics(*gateway));
+    return run_server(*gateway, o, config, listen, "gateway to " + *o.upstream + ", cache " + o.root, rdma_status,
+                      grant_status, signals);
+  }
   auto store = s3::fs_store::open({.root = o.root}, ec);
   if (ec) {
     std::fprintf(stderr, "sluice serve: cannot open store at %s: %s\n", o.root.c_str(), ec.message().c_str());
     return 1;
   }
-  try {
-    s3::server<s3::fs_store> server(*store, config);
-    server.listen(ec);
-    if (ec) {
-      std::fprintf(stderr, "sluice serve: cannot listen on %s: %s\n", listen.c_str(), ec.message().c_str());
-      return 1;
-    }
-    std::printf("sluice serve: rdma: %s\n", rdma_status.c_str());
-    std::printf("sluice serve: grants: %s\n", grant_status.c_str());
-    if (config.tls) {  // before the "listening on" line, which says the server is ready
-      const auto tls = server.tls_endpoint();
-      std::printf("sluice serve: https on %s:%u (%s)\n", tls.address().to_string().c_str(),
-                  static_cast<unsigned>(tls.port()), config.tls->certificate_chain.c_str());
-    }
-    if (config.admin_listen) {
-      const auto admin = server.admin_endpoint();
-      std::printf("sluice serve: admin on %s:%u (/metrics, /health, /ready)\n", admin.address().to_string().c_str(),
-                  static_cast<unsigned>(admin.port()));
-    }
-    if (config.plain_http) {
-      const auto endpoint = server.local_endpoint();
-      std::printf("sluice serve: listening on %s:%u, store %s\n", endpoint.address().to_string().c_str(),
-                  static_cast<unsigned>(endpoint.port()), o.root.c_str());
-    } else {
-      const auto endpoint = server.tls_endpoint();
-      std::printf("sluice serve: listening on %s:%u (https only), store %s\n", endpoint.address().to_string().c_str(),
-                  static_cast<unsigned>(endpoint.port()), o.root.c_str());
-    }
-    std::fflush(stdout);
-    int received = 0;
-    // SIGHUP: the users of --config again (with --access-key's), and the access log reopened.
-    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
-      error_code log_error;
-      server.reopen_access_log(log_error);
-      if (log_error) std::fprintf(stderr, "sluice serve: SIGHUP: access log: %s\n", log_error.message().c_str());
-      if (!o.config_file) {
-        std::printf("sluice serve: SIGHUP: no --config file, users unchanged\n");
-        std::fflush(stdout);
-        continue;
-      }
-      auto reread = read_server_config(*o.config_file);
-      if (!reread) {
-        std::fprintf(stderr, "sluice serve: SIGHUP: users unchanged\n");
-        continue;
-      }
-      if (!o.access_key.empty()) reread->users.push_back({o.access_key, o.secret_key});
-      try {
-        const std::size_t count = reread->users.size();
-        server.set_users(std::move(reread->users));
-        std::printf("sluice serve: SIGHUP: %zu users\n", count);
-      } catch (const std::invalid_argument& e) {
-        std::fprintf(stderr, "sluice serve: SIGHUP: %s; users unchanged\n", e.what());
-      }
-      std::fflush(stdout);
-    }
-    std::printf("sluice serve: stopping (signal %d)\n", received);
-    std::fflush(stdout);
-    // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm
-    // spins on a lock in the shared region of a peer that died holding it. Such a thread can
-    // never be joined; after a grace period the process exits and the kernel reclaims it all
-    // (every object is already published or absent: PUTs write a temporary file and rename).
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::seconds(10));
-      std::fprintf(stderr,
-                   "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric "
-                   "provider); exiting\n");
-      std::_Exit(0);
-    }).detach();
-    server.stop();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice serve: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return run_server(*store, o, config, listen, "store " + o.root, rdma_status, grant_status, signals);
 }
 
 }  // namespace sluice::cli

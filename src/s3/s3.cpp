@@ -19,5 +19,7 @@
 #include "server.ipp"
 // The client last: it opens sluice::s3::detail, which would hide sluice::detail from the files above.
 #include "client.ipp"
+// The gateway store uses the client.
+#include "gateway_store.ipp"
 #endif
 // clang-format on

@@ -1,0 +1,334 @@
+// gateway_store: a store that fronts an existing S3 service (the upstream: MinIO, Ceph RGW, AWS
+// S3, another sluice) with a local read-through cache, so that the server's token, grant and
+// HTTP paths serve the upstream's objects. It models object_store, mappable_store and
+// multipart_store. The upstream stays the system of record; the cache only ever holds copies of
+// versions the upstream acknowledged.
+//
+// On disk, under one root directory:
+//
+//   <root>/cache/        an fs_store (the layout at the top of fs_store.hpp): the cached
+//                        objects, each under its own bucket and key, with the upstream's ETag,
+//                        size and attributes in its header; also the parts of multipart
+//                        uploads being received
+//   <root>/spool/        PUT payloads on their way to the upstream; emptied at open
+//
+// Cached objects are plain fs_store objects, so a GET of one maps the same file as a local GET
+// would: the same registration caches (keyed by the file's device and inode), the same RDMA and
+// same-host grant paths.
+//
+// Consistency rules:
+// - Read (head, map, read). With an entry in the cache index whose validation is younger than
+//   revalidate_after (0, the default: never), the cached copy is served without asking the
+//   upstream. Otherwise the upstream is asked (HEAD): the same ETag and size as the cached copy
+//   → the copy is served and its validation renewed; another version → it is fetched (ranged
+//   GETs of chunk_bytes, each conditional on the ETag of the HEAD, so the copy is one version)
+//   into an fs_store writer, published atomically, then served; 404 → the cached copy is
+//   dropped and the answer is NoSuchKey. head() of an uncached object answers the upstream's
+//   HEAD and fetches nothing.
+// - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
+//   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
+//   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
+//   then unknown). CompleteMultipartUpload concatenates the parts in the cache's upload area,
+//   sends the result to the upstream, and keeps the cached copy only when the upstream's ETag is
+//   the one the parts gave (else drops it: the next GET fetches the upstream's).
+// - DELETE, the listings, the buckets go to the upstream; LIST is never answered from the cache.
+//   A delete drops the cached copy after the upstream acknowledged.
+// - Crash: the index is rebuilt from the cache at open with no validation, so every copy is
+//   revalidated at its first read whatever revalidate_after says; a copy left by a crash between
+//   the local concatenation of a multipart upload and the upstream's answer is thus never served
+//   unless the upstream has that version.
+// - Budget: the index keeps the cached bytes within cache_bytes by evicting the least recently
+//   used copies before a fetch (and when the disk fills up: ENOSPC evicts and retries). An
+//   evicted copy that a GET still maps stays readable until that GET ends (fs_store's rename and
+//   unlink semantics), so the disk may briefly hold more than the budget. An object larger than
+//   the budget, or one that cannot be written to a full disk, is passed through from memory when it is
+//   at most passthrough_bytes, else the answer is 503 SlowDown.
+// - Upstream failures (no connection, timeouts, 5xx after the client's retries): with
+//   stale_if_error, reads of cached objects are served from the cache; everything else fails with
+//   s3::errc::service_unavailable (503). Other upstream answers (403, 404, 412) pass through.
+//
+// Every upstream request is signed with the one configured upstream credential, whichever
+// gateway user (SigV4 against the gateway's own users) asked. Sizes and ETags from the upstream
+// are checked: a size over max_object_bytes, an ETag that is not a safe header value, or a body
+// shorter than its announced size fails the read with errc::protocol_violation.
+//
+// Calls block on the upstream (the server runs store calls on its threads); every member may be
+// called from several threads at once.
+#pragma once
+
+#include <sluice/concepts.hpp>
+#include <sluice/config.hpp>
+#include <sluice/error.hpp>
+#include <sluice/region.hpp>
+#include <sluice/request.hpp>
+#include <sluice/s3/client.hpp>
+#include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/server.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::s3 {
+
+/// Where a gateway_store keeps its cache, which upstream it fronts and how it trusts the cache.
+struct gateway_store_config {
+  std::filesystem::path root;  ///< <root>/cache and <root>/spool; created when missing
+  /// The upstream: endpoint (http(s)://host[:port]), ca_bundle, creds, region, timeouts.
+  client_config upstream;
+  std::uint64_t cache_bytes = std::uint64_t{16} << 30;  ///< bytes of cached objects kept at most
+  /// How long a validated copy is served without asking the upstream again; 0: ask every time.
+  std::chrono::seconds revalidate_after{0};
+  /// Reads of cached objects are served when the upstream cannot be reached (else 503).
+  bool stale_if_error = false;
+  /// Bytes fetched per ranged step from the upstream (memory per fetch in flight: twice this).
+  std::uint64_t chunk_bytes = std::uint64_t{32} << 20;
+  /// Objects that the cache cannot hold up to this size are served from memory instead.
+  std::uint64_t passthrough_bytes = std::uint64_t{256} << 20;
+  std::uint64_t max_object_bytes = 5ULL << 40;  ///< larger upstream objects are refused
+  bool fsync = true;                            ///< fsync the cache (off: tests only)
+
+  /// Valid when root is not empty, the upstream config is valid, cache_bytes and chunk_bytes
+  /// are at least 1 MiB, and max_object_bytes is 1..2^62.
+  [[nodiscard]] std::optional<config_error> validate() const;
+};
+
+namespace detail {
+
+/// The gateway's index of cached objects: a byte budget kept by least-recently-used eviction.
+/// Names are "bucket/key" (bucket names hold no '/'). Not thread-safe: its owner locks.
+class cache_index {
+ public:
+  using clock = std::chrono::steady_clock;
+  struct entry {
+    std::uint64_t size = 0;
+    std::string etag;  ///< the upstream's ETag of the cached copy
+    /// When the upstream last confirmed that ETag; nullopt: never (rebuilt at open).
+    std::optional<clock::time_point> validated;
+  };
+
+  explicit cache_index(std::uint64_t budget) : budget_(budget) {}
+
+  /// Adds or replaces `name` as the most recently used entry.
+  void insert(const std::string& name, entry e);
+  /// The entry, or null; does not change the order.
+  [[nodiscard]] const entry* find(const std::string& name) const;
+  /// Marks `name` most recently used and (when `validated`) renews its validation; false when absent.
+  bool touch(const std::string& name, std::optional<clock::time_point> validated = std::nullopt);
+  /// Removes `name`; false when absent.
+  bool erase(const std::string& name);
+  /// Least recently used names to evict so that `incoming` more bytes fit the budget, never
+  /// `except`; all of them (and the caller decides) when even an empty index could not hold it.
+  [[nodiscard]] std::vector<std::string> victims(std::uint64_t incoming, std::string_view except = {}) const;
+  /// The least recently used name other than `except`, or nullopt.
+  [[nodiscard]] std::optional<std::string> oldest(std::string_view except = {}) const;
+  /// Whether `incoming` more bytes fit without evicting anything.
+  [[nodiscard]] bool fits(std::uint64_t incoming) const noexcept {
+    return incoming <= budget_ && used_ <= budget_ - incoming;
+  }
+  [[nodiscard]] std::uint64_t used() const noexcept { return used_; }
+  [[nodiscard]] std::uint64_t budget() const noexcept { return budget_; }
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+  /// Names from least to most recently used (tests, metrics).
+  [[nodiscard]] std::vector<std::string> order() const { return {lru_.begin(), lru_.end()}; }
+
+  /// "bucket/key".
+  [[nodiscard]] static std::string name_of(const object_ref& object) { return object.bucket + "/" + object.key; }
+  /// The inverse of name_of.
+  [[nodiscard]] static object_ref object_of(std::string_view name);
+
+ private:
+  struct slot {
+    entry value;
+    std::list<std::string>::iterator position;
+  };
+  std::uint64_t budget_;
+  std::uint64_t used_ = 0;
+  std::list<std::string> lru_;  // front: least recently used
+  std::map<std::string, slot, std::less<>> entries_;
+};
+
+}  // namespace detail
+
+/// Counters since the store opened (see the top of this header for what each path does).
+struct gateway_statistics {
+  std::uint64_t hits = 0;            ///< reads served from a cached copy
+  std::uint64_t misses = 0;          ///< reads that fetched from the upstream
+  std::uint64_t revalidations = 0;   ///< upstream HEADs that confirmed a cached copy
+  std::uint64_t stale_served = 0;    ///< cached copies served while the upstream failed
+  std::uint64_t upstream_bytes = 0;  ///< object bytes fetched from the upstream
+  std::uint64_t evictions = 0;       ///< cached copies evicted for the budget or a full disk
+  std::uint64_t passthroughs = 0;    ///< reads served from memory, not cached
+  std::uint64_t cached_bytes = 0;    ///< bytes in the cache index now
+  std::uint64_t cached_objects = 0;  ///< copies in the cache index now
+};
+
+/// A read-through, write-through cache of an upstream S3 service (see the top of this header).
+/// The store must outlive its writers and mappings. Only one store may have a root open.
+class gateway_store {
+ public:
+  /// Spools one PUT payload; commit sends it to the upstream, then caches it.
+  class writer {
+   public:
+    writer() = default;
+    writer(writer&& other) noexcept;
+    writer& operator=(writer&& other) noexcept;
+    writer(const writer&) = delete;
+    writer& operator=(const writer&) = delete;
+    ~writer();
+
+    /// Appends `data` to the spool file. errc::capacity_exceeded past max_object_bytes, an I/O
+    /// error as its errno; on error nothing of `data` counts.
+    void write(std::span<const std::byte> data, error_code& ec);
+    /// Sends the spooled bytes to the upstream (its ETag, not the one in `attributes`, is the
+    /// object's), then caches them. Upstream failures as described at the top; afterwards the
+    /// writer is empty.
+    object_info commit(const object_attributes& attributes, error_code& ec);
+
+   private:
+    friend class gateway_store;
+    void reset() noexcept;
+    gateway_store* store_ = nullptr;
+    int fd_ = -1;
+    std::filesystem::path path_;
+    object_ref object_;
+    std::uint64_t written_ = 0;
+  };
+
+  /// One object version, cached (an fs_store mapping: same file, same registration caches) or
+  /// passed through (memory of the mapping's own). Move-only.
+  class mapping {
+   public:
+    mapping() = default;
+    [[nodiscard]] sluice::region region() const noexcept {
+      return memory_ ? sluice::region{memory_.get(), size_, memory_kind::host_pageable, -1} : cached_.region();
+    }
+    /// The version's info (the upstream's ETag). Pre: the mapping is not empty.
+    [[nodiscard]] const object_info& info() const noexcept { return info_; }
+    /// The cached file's descriptor; -1 when passed through or empty.
+    [[nodiscard]] int native_handle() const noexcept { return memory_ ? -1 : cached_.native_handle(); }
+    /// Where the object's first byte lies in native_handle()'s file.
+    [[nodiscard]] std::uint64_t data_offset() const noexcept { return memory_ ? 0 : cached_.data_offset(); }
+
+   private:
+    friend class gateway_store;
+    fs_store::mapping cached_;
+    std::unique_ptr<std::byte[]> memory_;
+    std::size_t size_ = 0;
+    object_info info_;
+  };
+
+  using writer_type = writer;
+  using part_writer_type = fs_store::writer;
+  using mapping_type = mapping;
+
+  /// Opens the cache (creating the root when missing), empties the spool, indexes the cached
+  /// copies (unvalidated) and starts the upstream client. Null with `ec` on error
+  /// (errc::invalid_config for an invalid config, with the reason on stderr; EWOULDBLOCK when another store
+  /// has the root open).
+  static std::unique_ptr<gateway_store> open(gateway_store_config config, error_code& ec);
+  gateway_store(const gateway_store&) = delete;
+  gateway_store& operator=(const gateway_store&) = delete;
+  ~gateway_store();
+
+  [[nodiscard]] const gateway_store_config& config() const noexcept { return config_; }
+  [[nodiscard]] gateway_statistics statistics() const;
+
+  /// Creates the bucket on the upstream (and in the cache).
+  void create_bucket(std::string_view name, error_code& ec);
+  /// Removes the bucket on the upstream, then its cached copies.
+  void remove_bucket(std::string_view name, error_code& ec);
+  /// The upstream's buckets.
+  std::vector<bucket_info> list_buckets(error_code& ec) const;
+
+  /// The version the upstream holds (from the cache when still valid). Errors: no_such_bucket,
+  /// no_such_object, s3 errors of the upstream, service_unavailable.
+  object_info head(const object_ref& object, error_code& ec);
+  /// Copies bytes of the current version from `offset` (fetching it into the cache first).
+  std::size_t read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out, error_code& ec);
+  /// The current version, cached first when it was not (see the top of this header).
+  mapping map(const object_ref& object, error_code& ec);
+  /// Starts a write-through PUT. Errors: invalid_name, I/O errors of the spool.
+  writer begin_put(const object_ref& object, error_code& ec);
+  /// Deletes on the upstream, then the cached copy. Deleting a missing key succeeds as in S3.
+  void remove(const object_ref& object, error_code& ec);
+  /// One page of the upstream's listing.
+  list_result list(const list_request& request, error_code& ec) const;
+
+  /// Multipart uploads are received into the cache's upload area (parts stay local until
+  /// completion) and sent to the upstream as one object when completed.
+  std::string create_upload(const object_ref& object, const object_attributes& attributes, error_code& ec);
+  part_writer_type begin_part(const object_ref& object, std::string_view upload_id, std::uint32_t part_number,
+                              error_code& ec);
+  std::vector<part_info> list_parts(const object_ref& object, std::string_view upload_id, error_code& ec) const;
+  std::vector<upload_info> list_uploads(std::string_view bucket, std::string_view prefix, error_code& ec) const;
+  /// Concatenates the parts locally, sends the object to the upstream, then keeps it cached when
+  /// the upstream's ETag matches `attributes.etag`. A precondition is checked against the
+  /// upstream's HEAD first (not atomically with the upstream's publish).
+  object_info complete_upload(const object_ref& object, std::string_view upload_id, std::span<const part_info> chosen,
+                              const object_attributes& attributes, error_code& ec,
+                              const write_precondition& precondition = {});
+  void abort_upload(const object_ref& object, std::string_view upload_id, error_code& ec);
+
+ private:
+  struct unopened {};
+  gateway_store(unopened, gateway_store_config config);
+  // Whether `ec` from the upstream means it could not be reached (connection, timeout, 5xx).
+  static bool upstream_failed(const error_code& ec) noexcept;
+  // Upstream errors as the store reports them (no_such_key → no_such_object, failures → 503).
+  static error_code from_upstream(const error_code& ec) noexcept;
+  // Says on stderr why the upstream failed, when that made the answer 503.
+  void log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
+                            const error_code& answered) const;
+  // Makes sure the cache has `bucket` (asking the upstream whether it exists first).
+  void ensure_cache_bucket(std::string_view bucket, error_code& ec);
+  // Drops the cached copy of `object` (index and file).
+  void drop(const object_ref& object);
+  // Evicts least recently used copies until `incoming` bytes fit; false when they cannot.
+  bool make_room(std::uint64_t incoming, const std::string& except);
+  // The cached copy when valid (validated within revalidate_after, or confirmed by a HEAD now);
+  // else fetches the current version. `need_bytes`: head() asks for info only.
+  mapping resolve(const object_ref& object, bool need_bytes, error_code& ec);
+  // Fetches `info`'s version into the cache (or memory); errors as map.
+  mapping fetch(const object_ref& object, const object_info& info, error_code& ec);
+  // Reads [offset, offset + length) of the version with `etag` into `out`.
+  void fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset, std::span<std::byte> out,
+                   error_code& ec);
+  // Checks an upstream answer's info (size bound, ETag characters).
+  [[nodiscard]] bool sane(const object_info& info) const noexcept;
+  // Copies the file at `path` (size bytes) into the cache as `object` with `attributes`.
+  void cache_file(const object_ref& object, int fd, std::uint64_t size, object_attributes attributes);
+  object_info commit_put(writer& w, const object_attributes& attributes, error_code& ec);
+
+  gateway_store_config config_;
+  std::unique_ptr<fs_store> cache_;
+  std::unique_ptr<client> upstream_;
+  std::filesystem::path spool_;
+  mutable std::mutex mutex_;  // guards index_, fetching_, stats_
+  detail::cache_index index_;
+  std::set<std::string, std::less<>> fetching_;  // names being fetched; others wait on fetched_
+  std::condition_variable fetched_;
+  mutable gateway_statistics stats_;
+  std::uint64_t spool_counter_ = 0;
+};
+
+static_assert(object_store<gateway_store>);
+static_assert(mappable_store<gateway_store>);
+static_assert(multipart_store<gateway_store>);
+
+/// Compiled once, in the s3 tier (`sluice serve --upstream`).
+extern template class server<gateway_store>;
+
+}  // namespace sluice::s3

@@ -1,0 +1,854 @@
+// Implementation of include/sluice/s3/gateway_store.hpp; included by src/s3/s3.cpp.
+#include <sluice/names.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/gateway_store.hpp>
+
+#include <boost/asio/use_future.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <future>
+#include <stdexcept>
+#include <utility>
+
+namespace sluice::s3 {
+
+// -- cache_index ------------------------------------------------------------------------------
+
+namespace detail {
+
+void cache_index::insert(const std::string& name, entry e) {
+  erase(name);
+  lru_.push_back(name);
+  used_ += e.size;
+  entries_.emplace(name, slot{std::move(e), std::prev(lru_.end())});
+}
+
+const cache_index::entry* cache_index::find(const std::string& name) const {
+  const auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second.value;
+}
+
+bool cache_index::touch(const std::string& name, std::optional<clock::time_point> validated) {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) return false;
+  lru_.splice(lru_.end(), lru_, it->second.position);
+  if (validated) it->second.value.validated = validated;
+  return true;
+}
+
+bool cache_index::erase(const std::string& name) {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) return false;
+  used_ -= it->second.value.size;
+  lru_.erase(it->second.position);
+  entries_.erase(it);
+  return true;
+}
+
+std::vector<std::string> cache_index::victims(std::uint64_t incoming, std::string_view except) const {
+  std::vector<std::string> out;
+  if (fits(incoming)) return out;
+  std::uint64_t used = used_;
+  for (const std::string& name : lru_) {
+    if (name == except) continue;
+    out.push_back(name);
+    used -= entries_.find(name)->second.value.size;
+    if (incoming <= budget_ && used <= budget_ - incoming) break;
+  }
+  return out;
+}
+
+std::optional<std::string> cache_index::oldest(std::string_view except) const {
+  for (const std::string& name : lru_) {
+    if (name != except) return name;
+  }
+  return std::nullopt;
+}
+
+object_ref cache_index::object_of(std::string_view name) {
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos) return {std::string(name), {}};
+  return {std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
+}
+
+}  // namespace detail
+
+// -- helpers ------------------------------------------------------------------------------------
+
+namespace gateway_impl {
+
+// An ETag the server may echo in a header: printable ASCII without quotes, at most 1 KiB.
+inline bool is_sane_etag(std::string_view etag) noexcept {
+  if (etag.empty() || etag.size() > 1024) return false;
+  return std::all_of(etag.begin(), etag.end(), [](char c) { return c > 0x20 && c < 0x7f && c != '"'; });
+}
+
+inline error_code errno_code(int value) { return {value, boost::system::generic_category()}; }
+
+// pwrite all of `data` at `offset`.
+inline bool write_all(int fd, const std::byte* data, std::size_t size, std::uint64_t offset, error_code& ec) {
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ec = errno_code(n < 0 ? errno : EIO);
+      return false;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return true;
+}
+
+inline bool read_all(int fd, std::byte* data, std::size_t size, std::uint64_t offset, error_code& ec) {
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ec = n < 0 ? errno_code(errno) : error_code(sluice::errc::protocol_violation);
+      return false;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return true;
+}
+
+inline bool is_no_space(const error_code& ec) noexcept {
+  return (ec.category() == boost::system::generic_category() || ec.category() == boost::system::system_category()) &&
+         (ec.value() == ENOSPC || ec.value() == EDQUOT);
+}
+
+}  // namespace gateway_impl
+
+// -- config -------------------------------------------------------------------------------------
+
+std::optional<config_error> gateway_store_config::validate() const {
+  if (root.empty()) return config_error{"root", "must not be empty"};
+  if (auto e = upstream.validate()) return config_error{"upstream." + e->field, e->reason};
+  if (cache_bytes < mib) return config_error{"cache_bytes", "must be at least 1 MiB"};
+  if (chunk_bytes < mib || chunk_bytes > (std::uint64_t{1} << 32)) {
+    return config_error{"chunk_bytes", "must be 1 MiB..4 GiB"};
+  }
+  if (max_object_bytes == 0 || max_object_bytes > (std::uint64_t{1} << 62)) {
+    return config_error{"max_object_bytes", "must be 1..2^62"};
+  }
+  return std::nullopt;
+}
+
+// -- writer -------------------------------------------------------------------------------------
+
+gateway_store::writer::writer(writer&& other) noexcept
+    : store_(std::exchange(other.store_, nullptr)),
+      fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      object_(std::move(other.object_)),
+      written_(std::exchange(other.written_, 0)) {
+  other.path_.clear();
+}
+
+gateway_store::writer& gateway_store::writer::operator=(writer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    store_ = std::exchange(other.store_, nullptr);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    other.path_.clear();
+    object_ = std::move(other.object_);
+    written_ = std::exchange(other.written_, 0);
+  }
+  return *this;
+}
+
+gateway_store::writer::~writer() { reset(); }
+
+void gateway_store::writer::reset() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!path_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  path_.clear();
+  store_ = nullptr;
+  written_ = 0;
+}
+
+void gateway_store::writer::write(std::span<const std::byte> data, error_code& ec) {
+  ec = {};
+  if (store_ == nullptr) {
+    ec = sluice::errc::invalid_argument;
+    return;
+  }
+  if (data.size() > store_->config_.max_object_bytes - written_) {
+    ec = sluice::errc::capacity_exceeded;
+    return;
+  }
+  if (!gateway_impl::write_all(fd_, data.data(), data.size(), written_, ec)) return;
+  written_ += data.size();
+}
+
+object_info gateway_store::writer::commit(const object_attributes& attributes, error_code& ec) {
+  ec = {};
+  if (store_ == nullptr) {
+    ec = sluice::errc::invalid_argument;
+    return {};
+  }
+  object_info info = store_->commit_put(*this, attributes, ec);
+  reset();
+  return info;
+}
+
+// -- the store ----------------------------------------------------------------------------------
+
+gateway_store::gateway_store(unopened, gateway_store_config config)
+    : config_(std::move(config)), index_(config_.cache_bytes) {}
+
+gateway_store::~gateway_store() = default;
+
+std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, error_code& ec) {
+  ec = {};
+  if (auto error = config.validate()) {
+    std::fprintf(stderr, "gateway_store: %s\n", error->message().c_str());
+    ec = sluice::errc::invalid_config;
+    return nullptr;
+  }
+  std::unique_ptr<gateway_store> store(new gateway_store(unopened{}, std::move(config)));
+  const auto& root = store->config_.root;
+  std::error_code fs_error;
+  std::filesystem::create_directories(root, fs_error);
+  store->spool_ = root / "spool";
+  std::filesystem::remove_all(store->spool_, fs_error);
+  std::filesystem::create_directories(store->spool_, fs_error);
+  if (fs_error) {
+    ec = gateway_impl::errno_code(fs_error.value());
+    return nullptr;
+  }
+  store->cache_ = fs_store::open(
+      {.root = root / "cache", .max_object_bytes = store->config_.max_object_bytes, .fsync = store->config_.fsync}, ec);
+  if (ec) return nullptr;
+  // Index every cached copy, unvalidated (see "Crash" at the top of the header).
+  for (const bucket_info& bucket : store->cache_->list_buckets(ec)) {
+    list_request page{bucket.name, {}, {}, 1000};
+    for (;;) {
+      list_result batch = store->cache_->list(page, ec);
+      if (ec) return nullptr;
+      for (const object_info& o : batch.objects) {
+        store->index_.insert(detail::cache_index::name_of({bucket.name, o.key}),
+                             {o.size, o.attributes.etag, std::nullopt});
+      }
+      if (!batch.truncated || batch.objects.empty()) break;
+      page.start_after = batch.objects.back().key;
+    }
+  }
+  if (ec) return nullptr;
+  {
+    std::lock_guard lock(store->mutex_);
+    (void)store->make_room(0, {});
+  }
+  try {
+    store->upstream_ = std::make_unique<client>(store->config_.upstream);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "gateway_store: upstream: %s\n", e.what());
+    ec = sluice::errc::invalid_config;
+    return nullptr;
+  }
+  return store;
+}
+
+gateway_statistics gateway_store::statistics() const {
+  std::lock_guard lock(mutex_);
+  gateway_statistics out = stats_;
+  out.cached_bytes = index_.used();
+  out.cached_objects = index_.size();
+  return out;
+}
+
+bool gateway_store::upstream_failed(const error_code& ec) noexcept {
+  if (!ec) return false;
+  if (ec.category() == s3_category()) {
+    switch (static_cast<s3::errc>(ec.value())) {
+      case s3::errc::internal_error:
+      case s3::errc::service_unavailable:
+      case s3::errc::slow_down:
+      case s3::errc::request_timeout: return true;
+      default: return false;
+    }
+  }
+  // The upstream's own answers that are not failures of the upstream.
+  if (ec.category() == sluice_category()) return false;
+  return true;  // connection refused or reset, timed out, TLS, name resolution
+}
+
+error_code gateway_store::from_upstream(const error_code& ec) noexcept {
+  if (!ec) return {};
+  if (upstream_failed(ec)) return s3::errc::service_unavailable;
+  if (ec == s3::errc::no_such_key) return sluice::errc::no_such_object;
+  if (ec == s3::errc::no_such_bucket) return sluice::errc::no_such_bucket;
+  if (ec == s3::errc::precondition_failed) return sluice::errc::precondition_failed;
+  if (ec == s3::errc::bucket_already_owned_by_you) return sluice::errc::bucket_exists;
+  if (ec == s3::errc::bucket_not_empty) return sluice::errc::bucket_not_empty;
+  if (ec == s3::errc::no_such_upload) return sluice::errc::no_such_upload;
+  return ec;
+}
+
+void gateway_store::log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
+                                         const error_code& answered) const {
+  if (answered != s3::errc::service_unavailable) return;  // the upstream's own answer, passed on
+  std::fprintf(stderr, "gateway_store: %s %s/%s: upstream %s failed: %s\n", what, object.bucket.c_str(),
+               object.key.c_str(), config_.upstream.endpoint.c_str(), upstream.message().c_str());
+}
+
+bool gateway_store::sane(const object_info& info) const noexcept {
+  return info.size <= config_.max_object_bytes && gateway_impl::is_sane_etag(info.attributes.etag);
+}
+
+void gateway_store::ensure_cache_bucket(std::string_view bucket, error_code& ec) {
+  ec = {};
+  cache_->create_bucket(bucket, ec);
+  if (ec == sluice::errc::bucket_exists) ec = {};
+}
+
+void gateway_store::drop(const object_ref& object) {
+  {
+    std::lock_guard lock(mutex_);
+    index_.erase(detail::cache_index::name_of(object));
+  }
+  error_code ignored;
+  cache_->remove(object, ignored);
+}
+
+bool gateway_store::make_room(std::uint64_t incoming, const std::string& except) {
+  // Called with mutex_ held; unlinking a file does not wait for the disk.
+  if (incoming > index_.budget()) return false;
+  for (const std::string& name : index_.victims(incoming, except)) {
+    index_.erase(name);
+    ++stats_.evictions;
+    error_code ignored;
+    cache_->remove(detail::cache_index::object_of(name), ignored);
+  }
+  return index_.fits(incoming);
+}
+
+void gateway_store::fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset,
+                                std::span<std::byte> out, error_code& ec) {
+  ec = {};
+  get_options options{byte_range{offset, out.size()}};
+  options.if_match = etag;
+  const std::uint64_t got = upstream_->get_object(
+      object.bucket, object.key, region{out.data(), out.size(), memory_kind::host_pageable, -1}, options, ec);
+  if (!ec && got != out.size()) ec = sluice::errc::protocol_violation;
+  if (ec) ec = from_upstream(ec);
+}
+
+gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec) {
+  ec = {};
+  const std::string name = detail::cache_index::name_of(object);
+  const std::uint64_t size = info.size;
+  bool cacheable = false;
+  {
+    std::lock_guard lock(mutex_);
+    cacheable = make_room(size, name);
+  }
+  if (cacheable) ensure_cache_bucket(object.bucket, ec);
+  fs_store::writer staged;
+  if (cacheable && !ec) staged = cache_->begin_put(object, ec);
+  // Pass through from memory: the cache cannot take it (over the budget, or a full disk).
+  const auto pass_through = [&]() -> mapping {
+    ec = {};
+    if (size > config_.passthrough_bytes) {
+      ec = s3::errc::slow_down;
+      std::fprintf(stderr, "gateway_store: %s (%llu bytes) fits neither the cache nor passthrough_bytes\n",
+                   name.c_str(), static_cast<unsigned long long>(size));
+      return {};
+    }
+    mapping m;
+    m.memory_ = std::make_unique<std::byte[]>(std::max<std::uint64_t>(size, 1));
+    m.size_ = static_cast<std::size_t>(size);
+    if (size > 0) fetch_range(object, info.attributes.etag, 0, {m.memory_.get(), m.size_}, ec);
+    if (ec) return {};
+    m.info_ = info;
+    std::lock_guard lock(mutex_);
+    ++stats_.passthroughs;
+    stats_.upstream_bytes += size;
+    return m;
+  };
+  if (!cacheable || ec) return pass_through();
+
+  // Ranged steps, double-buffered: the next step arrives while this one is written.
+  const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(config_.chunk_bytes, size));
+  std::unique_ptr<std::byte[]> buffers[2];
+  if (size > 0) {
+    buffers[0] = std::make_unique<std::byte[]>(chunk);
+    if (size > chunk) buffers[1] = std::make_unique<std::byte[]>(chunk);
+  }
+  std::future<std::uint64_t> pending;
+  const auto start = [&](std::uint64_t offset, std::byte* into) {
+    get_options options{byte_range{offset, std::min<std::uint64_t>(chunk, size - offset)}};
+    options.if_match = info.attributes.etag;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - offset));
+    pending = upstream_->async_get_object(object.bucket, object.key, region{into, n, memory_kind::host_pageable, -1},
+                                          std::move(options), boost::asio::use_future);
+  };
+  const auto finish = [&]() -> std::uint64_t {
+    try {
+      return pending.get();
+    } catch (const boost::system::system_error& e) {
+      ec = from_upstream(e.code());
+      return 0;
+    }
+  };
+  struct wait_on_exit {  // the buffers must outlive a step still in flight
+    std::future<std::uint64_t>& f;
+    ~wait_on_exit() {
+      if (f.valid()) f.wait();
+    }
+  } waiter{pending};
+  if (size > 0) start(0, buffers[0].get());
+  for (std::uint64_t offset = 0, step = 0; offset < size; ++step) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - offset));
+    const std::uint64_t got = finish();
+    if (ec) return {};
+    if (got != n) {
+      ec = sluice::errc::protocol_violation;
+      return {};
+    }
+    std::byte* current = buffers[step % 2].get();
+    if (offset + n < size) start(offset + n, buffers[(step + 1) % 2].get());
+    for (;;) {
+      staged.write({current, n}, ec);
+      if (!ec || !gateway_impl::is_no_space(ec)) break;
+      // A full disk: evict the least recently used copy and write again.
+      std::optional<std::string> victim;
+      {
+        std::lock_guard lock(mutex_);
+        victim = index_.oldest(name);
+        if (victim) {
+          index_.erase(*victim);
+          ++stats_.evictions;
+        }
+      }
+      if (!victim) break;
+      error_code ignored;
+      cache_->remove(detail::cache_index::object_of(*victim), ignored);
+    }
+    if (ec && gateway_impl::is_no_space(ec)) {
+      if (pending.valid()) pending.wait();
+      staged = {};  // its temporary file goes before the copy is read into memory
+      return pass_through();
+    }
+    if (ec) return {};
+    offset += n;
+  }
+  object_attributes attributes = info.attributes;
+  const object_info published = staged.commit(attributes, ec);
+  if (ec) return {};
+  {
+    std::lock_guard lock(mutex_);
+    index_.insert(name, {published.size, published.attributes.etag, detail::cache_index::clock::now()});
+    ++stats_.misses;
+    stats_.upstream_bytes += size;
+  }
+  mapping out;
+  out.cached_ = cache_->map(object, ec);
+  if (ec) return {};
+  out.info_ = out.cached_.info();
+  return out;
+}
+
+gateway_store::mapping gateway_store::resolve(const object_ref& object, bool need_bytes, error_code& ec) {
+  ec = {};
+  if (!is_valid_bucket_name(object.bucket)) {
+    ec = sluice::errc::no_such_bucket;
+    return {};
+  }
+  if (!is_valid_object_key(object.key)) {
+    ec = sluice::errc::no_such_object;
+    return {};
+  }
+  const std::string name = detail::cache_index::name_of(object);
+  using clock = detail::cache_index::clock;
+  // The cached copy if the file is still the version the index names.
+  const auto from_cache = [&](const std::string& etag) -> std::optional<mapping> {
+    error_code map_error;
+    mapping m;
+    m.cached_ = cache_->map(object, map_error);
+    if (map_error || m.cached_.info().attributes.etag != etag) return std::nullopt;
+    m.info_ = m.cached_.info();
+    return m;
+  };
+  for (int attempt = 0;; ++attempt) {
+    std::optional<std::string> trusted;  // the ETag of a copy still within revalidate_after
+    std::optional<std::string> held;     // the ETag of any indexed copy
+    {
+      std::unique_lock lock(mutex_);
+      fetched_.wait(lock, [&] { return !fetching_.contains(name); });
+      if (const auto* e = index_.find(name)) {
+        held = e->etag;
+        if (config_.revalidate_after.count() > 0 && e->validated &&
+            clock::now() - *e->validated < config_.revalidate_after) {
+          trusted = e->etag;
+        }
+      }
+    }
+    if (trusted) {
+      if (auto m = from_cache(*trusted)) {
+        std::lock_guard lock(mutex_);
+        index_.touch(name);
+        ++stats_.hits;
+        return std::move(*m);
+      }
+    }
+    error_code upstream_error;
+    object_info info = upstream_->head_object(object.bucket, object.key, upstream_error);
+    if (upstream_error == s3::errc::no_such_key) {
+      if (held) drop(object);
+      ec = sluice::errc::no_such_object;
+      return {};
+    }
+    if (upstream_error) {
+      ec = from_upstream(upstream_error);
+      if (ec == s3::errc::service_unavailable && config_.stale_if_error && held) {
+        if (auto m = from_cache(*held)) {
+          ec = {};
+          std::lock_guard lock(mutex_);
+          index_.touch(name);
+          ++stats_.stale_served;
+          return std::move(*m);
+        }
+      }
+      log_upstream_failure("HEAD", object, upstream_error, ec);
+      return {};
+    }
+    if (!sane(info)) {
+      ec = sluice::errc::protocol_violation;
+      return {};
+    }
+    info.key = object.key;
+    if (held && *held == info.attributes.etag) {
+      if (auto m = from_cache(*held)) {
+        if (m->info_.size == info.size) {
+          std::lock_guard lock(mutex_);
+          index_.touch(name, clock::now());
+          ++stats_.revalidations;
+          ++stats_.hits;
+          return std::move(*m);
+        }
+      }
+    }
+    if (!need_bytes) {
+      mapping m;
+      m.info_ = std::move(info);
+      return m;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (fetching_.contains(name)) continue;  // another request fetches it: wait and look again
+      fetching_.insert(name);
+    }
+    if (held) drop(object);  // another version: the old copy goes before the new one comes
+    mapping m = fetch(object, info, ec);
+    {
+      std::lock_guard lock(mutex_);
+      fetching_.erase(name);
+    }
+    fetched_.notify_all();
+    // Replaced on the upstream while it was fetched: the next HEAD names the newer version.
+    if (ec == sluice::errc::precondition_failed && attempt < 2) continue;
+    return m;
+  }
+}
+
+object_info gateway_store::head(const object_ref& object, error_code& ec) {
+  mapping m = resolve(object, false, ec);
+  if (ec) return {};
+  return m.info_;
+}
+
+std::size_t gateway_store::read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out,
+                                error_code& ec) {
+  mapping m = resolve(object, true, ec);
+  if (ec) return 0;
+  const region bytes = m.region();
+  if (offset >= bytes.size) return 0;
+  const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), bytes.size - offset));
+  std::copy_n(bytes.bytes() + offset, n, out.data());
+  return n;
+}
+
+gateway_store::mapping gateway_store::map(const object_ref& object, error_code& ec) {
+  return resolve(object, true, ec);
+}
+
+gateway_store::writer gateway_store::begin_put(const object_ref& object, error_code& ec) {
+  ec = {};
+  if (!is_valid_bucket_name(object.bucket)) {
+    ec = sluice::errc::no_such_bucket;
+    return {};
+  }
+  if (!is_valid_object_key(object.key)) {
+    ec = sluice::errc::invalid_name;
+    return {};
+  }
+  std::uint64_t number = 0;
+  {
+    std::lock_guard lock(mutex_);
+    number = ++spool_counter_;
+  }
+  writer w;
+  w.path_ = spool_ / ("put-" + std::to_string(number));
+  w.fd_ = ::open(w.path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (w.fd_ < 0) {
+    ec = gateway_impl::errno_code(errno);
+    w.path_.clear();
+    return {};
+  }
+  w.store_ = this;
+  w.object_ = object;
+  return w;
+}
+
+object_info gateway_store::commit_put(writer& w, const object_attributes& attributes, error_code& ec) {
+  // Whatever happens next, the cache must not keep a copy the upstream may have replaced.
+  drop(w.object_);
+  put_options options{attributes};
+  error_code upstream_error;
+  const std::string etag = upstream_->put_object(w.object_.bucket, w.object_.key, w.path_, options, upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    log_upstream_failure("PUT", w.object_, upstream_error, ec);
+    return {};
+  }
+  if (!gateway_impl::is_sane_etag(etag)) {
+    ec = sluice::errc::protocol_violation;
+    return {};
+  }
+  object_attributes cached = attributes;
+  cached.etag = etag;
+  object_info info{w.object_.key, w.written_, std::chrono::system_clock::now(), cached};
+  cache_file(w.object_, w.fd_, w.written_, std::move(cached));
+  return info;
+}
+
+void gateway_store::cache_file(const object_ref& object, int fd, std::uint64_t size, object_attributes attributes) {
+  // Best effort: a copy that cannot be made is simply not cached.
+  const std::string name = detail::cache_index::name_of(object);
+  {
+    std::lock_guard lock(mutex_);
+    if (!make_room(size, name)) return;
+  }
+  error_code ec;
+  ensure_cache_bucket(object.bucket, ec);
+  if (ec) return;
+  fs_store::writer staged = cache_->begin_put(object, ec);
+  if (ec) return;
+  std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8 * mib)));
+  for (std::uint64_t offset = 0; offset < size;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - offset));
+    if (!gateway_impl::read_all(fd, buffer.data(), n, offset, ec)) return;
+    staged.write({buffer.data(), n}, ec);
+    if (ec) return;
+    offset += n;
+  }
+  const object_info published = staged.commit(attributes, ec);
+  if (ec) return;
+  std::lock_guard lock(mutex_);
+  index_.insert(name, {published.size, published.attributes.etag, detail::cache_index::clock::now()});
+}
+
+void gateway_store::remove(const object_ref& object, error_code& ec) {
+  ec = {};
+  error_code upstream_error;
+  upstream_->delete_object(object.bucket, object.key, upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    return;
+  }
+  drop(object);
+}
+
+list_result gateway_store::list(const list_request& request, error_code& ec) const {
+  ec = {};
+  list_options options;
+  options.prefix = request.prefix;
+  options.start_after = request.start_after;
+  options.max_keys = std::clamp<std::uint32_t>(request.max_keys, 1, 1000);
+  error_code upstream_error;
+  list_objects_result page = upstream_->list_objects(request.bucket, options, upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    return {};
+  }
+  list_result out;
+  out.truncated = page.truncated;
+  out.objects.reserve(page.objects.size());
+  for (object_info& o : page.objects) {
+    // Hostile answers: keys out of order or not after start_after would loop the server's pager.
+    if (o.key <= request.start_after || (!out.objects.empty() && o.key <= out.objects.back().key) ||
+        !o.key.starts_with(request.prefix)) {
+      ec = sluice::errc::protocol_violation;
+      return {};
+    }
+    out.objects.push_back(std::move(o));
+  }
+  if (out.objects.size() > options.max_keys) out.objects.resize(options.max_keys);
+  if (out.objects.empty()) out.truncated = false;
+  return out;
+}
+
+void gateway_store::create_bucket(std::string_view name, error_code& ec) {
+  ec = {};
+  if (!is_valid_bucket_name(name)) {
+    ec = sluice::errc::invalid_name;
+    return;
+  }
+  error_code upstream_error;
+  upstream_->create_bucket(std::string(name), upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    return;
+  }
+  error_code ignored;
+  ensure_cache_bucket(name, ignored);
+}
+
+void gateway_store::remove_bucket(std::string_view name, error_code& ec) {
+  ec = {};
+  error_code upstream_error;
+  upstream_->delete_bucket(std::string(name), upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    return;
+  }
+  // The cached copies of a bucket the upstream no longer has.
+  error_code cache_error;
+  for (;;) {
+    const list_result batch = cache_->list({std::string(name), {}, {}, 1000}, cache_error);
+    if (cache_error || batch.objects.empty()) break;
+    for (const object_info& o : batch.objects) drop({std::string(name), o.key});
+  }
+  for (const upload_info& u : cache_->list_uploads(name, {}, cache_error)) {
+    error_code ignored;
+    cache_->abort_upload({std::string(name), u.key}, u.upload_id, ignored);
+  }
+  cache_->remove_bucket(name, cache_error);
+}
+
+std::vector<bucket_info> gateway_store::list_buckets(error_code& ec) const {
+  ec = {};
+  error_code upstream_error;
+  std::vector<bucket_info> out = upstream_->list_buckets(upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    return {};
+  }
+  std::erase_if(out, [](const bucket_info& b) { return !is_valid_bucket_name(b.name); });
+  return out;
+}
+
+std::string gateway_store::create_upload(const object_ref& object, const object_attributes& attributes,
+                                         error_code& ec) {
+  ec = {};
+  if (!is_valid_bucket_name(object.bucket)) {
+    ec = sluice::errc::no_such_bucket;
+    return {};
+  }
+  // The bucket must exist upstream: a one-key listing says so.
+  list_options probe;
+  probe.max_keys = 1;
+  error_code upstream_error;
+  (void)upstream_->list_objects(object.bucket, probe, upstream_error);
+  if (upstream_error) {
+    ec = from_upstream(upstream_error);
+    return {};
+  }
+  ensure_cache_bucket(object.bucket, ec);
+  if (ec) return {};
+  return cache_->create_upload(object, attributes, ec);
+}
+
+gateway_store::part_writer_type gateway_store::begin_part(const object_ref& object, std::string_view upload_id,
+                                                          std::uint32_t part_number, error_code& ec) {
+  return cache_->begin_part(object, upload_id, part_number, ec);
+}
+
+std::vector<part_info> gateway_store::list_parts(const object_ref& object, std::string_view upload_id,
+                                                 error_code& ec) const {
+  return cache_->list_parts(object, upload_id, ec);
+}
+
+std::vector<upload_info> gateway_store::list_uploads(std::string_view bucket, std::string_view prefix,
+                                                     error_code& ec) const {
+  std::vector<upload_info> out = cache_->list_uploads(bucket, prefix, ec);
+  if (ec == sluice::errc::no_such_bucket) {
+    ec = {};  // a bucket of the upstream that no upload went through here yet
+    out.clear();
+  }
+  return out;
+}
+
+object_info gateway_store::complete_upload(const object_ref& object, std::string_view upload_id,
+                                           std::span<const part_info> chosen, const object_attributes& attributes,
+                                           error_code& ec, const write_precondition& precondition) {
+  ec = {};
+  if (!precondition.none()) {
+    error_code head_error;
+    const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
+    if (head_error && head_error != s3::errc::no_such_key) {
+      ec = from_upstream(head_error);
+      return {};
+    }
+    if (!precondition.met_by(head_error ? nullptr : &current.attributes.etag)) {
+      ec = sluice::errc::precondition_failed;
+      return {};
+    }
+  }
+  const std::string name = detail::cache_index::name_of(object);
+  // Concatenated in the cache, where readers do not trust it: the index drops the old entry,
+  // so a read revalidates against the upstream, which does not have these bytes yet.
+  drop(object);
+  object_info local = cache_->complete_upload(object, upload_id, chosen, attributes, ec);
+  if (ec) return {};
+  fs_store::mapping bytes = cache_->map(object, ec);
+  if (ec) {
+    drop(object);
+    return {};
+  }
+  put_options options{attributes};
+  error_code upstream_error;
+  const std::string etag = upstream_->put_object(object.bucket, object.key, bytes.region(), options, upstream_error);
+  if (upstream_error || !gateway_impl::is_sane_etag(etag)) {
+    drop(object);
+    ec = upstream_error ? from_upstream(upstream_error) : error_code(sluice::errc::protocol_violation);
+    log_upstream_failure("CompleteMultipartUpload", object, upstream_error, ec);
+    return {};
+  }
+  bool kept = false;
+  if (etag == local.attributes.etag) {
+    std::lock_guard lock(mutex_);
+    kept = make_room(local.size, name);
+    if (kept) index_.insert(name, {local.size, etag, detail::cache_index::clock::now()});
+  }
+  if (!kept) {
+    error_code ignored;
+    cache_->remove(object, ignored);  // the upstream's ETag differs: the next GET fetches its version
+  }
+  local.attributes.etag = etag;
+  return local;
+}
+
+void gateway_store::abort_upload(const object_ref& object, std::string_view upload_id, error_code& ec) {
+  cache_->abort_upload(object, upload_id, ec);
+}
+
+}  // namespace sluice::s3
