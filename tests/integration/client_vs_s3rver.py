@@ -15,28 +15,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, expect, free_port, make_file, md5  # noqa: E402,F401
+from common import MIB, ensure_s3rver, expect, free_port, make_file, md5  # noqa: E402,F401
 
 SKIP = 77
 AK = SK = "S3RVER"  # s3rver's built-in account
-
-
-def ensure_s3rver():
-    """The path of s3rver's CLI script, installing it when missing; or (None, why)."""
-    if not shutil.which("node") or not shutil.which("npm"):
-        return None, "node and npm are not installed"
-    cache = os.environ.get("SLUICE_S3RVER_CACHE", os.path.join(tempfile.gettempdir(), "sluice-npm-s3rver"))
-    script = os.path.join(cache, "node_modules", "s3rver", "bin", "s3rver.js")
-    if not os.path.exists(script):
-        os.makedirs(cache, exist_ok=True)
-        try:
-            r = subprocess.run(["npm", "install", "--prefix", cache, "--no-save", "--no-audit", "--no-fund",
-                                "s3rver@3.7"], capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            return None, "npm install s3rver@3.7 timed out"
-        if r.returncode != 0 or not os.path.exists(script):
-            return None, "npm could not install s3rver@3.7: " + (r.stderr or r.stdout)[-800:]
-    return script, None
 
 
 def main():

@@ -1,10 +1,13 @@
 """Shared by the integration tests: a `sluice serve` process on an ephemeral loopback port, and
 small helpers (assertions that print, deterministic test files, MD5 of a file)."""
 import hashlib
+import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 
 MIB = 1024 * 1024
 
@@ -94,3 +97,22 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def ensure_s3rver():
+    """The path of npm s3rver's CLI script (client_vs_s3rver.py, gateway_test.py), installing it into
+    $SLUICE_S3RVER_CACHE when missing; or (None, why)."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        return None, "node and npm are not installed"
+    cache = os.environ.get("SLUICE_S3RVER_CACHE", os.path.join(tempfile.gettempdir(), "sluice-npm-s3rver"))
+    script = os.path.join(cache, "node_modules", "s3rver", "bin", "s3rver.js")
+    if not os.path.exists(script):
+        os.makedirs(cache, exist_ok=True)
+        try:
+            r = subprocess.run(["npm", "install", "--prefix", cache, "--no-save", "--no-audit", "--no-fund",
+                                "s3rver@3.7"], capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            return None, "npm install s3rver@3.7 timed out"
+        if r.returncode != 0 or not os.path.exists(script):
+            return None, "npm could not install s3rver@3.7: " + (r.stderr or r.stdout)[-800:]
+    return script, None

@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, free_port, make_file, md5  # noqa: E402
+from common import MIB, Server, ensure_s3rver, expect, free_port, make_file, md5  # noqa: E402
 
 SKIP = 77
 GW_AK, GW_SK = "SLUICEGATEWAYAK", "sluice-gateway-secret"  # the gateway's users
@@ -102,24 +102,6 @@ class S3rverUpstream:
 
     def stop(self):
         self.kill()
-
-
-def ensure_s3rver():
-    """s3rver's CLI script (installed by client_vs_s3rver.py's npm cache when that ran), or (None, why)."""
-    if not shutil.which("node") or not shutil.which("npm"):
-        return None, "node and npm are not installed"
-    cache = os.environ.get("SLUICE_S3RVER_CACHE", os.path.join(tempfile.gettempdir(), "sluice-npm-s3rver"))
-    script = os.path.join(cache, "node_modules", "s3rver", "bin", "s3rver.js")
-    if not os.path.exists(script):
-        os.makedirs(cache, exist_ok=True)
-        try:
-            r = subprocess.run(["npm", "install", "--prefix", cache, "--no-save", "--no-audit", "--no-fund",
-                                "s3rver@3.7"], capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            return None, "npm install s3rver@3.7 timed out"
-        if r.returncode != 0 or not os.path.exists(script):
-            return None, "npm could not install s3rver@3.7: " + (r.stderr or r.stdout)[-400:]
-    return script, None
 
 
 class Harness:
