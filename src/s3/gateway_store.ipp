@@ -2,6 +2,7 @@
 #include <sluice/names.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/gateway_store.hpp>
+#include <sluice/s3/server_impl.hpp>
 
 #include <boost/asio/use_future.hpp>
 #include <boost/system/system_error.hpp>
@@ -850,5 +851,9 @@ object_info gateway_store::complete_upload(const object_ref& object, std::string
 void gateway_store::abort_upload(const object_ref& object, std::string_view upload_id, error_code& ec) {
   cache_->abort_upload(object, upload_id, ec);
 }
+
+// The server over a gateway is compiled here, not in server.ipp: it needs the client, which the
+// fuzz build (server.ipp alone) leaves out.
+template class server<gateway_store>;
 
 }  // namespace sluice::s3

@@ -1,7 +1,6 @@
 // The S3 server, compiled once for the shipped stores; included by src/s3/s3.cpp.
 #include <sluice/memory_store.hpp>
 #include <sluice/s3/fs_store.hpp>
-#include <sluice/s3/gateway_store.hpp>
 #include <sluice/s3/server_impl.hpp>
 
 #include <simdjson.h>
@@ -144,6 +143,5 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
 
 template class server<fs_store>;
 template class server<memory_store>;
-template class server<gateway_store>;
 
 }  // namespace sluice::s3
