@@ -4,6 +4,7 @@
 #include "cli.hpp"
 
 #include <sluice/config.hpp>
+#include <sluice/s3/sigv4.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -360,13 +361,14 @@ struct client_spec {
   const char* description;
 };
 
-constexpr std::array<client_spec, 6> client_specs = {{
+constexpr std::array<client_spec, 7> client_specs = {{
     {client_command::mb, "mb", "Make a bucket"},
     {client_command::rb, "rb", "Remove an empty bucket"},
     {client_command::put, "put", "Upload a file (KEY ending in / or left out: the file's name is added)"},
     {client_command::get, "get", "Download an object to FILE.partial, then rename it to FILE"},
     {client_command::ls, "ls", "List the buckets, or a bucket's keys under a prefix"},
     {client_command::rm, "rm", "Delete an object"},
+    {client_command::presign, "presign", "Print a presigned GET URL of an object (SigV4 query, nothing sent)"},
 }};
 
 CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) {
@@ -400,6 +402,12 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
       break;
     case client_command::rm:
       command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
+      break;
+    case client_command::presign:
+      command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
+      command.add_option("--expires", o.expires, "Seconds the URL stays valid (1..604800, default 3600)")
+          ->type_name("S")
+          ->check(CLI::Range(std::uint64_t{1}, sluice::s3::max_presigned_expiry));
       break;
   }
   add_connection(command, o);

@@ -44,7 +44,7 @@ struct serve_options {
   bool stale_if_error = false;
 };
 
-enum class client_command { mb, rb, put, get, ls, rm };
+enum class client_command { mb, rb, put, get, ls, rm, presign };
 
 /// The command line of a client command; the URL and file were checked for the command's shape.
 struct client_options {
@@ -62,6 +62,7 @@ struct client_options {
   bool recursive = false;
   bool no_progress = false;
   bool json = false;  ///< one JSON object per line on stdout
+  std::uint64_t expires = 3600;  ///< presign: seconds the URL is valid (1..604800)
 };
 
 /// What the command line asks for: a command, or the exit code when it is settled already

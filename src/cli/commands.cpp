@@ -5,6 +5,7 @@
 #include <sluice/names.hpp>
 #include <sluice/s3/access_log.hpp>
 #include <sluice/s3/client.hpp>
+#include <sluice/s3/sigv4.hpp>
 
 #ifdef SLUICE_CLI_WITH_FABRIC
 #include <sluice/fabric/s3_plane.hpp>
@@ -12,6 +13,7 @@
 
 #include <boost/asio/ssl/error.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -496,6 +498,24 @@ int ls_command(s3::client& client, const std::optional<s3_url>& where, bool recu
   }
 }
 
+// `sluice presign`: the path-style GET URL of the object at the endpoint, signed in its query
+// (SigV4, only host signed, UNSIGNED-PAYLOAD), valid for `expires` seconds from now. Nothing is sent:
+// the URL works for whoever holds it, as aws s3 presign's does.
+int presign_command(const s3::client_config& config, const s3_url& object, std::uint64_t expires) {
+  std::string_view endpoint = config.endpoint;  // validated: http:// or https://, a host
+  while (endpoint.ends_with('/')) endpoint.remove_suffix(1);
+  const std::size_t host_at = endpoint.find("://") + 3;
+  const std::size_t path_at = std::min(endpoint.find('/', host_at), endpoint.size());
+  const std::string_view origin = endpoint.substr(0, path_at);
+  const std::string_view authority = endpoint.substr(host_at, path_at - host_at);  // the Host header, port included
+  const std::string path = std::string(endpoint.substr(path_at)) + "/" + s3::uri_encode(object.bucket, true) + "/" +
+                           s3::uri_encode(object.key, false);
+  const std::string query = s3::presign("GET", authority, path, "", config.creds, config.region,
+                                        std::chrono::system_clock::now(), std::chrono::seconds(expires));
+  std::printf("%.*s%s?%s\n", static_cast<int>(origin.size()), origin.data(), path.c_str(), query.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_client(const client_options& o) {
@@ -505,7 +525,8 @@ int run_client(const client_options& o) {
                            : command == client_command::put ? "put"
                            : command == client_command::get ? "get"
                            : command == client_command::ls  ? "ls"
-                                                            : "rm";
+                           : command == client_command::rm  ? "rm"
+                                                            : "presign";
   // The command line's shape was checked (args.cpp): the URL parses, with a key where one is due.
   std::optional<s3_url> url;
   if (const auto split = split_s3_url(o.url)) url = s3_url{split->first, split->second};
@@ -521,6 +542,7 @@ int run_client(const client_options& o) {
     std::fprintf(stderr, "sluice %s: %s\n", name, error->message().c_str());
     return 2;
   }
+  if (command == client_command::presign) return presign_command(config, *url, o.expires);
   const bool show_progress = ::isatty(STDERR_FILENO) == 1 && !o.no_progress;
   const s3::transfer_via via = o.via == "rdma"   ? s3::transfer_via::rdma
                                : o.via == "http" ? s3::transfer_via::http
@@ -570,6 +592,7 @@ int run_client(const client_options& o) {
     case client_command::ls: return ls_command(client, url, o.recursive, o.json);
     case client_command::get: return get_command(client, *url, o.file, show_progress, via, o.json);
     case client_command::put: break;
+    case client_command::presign: return 2;  // answered above, before any connection
   }
   const std::string& file = o.file;
   const auto started = std::chrono::steady_clock::now();
