@@ -2,7 +2,7 @@
 """The benchmark harness: runs a scenario set, each scenario beside its baseline in the same run,
 and writes results.json, table.md (printed at the end) and PNG plots.
 
-  bench/run.py [--set cpu|gpu|all] [--quick] [--gpu-json FILE] [--build DIR] [--out DIR]
+  bench/run.py [--set cpu|gpu|all] [--quick] [--only GROUP,...] [--gpu-json FILE] [--build DIR] [--out DIR]
 
 cpu: starts `sluice serve --fabric shm,tcp --grant-socket …` (store on tmpfs) and nginx (sendfile)
   on loopback, then
@@ -12,6 +12,8 @@ cpu: starts `sluice serve --fabric shm,tcp --grant-socket …` (store on tmpfs) 
                     loopback TCP, libfabric RMA write over shm and tcp); part size x parts in flight
   large PUT 1 GiB   sluice rdma (shm), http; curl -T
   small objects     4 KiB and 64 KiB with wrk: presigned GET URLs of sluice serve against nginx
+  core scaling      4 KiB GETs with wrk against a sluice serve held to 1, 2, 4, ... cores (taskset)
+  listing           ListObjectsV2 over 100,000 keys, then a HEAD of each
   size sweep        rdma shm GET (and http) from 4 KiB up to --sweep-max (default 1 GiB)
 gpu: reads the JSON that sluice_gpu_bench writes on the device machine (--gpu-json, repeatable)
   and evaluates the GPU targets from it. Targets are reported as pass/miss, never asserted.
@@ -175,8 +177,12 @@ def mount_type(path):
 # Servers
 
 class SluiceServer:
-    def __init__(self, cli, root, logdir):
-        self.cli, self.root, self.log_path = cli, root, os.path.join(logdir, "sluice-serve.log")
+    """`sluice serve` on 127.0.0.1:0. planes: the serve flags of the RDMA and grant planes (default:
+    shm and tcp, a grant socket beside the root); prefix: a command it runs under (taskset)."""
+
+    def __init__(self, cli, root, logdir, name="sluice-serve", planes=None, prefix=(), extra=(), tls=True):
+        self.cli, self.root, self.log_path = cli, root, os.path.join(logdir, name + ".log")
+        self.planes, self.prefix, self.extra, self.want_tls = planes, list(prefix), list(extra), tls
         self.proc, self.port, self.banner = None, None, []
         self.tls_port, self.tls_ca = None, None
 
@@ -184,7 +190,7 @@ class SluiceServer:
         self._log = open(self.log_path, "w")
         # HTTPS beside HTTP (the get.curl_sluice_https row): a self-signed certificate for 127.0.0.1.
         tls = []
-        if shutil.which("openssl"):
+        if self.want_tls and shutil.which("openssl"):
             cert, key = self.root + ".cert.pem", self.root + ".key.pem"
             made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
                                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
@@ -195,9 +201,11 @@ class SluiceServer:
         # shm is named: `auto` no longer opens it (it trusts every local process); the benchmark
         # still measures it beside tcp and the same-host grants (GRANT_SOCKET).
         self.grant_socket = self.root + ".grants.sock"
-        self.proc = subprocess.Popen([self.cli, "serve", "--root", self.root, "--listen", "127.0.0.1:0", "--fabric",
-                                      "shm,tcp", "--grant-socket", self.grant_socket, "--access-key", ACCESS_KEY,
-                                      "--secret-key", SECRET_KEY] + tls,
+        planes = self.planes if self.planes is not None else ["--fabric", "shm,tcp", "--grant-socket",
+                                                              self.grant_socket]
+        self.proc = subprocess.Popen(self.prefix + [self.cli, "serve", "--root", self.root, "--listen", "127.0.0.1:0"]
+                                     + planes + ["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY] + tls
+                                     + self.extra,
                                      stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent)
         on_cleanup(self.stop)
@@ -879,9 +887,9 @@ class Harness:
             scenario(self.results, "small.%s.nginx" % tag, group, "%s GET: nginx" % size_name(size), "baseline",
                      nginx_wrk)
 
-    def wrk(self, url, size, duration, server_pid, note):
+    def wrk(self, url, size, duration, server_pid, note, threads=2, connections=16, prefix=()):
         wrk = self.tool("wrk")
-        cmd = [wrk, "-t2", "-c16", "-d%ds" % duration, "--latency", url]
+        cmd = list(prefix) + [wrk, "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration, "--latency", url]
         cpu0 = proc_cpu_seconds(server_pid)
         r = run_measured(cmd, duration + 60)
         server_cpu = proc_cpu_seconds(server_pid) - cpu0
@@ -907,8 +915,65 @@ class Harness:
                 "cpu_s_per_gib": r.cpu / gib if gib else None, "peak_rss_bytes": r.maxrss,
                 "server_cpu_us_per_op": server_cpu / requests * 1e6 if requests else None,
                 "server_cpu_s_per_gib": server_cpu / gib if gib else None,
-                "cmd": " ".join(cmd[1:]).split("?")[0] + ("?X-Amz-…" if "?" in url else ""),
+                "cmd": " ".join(cmd[len(prefix) + 1:]).split("?")[0] + ("?X-Amz-…" if "?" in url else ""),
                 "note": note + ("; socket errors: " + errors.group(1) if errors else ""), "raw": text}
+
+    def core_scaling(self):
+        """4 KiB presigned GETs with wrk against a `sluice serve` held to k cores (taskset, io_threads
+        k), k = 1, 2, 4, ... up to the machine's cores; wrk runs -t k on the other cores when there are
+        k of them, else beside the server. One server per point, each on its own store (a root is
+        locked by one server)."""
+        group = "Core scaling (4 KiB GET, wrk, presigned)"
+        cores = os.cpu_count() or 1
+        points = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= cores]
+        duration = 2 if self.quick else 5
+        taskset = shutil.which("taskset")
+        log("== %s: server on %s core(s), %d s each" % (group, ", ".join(map(str, points)), duration))
+        for k in points:
+            def body(k=k):
+                self.tool("wrk")
+                self.tool("curl")
+                if not taskset:
+                    raise NotRun("taskset is missing (util-linux)")
+                root = os.path.join(self.work, "scale-%d" % k)
+                config = root + ".json"
+                with open(config, "w") as f:
+                    json.dump({"io_threads": k}, f)
+                server = SluiceServer(self.cli, root, os.path.join(self.out, "logs"), name="sluice-serve-%dcore" % k,
+                                      planes=["--fabric", "off", "--grant-socket", "off"], tls=False,
+                                      prefix=[taskset, "-c", "0-%d" % (k - 1)], extra=["--config", config]).start()
+                try:
+                    data = os.urandom(4 * KIB)
+                    path = root + ".object"
+                    with open(path, "wb") as f:
+                        f.write(data)
+                    for target, extra in (("%s/%s" % (server.url, BUCKET), ["-X", "PUT"]),
+                                          ("%s/%s/small" % (server.url, BUCKET), ["-T", path])):
+                        r = subprocess.run(self.curl_sign + extra + ["-o", "/dev/null", "-w", "%{http_code}", target],
+                                           capture_output=True, text=True, timeout=60)
+                        if r.stdout.strip() != "200":
+                            raise RuntimeError("PUT %s: HTTP %s %s" % (target, r.stdout.strip(), r.stderr.strip()))
+                    r = subprocess.run([self.cli, "presign", "s3://%s/small" % BUCKET, "--endpoint", server.url,
+                                        "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY], capture_output=True,
+                                       text=True, timeout=60)
+                    url = r.stdout.strip()
+                    if r.returncode != 0:
+                        raise RuntimeError("sluice presign: " + tail(r.stderr))
+                    with urllib.request.urlopen(url, timeout=10) as response:
+                        if response.read() != data:
+                            raise RuntimeError("the presigned GET did not return the object")
+                    pinned = cores - k >= k
+                    prefix = [taskset, "-c", "%d-%d" % (k, cores - 1)] if pinned else []
+                    entry = self.wrk(url, 4 * KIB, duration, server.proc.pid,
+                                     "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s" % (
+                                         k - 1, k, k, max(16, 8 * k),
+                                         "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"),
+                                     threads=k, connections=max(16, 8 * k), prefix=prefix)
+                    return dict(entry, cores=k)
+                finally:
+                    server.stop()
+            scenario(self.results, "scale.%d" % k, group, "4 KiB GET, server on %d core%s" % (k, "s" if k > 1 else ""),
+                     "sluice" if k > 1 else "baseline", body)
 
     def size_sweep(self):
         group = "Size sweep (GET)"
@@ -966,14 +1031,14 @@ class Harness:
         ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
         ("list.v2", "small.4k.sluice", "LIST keys/s ÷ 4 KiB GET ops/s (sluice)"),
         ("list.head", "small.4k.sluice", "HEAD keys/s ÷ 4 KiB GET ops/s (sluice)"),
-    ]
+    ] + [("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
 
     def ratios(self):
         out = []
         sizes = sorted({s["size"] for s in self.results.scenarios if s["id"].startswith("size.") and s.get("size")})
         extra = [("size.rdma.%d" % n, "size.http.%d" % n, "%s GET rdma shm ÷ http" % size_name(n)) for n in sizes]
         for num, den, label in self.RATIOS + extra:
-            field = "ops_per_s" if num.startswith(("small.", "list.")) else "gib_per_s"
+            field = "ops_per_s" if num.startswith(("small.", "list.", "scale.")) else "gib_per_s"
             a, b = self.results.rate(num, field), self.results.rate(den, field)
             out.append({"numerator": num, "denominator": den, "label": label,
                         "value": a / b if a and b else None})
@@ -1001,6 +1066,12 @@ class Harness:
                         "measured": (entry or {}).get("error") or "not run"}
             return {"target": name, "required": "≤ %g %s" % (limit, unit), "measured": "%.3g %s" % (value, unit),
                     "status": "pass" if value <= limit else "miss"}
+        def p99(name, sid, base):
+            a, b = self.results.rate(sid, "p99_ms"), self.results.rate(base, "p99_ms")
+            if a is None or b is None:
+                return {"target": name, "status": "not measured", "required": "≤ 2.00×", "measured": "not run"}
+            return {"target": name, "ratio": a / b, "required": "≤ 2.00×",
+                    "measured": "%s (%.3g vs %.3g ms)" % (ratio(a / b), a, b), "status": "pass" if a <= 2 * b else "miss"}
         return [
             target("CPU: GET 1 GiB rdma/shm ≥ 2 × sluice http", "get.rdma_shm", "get.http", "gib_per_s", 2.0),
             target("CPU: GET 1 GiB memfd grant ≥ 3 × sluice http", "get.grant_memfd", "get.http", "gib_per_s", 3.0),
@@ -1009,6 +1080,9 @@ class Harness:
             target("CPU: 64 KiB GET ops/s ≥ 0.8 × nginx (wrk)", "small.64k.sluice", "small.64k.nginx", "ops_per_s",
                    0.8),
             at_most("CPU: server CPU per 4 KiB GET ≤ 40 µs", "small.4k.sluice", "server_cpu_us_per_op", 40, "µs"),
+            p99("CPU: 4 KiB GET p99 ≤ 2 × nginx's", "small.4k.sluice", "small.4k.nginx"),
+            p99("CPU: 64 KiB GET p99 ≤ 2 × nginx's", "small.64k.sluice", "small.64k.nginx"),
+            target("CPU: 4 KiB GET ops/s, server on 2 cores ≥ 1.6 × on 1", "scale.2", "scale.1", "ops_per_s", 1.6),
             at_most("CPU: HTTP PUT server CPU ≤ 1.5 s/GiB (sluice client)", "put.http", "server_cpu_s_per_gib", 1.5,
                     "s/GiB"),
             at_most("CPU: curl -T PUT server CPU ≤ 1.5 s/GiB", "put.curl", "server_cpu_s_per_gib", 1.5, "s/GiB"),
@@ -1181,7 +1255,7 @@ def write_table(path, meta, results, ratios, targets, gpu_rows, gpu_errors):
         rows = [s for s in results.scenarios if s["group"] == group]
         L.append("## " + group)
         L.append("")
-        if group.startswith("Small") or group.startswith("Listing"):
+        if group.startswith(("Small", "Listing", "Core scaling")):
             L.append("| case | ops/s | vs | p50 ms | p99 ms | client CPU s/GiB | server CPU µs/op | wrk RSS MiB | note |")
             L.append("|---|---:|---|---:|---:|---:|---:|---:|---|")
             for s in rows:
@@ -1424,12 +1498,18 @@ def machine_meta(args):
             "sweep_max": args.sweep_max, "python": sys.executable, "argv": sys.argv[1:]}
 
 
+# The cpu set's groups, in the order they run (--only picks some).
+GROUPS = ("large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep")
+
+
 def main():
     reexec_for_matplotlib()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", choices=("cpu", "gpu", "all"), default="cpu")
     parser.add_argument("--quick", action="store_true", help="fewer runs and sweep points (a minute or two)")
+    parser.add_argument("--only", type=lambda text: text.split(","), default=None, metavar="GROUP[,GROUP]",
+                        help="run these groups of the cpu set only: " + ", ".join(GROUPS))
     parser.add_argument("--gpu-json", action="append", default=[], metavar="FILE",
                         help="gpu_bench.json of a device run (sluice_gpu_bench --json); repeatable")
     parser.add_argument("--build", default=os.path.join(REPO, "build", "release"), help="build dir (release preset)")
@@ -1437,6 +1517,9 @@ def main():
     parser.add_argument("--sweep-max", type=parse_size, default=GIB, metavar="SIZE",
                         help="largest object of the size sweep (default 1GiB; 4GiB needs ~10 GiB free memory)")
     args = parser.parse_args()
+    if args.only and not set(args.only) <= set(GROUPS):
+        parser.error("--only: unknown group(s) %s; groups: %s" % (", ".join(sorted(set(args.only) - set(GROUPS))),
+                                                                  ", ".join(GROUPS)))
     signal.signal(signal.SIGTERM, _terminate)
 
     out = os.path.abspath(args.out or os.path.join(REPO, "bench", "results",
@@ -1454,12 +1537,9 @@ def main():
             harness.ensure_built()
             bench_started = time.monotonic()
             harness.setup()
-            harness.large_get()
-            harness.part_sweep()
-            harness.large_put()
-            harness.small_objects()
-            harness.listing()
-            harness.size_sweep()
+            for name in GROUPS:
+                if not args.only or name in args.only:
+                    getattr(harness, name)()
             meta["bench_wall_s"] = round(time.monotonic() - bench_started, 1)
     except KeyboardInterrupt as e:
         fatal = "interrupted (%s)" % (e or "Ctrl-C")

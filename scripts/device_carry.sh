@@ -4,11 +4,13 @@
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
 # (FI_HMEM), and a runner.
 #   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR]]   (default build/device → build/device-carry)
-#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go] [args]   (carry OUT_DIR)
+#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go|cpu] [args]   (carry OUT_DIR)
 # run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
 # run.sh python: the Python module built there for its python3 (torch), tests/python with torch,
 # and GET → CUDA tensor through Python against the C API in the same run (bench/gpu/python_get.py).
+# run.sh cpu: bench/run.py's CPU groups with the carried binaries and wrk (default the core
+# scaling of 4 KiB GETs; SLUICE_BENCH_ONLY picks groups), results in $OUT/bench_cpu.
 # run.sh go: examples/go's tests (a test binary built here with -tags cuda), its GPU test included.
 # run.sh file: the 4 GiB file → GPU rates of the GPU suite (resident and cold file, the pinned
 # H2D ceiling and the disk's O_DIRECT rate measured in the same run, the mapped method's shape).
@@ -39,7 +41,7 @@ esac
 if [[ ! -f ${build}/CMakeCache.txt ]]; then
   cmake --preset release -B "${build}" -DSLUICE_BUILD_TESTS=ON -DSLUICE_BUILD_FUZZ=OFF >/dev/null
 fi
-targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe sluice_c)
+targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe sluice_c sluice_s3_bench sluice_ceilings)
 if grep -q vectors_from_s3 "${build}/build.ninja" 2>/dev/null; then targets+=(vectors_from_s3); fi
 cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}"
 
@@ -113,6 +115,16 @@ if [[ -f ${build}/examples/vectors_from_s3/vectors_from_s3 ]]; then
   cp "${build}/examples/vectors_from_s3/vectors_from_s3" "${out}/"
 fi
 strip "${out}"/sluice* "${out}"/vectors_from_s3 2>/dev/null || true
+# bench/run.py's CPU groups (run.sh cpu): a build directory's layout (src/sluice,
+# bench/sluice_s3_bench, bench/sluice_ceilings) and wrk with its LuaJIT from this machine.
+mkdir -p "${out}/cpu/src" "${out}/cpu/bench" "${out}/tools"
+cp "${out}/sluice" "${out}/cpu/src/sluice"
+cp "${build}/bench/sluice_s3_bench" "${build}/bench/sluice_ceilings" "${out}/cpu/bench/"
+strip "${out}"/cpu/bench/* 2>/dev/null || true
+if command -v wrk >/dev/null; then
+  cp "$(command -v wrk)" "${out}/tools/"
+  ldd "$(command -v wrk)" | awk '/libluajit/ {print $3}' | xargs -r cp -L -t "${out}/lib"
+fi
 # The C API library and pybind11's headers (Debian's): run.sh python builds the Python module
 # there, for the device's own python3 (the one that holds torch).
 cp -L "${build}/src/libsluice_c.so.0" "${out}/lib/"
@@ -263,6 +275,14 @@ if [[ ${what} == go ]] && [[ -x ${here}/sluice_go_test ]]; then
   echo "== Go package (cgo, libsluice_c), with its GPU test"
   LD_LIBRARY_PATH=${LD_LIBRARY_PATH}:/usr/local/cuda/lib64 SLUICE_BINARY=${here}/sluice \
     "${here}/sluice_go_test" -test.v -test.count=1 "$@" || status=1
+fi
+if [[ ${what} == cpu ]]; then
+  # bench/run.py's CPU groups on this host with the carried binaries (default: the core scaling
+  # of 4 KiB GETs; SLUICE_BENCH_ONLY=group,group picks others); results under $OUT/bench_cpu.
+  echo "== bench/run.py --only ${SLUICE_BENCH_ONLY:-core_scaling}"
+  repo=$(cd "${here}/../.." && pwd)
+  PATH=${here}/tools:${PATH} python3 "${repo}/bench/run.py" --build "${here}/cpu" \
+    --only "${SLUICE_BENCH_ONLY:-core_scaling}" --out "${OUT:-/tmp}/bench_cpu" "$@" || status=1
 fi
 if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)
