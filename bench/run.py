@@ -366,8 +366,9 @@ class Results:
             if entry.get("gib_per_s") is not None:
                 parts.append("%.3f GiB/s" % entry["gib_per_s"])
             if entry.get("ops_per_s") is not None:
-                parts.append("%.0f ops/s, p50 %.3f ms, p99 %.3f ms" % (entry["ops_per_s"], entry["p50_ms"],
-                                                                       entry["p99_ms"]))
+                parts.append("%.0f ops/s" % entry["ops_per_s"])
+                if entry.get("p50_ms") is not None:  # the listing's rows have no latencies
+                    parts.append("p50 %.3f ms, p99 %.3f ms" % (entry["p50_ms"], entry["p99_ms"]))
             if entry.get("cpu_s_per_gib") is not None:
                 parts.append("%.3f CPU-s/GiB" % entry["cpu_s_per_gib"])
             log("  %-42s %s" % (entry["label"], ", ".join(parts)))
