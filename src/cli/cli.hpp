@@ -61,7 +61,7 @@ struct client_options {
   std::string fabric = "auto";
   bool recursive = false;
   bool no_progress = false;
-  bool json = false;  ///< one JSON object per line on stdout
+  bool json = false;             ///< one JSON object per line on stdout
   std::uint64_t expires = 3600;  ///< presign: seconds the URL is valid (1..604800)
 };
 
