@@ -21,6 +21,7 @@ gpu: reads the JSON that sluice_gpu_bench writes on the device machine (--gpu-js
 import argparse
 import atexit
 import datetime
+import filecmp
 import json
 import os
 import platform
@@ -313,6 +314,29 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+# wrk's per-response check: every body compared with the expected bytes (the file named after
+# `--`), every status with 200; done() prints "verify: BAD bad of N". Lua states are per thread,
+# so the counts are read from each thread at the end.
+WRK_VERIFY = """local expected
+bad = 0
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args)
+  local f = assert(io.open(args[1], "rb"))
+  expected = f:read("*a")
+  f:close()
+end
+function response(status, headers, body)
+  if status ~= 200 or body ~= expected then bad = bad + 1 end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do total = total + t:get("bad") end
+  io.write(string.format("verify: %d bad of %d\\n", total, summary.requests))
+end
+"""
 
 
 def free_port():
@@ -626,17 +650,33 @@ class Harness:
                 "seconds_all": [round(x[0].wall, 4) for x in runs],
                 "cmd": " ".join(cmd).replace(SECRET_KEY, "***"), "note": note}
 
+    def verify_download(self, cmd, target, source, env=None):
+        """Runs cmd, which downloads into `target`, and compares target with `source` byte for byte."""
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+            if r.returncode != 0:
+                raise RuntimeError("verifying download: exit %d: %s" % (r.returncode, tail(r.stderr or r.stdout)))
+            if not filecmp.cmp(target, source, shallow=False):
+                raise RuntimeError("verifying download: the bytes differ from %s" % source)
+        finally:
+            if os.path.exists(target):
+                os.unlink(target)
+
     def curl_get(self, url, size, signed, repeat, server_pid, extra=()):
         self.tool("curl")
-        cmd = (self.curl_sign if signed else ["curl", "-sS"]) + list(extra) + [
-            "-o", "/dev/null", "-w", "%{http_code} %{size_download}", url]
+        base = (self.curl_sign if signed else ["curl", "-sS"]) + list(extra)
+        # The timed runs write to /dev/null; one untimed GET with the same options into a file
+        # checks the bytes (against nginx's copy of the object: the same bytes).
+        self.verify_download(base + ["-o", os.path.join(self.work, "curl-verify"), url],
+                             os.path.join(self.work, "curl-verify"), os.path.join(self.www, BUCKET, url.rsplit("/", 1)[1]))
+        cmd = base + ["-o", "/dev/null", "-w", "%{http_code} %{size_download}", url]
 
         def check(r):
             code, got = (r.stdout.split() + ["?", "?"])[:2]
             if code != "200" or got != str(size):
                 raise RuntimeError("HTTP %s, %s bytes of %d" % (code, got, size))
-        return self.external(cmd, size, repeat, server_pid, check, note="process wall and CPU; HTTP 200 and length "
-                                                                         "checked")
+        return self.external(cmd, size, repeat, server_pid, check,
+                             note="process wall and CPU; HTTP 200 and length checked, bytes by one untimed GET")
 
     # -- the scenario groups ------------------------------------------------------------------------
     def large_get(self):
@@ -707,12 +747,14 @@ class Harness:
             cmd = [self.cli, "put", source, "s3://%s/cli-%s" % (BUCKET, key)] + auth
 
         def check(r):
-            if direction == "get" and os.path.getsize(target) != size:
-                raise RuntimeError("the file has %d bytes of %d" % (os.path.getsize(target), size))
+            if direction == "get" and not filecmp.cmp(target, source, shallow=False):
+                raise RuntimeError("the downloaded file differs from the object (%d bytes of %d)" % (
+                    os.path.getsize(target), size))
         try:
             return self.external(cmd, size, repeat, self.server.proc.pid, check,
                                  note="the CLI's process wall and CPU; %s" % (
-                                     "written with pwrite from two reused windows" if direction == "get"
+                                     "written with pwrite from two reused windows; each run's file compared"
+                                     if direction == "get"
                                      else "read from the file"))
         finally:
             if os.path.exists(target):
@@ -730,9 +772,12 @@ class Harness:
         version = subprocess.run([aws, "--version"], capture_output=True, text=True, env=env)
         start_up = run_measured([aws, "--version"], 60, env=env)
         self.meta["aws_cli"] = (version.stdout + version.stderr).strip()
+        target = os.path.join(self.work, "aws-verify")
+        self.verify_download([aws, "s3", "cp", "s3://%s/%s" % (BUCKET, key), target, "--endpoint-url", self.server.url,
+                              "--no-progress"], target, os.path.join(self.www, BUCKET, key), env=env)
         cmd = [aws, "s3", "cp", "s3://%s/%s" % (BUCKET, key), "-", "--endpoint-url", self.server.url, "--no-progress"]
         result = self.external(cmd, size, repeat, self.server.proc.pid, lambda r: None, env=env, stdout_devnull=True,
-                               note="%s; process wall incl. Python start (`aws --version`: %.2f s, %.2f CPU-s)" % (
+                               note="%s; bytes checked by one untimed download to a file; process wall incl. Python start (`aws --version`: %.2f s, %.2f CPU-s)" % (
                                    self.meta["aws_cli"].split()[0], start_up.wall, start_up.cpu))
         return result
 
@@ -876,21 +921,28 @@ class Harness:
 
             def sluice_wrk(size=size, prepare=prepare):
                 return self.wrk(prepare()["url"], size, duration, self.server.proc.pid,
-                                "presigned URL (SigV4 query auth checked per request)")
+                                "presigned URL (SigV4 query auth checked per request)",
+                                os.path.join(self.www, BUCKET, key))
 
             def nginx_wrk(key=key, size=size, prepare=prepare):
                 self.need_nginx()
                 prepare()
                 return self.wrk("%s/%s/%s" % (self.nginx.url, BUCKET, key), size, duration, self.nginx.proc.pid,
-                                "static file, sendfile")
+                                "static file, sendfile", os.path.join(self.www, BUCKET, key))
             scenario(self.results, "small.%s.sluice" % tag, group, "%s GET: sluice serve" % size_name(size), "sluice",
                      sluice_wrk)
             scenario(self.results, "small.%s.nginx" % tag, group, "%s GET: nginx" % size_name(size), "baseline",
                      nginx_wrk)
 
-    def wrk(self, url, size, duration, server_pid, note, threads=2, connections=16, prefix=()):
+    def wrk(self, url, size, duration, server_pid, note, expected, threads=2, connections=16, prefix=()):
+        """wrk on url; every response's status and body checked against the file `expected`."""
         wrk = self.tool("wrk")
-        cmd = list(prefix) + [wrk, "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration, "--latency", url]
+        script = os.path.join(self.work, "wrk-verify.lua")
+        if not os.path.exists(script):
+            with open(script, "w") as f:
+                f.write(WRK_VERIFY)
+        cmd = list(prefix) + [wrk, "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration, "--latency", "-s", script,
+                              url, "--", expected]
         cpu0 = proc_cpu_seconds(server_pid)
         r = run_measured(cmd, duration + 60)
         server_cpu = proc_cpu_seconds(server_pid) - cpu0
@@ -905,6 +957,9 @@ class Harness:
         bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
         if bad:
             raise RuntimeError("%s non-2xx responses of %s" % (bad.group(1), total.group(1)))
+        verify = re.search(r"^verify: (\d+) bad of (\d+)$", text, re.M)
+        if not verify or verify.group(1) != "0":
+            raise RuntimeError("responses not verified: %s" % (verify.group(0) if verify else tail(text)))
         errors = re.search(r"Socket errors: (.*)", text)
 
         def ms(m):
@@ -917,7 +972,8 @@ class Harness:
                 "server_cpu_us_per_op": server_cpu / requests * 1e6 if requests else None,
                 "server_cpu_s_per_gib": server_cpu / gib if gib else None,
                 "cmd": " ".join(cmd[len(prefix) + 1:]).split("?")[0] + ("?X-Amz-…" if "?" in url else ""),
-                "note": note + ("; socket errors: " + errors.group(1) if errors else ""), "raw": text}
+                "note": note + "; every response's status and body checked (%s)" % verify.group(0)
+                        + ("; socket errors: " + errors.group(1) if errors else ""), "raw": text}
 
     def core_scaling(self):
         """4 KiB presigned GETs with wrk against a `sluice serve` held to k cores (taskset, io_threads
@@ -969,7 +1025,7 @@ class Harness:
                                      "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s" % (
                                          k - 1, k, k, max(16, 8 * k),
                                          "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"),
-                                     threads=k, connections=max(16, 8 * k), prefix=prefix)
+                                     path, threads=k, connections=max(16, 8 * k), prefix=prefix)
                     return dict(entry, cores=k)
                 finally:
                     server.stop()
