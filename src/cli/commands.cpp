@@ -502,14 +502,11 @@ int ls_command(s3::client& client, const std::optional<s3_url>& where, bool recu
 // (SigV4, only host signed, UNSIGNED-PAYLOAD), valid for `expires` seconds from now. Nothing is sent:
 // the URL works for whoever holds it, as aws s3 presign's does.
 int presign_command(const s3::client_config& config, const s3_url& object, std::uint64_t expires) {
-  std::string_view endpoint = config.endpoint;  // validated: http:// or https://, a host
-  while (endpoint.ends_with('/')) endpoint.remove_suffix(1);
-  const std::size_t host_at = endpoint.find("://") + 3;
-  const std::size_t path_at = std::min(endpoint.find('/', host_at), endpoint.size());
-  const std::string_view origin = endpoint.substr(0, path_at);
-  const std::string_view authority = endpoint.substr(host_at, path_at - host_at);  // the Host header, port included
-  const std::string path = std::string(endpoint.substr(path_at)) + "/" + s3::uri_encode(object.bucket, true) + "/" +
-                           s3::uri_encode(object.key, false);
+  // validate() took the endpoint: http:// or https://, then host[:port], no path, maybe one '/'.
+  std::string_view origin = config.endpoint;
+  if (origin.ends_with('/')) origin.remove_suffix(1);
+  const std::string_view authority = origin.substr(origin.find("://") + 3);  // the Host header, port included
+  const std::string path = "/" + s3::uri_encode(object.bucket, true) + "/" + s3::uri_encode(object.key, false);
   const std::string query = s3::presign("GET", authority, path, "", config.creds, config.region,
                                         std::chrono::system_clock::now(), std::chrono::seconds(expires));
   std::printf("%.*s%s?%s\n", static_cast<int>(origin.size()), origin.data(), path.c_str(), query.c_str());
