@@ -569,7 +569,7 @@ class Harness:
             raise RuntimeError("sluice_s3_bench --op gen: exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
 
     def bench(self, op, key, size, via=None, fabric=None, part_size=None, parts_in_flight=None, repeat=None,
-              endpoint=None, anonymous=False, extra=(), timeout=None):
+              endpoint=None, anonymous=False, extra=(), timeout=None, server=None):
         self.need(self.s3_bench)
         cmd = [self.s3_bench, "--endpoint", endpoint or self.server.url, "--bucket", BUCKET, "--key", key, "--op", op,
                "--size", str(size), "--seed", str(SEED)]
@@ -580,6 +580,8 @@ class Harness:
                 cmd += [flag, str(value)]
         cmd += list(extra)
         server_pid = self.nginx.proc.pid if (self.nginx and endpoint == self.nginx.url) else self.server.proc.pid
+        if server is not None:
+            server_pid = server.proc.pid
         cpu0 = proc_cpu_seconds(server_pid)
         r = run_measured(cmd, timeout or 120 + (repeat or 1) * size / GIB * 30)
         server_cpu = proc_cpu_seconds(server_pid) - cpu0
@@ -1088,7 +1090,88 @@ class Harness:
         ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
         ("list.v2", "small.4k.sluice", "LIST keys/s ÷ 4 KiB GET ops/s (sluice)"),
         ("list.head", "small.4k.sluice", "HEAD keys/s ÷ 4 KiB GET ops/s (sluice)"),
+        ("gw.hit_rdma_shm", "gw.local_rdma_shm", "gateway hit ÷ local store, rdma shm"),
+        ("gw.hit_grant", "gw.local_grant", "gateway hit ÷ local store, memfd grant"),
+        ("gw.hit_http", "gw.local_http", "gateway hit ÷ local store, http"),
+        ("gw.miss_http", "gw.upstream_http", "gateway miss (http) ÷ upstream's own http GET"),
+        ("gw.miss_rdma_shm", "gw.upstream_http", "gateway miss (rdma shm) ÷ upstream's own http GET"),
     ] + [("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
+
+    def gateway(self):
+        """`sluice serve --upstream` (gateway_store) in front of a second `sluice serve`: cache hits
+        by the fast paths against the same GET from the local store, and misses against the
+        upstream's own HTTP GET, all with sluice_s3_bench, in this run."""
+        size = GIB
+        group = "Gateway GET 1 GiB"
+        rep = 1 if self.quick else 3
+        log("== %s (%d run%s each, median)" % (group, rep, "s" if rep > 1 else ""))
+        R = self.results
+        key = "object-1g"
+        logs = os.path.join(self.out, "logs")
+        upstream = gateway = None
+        try:
+            self.object(key, size, nginx_copy=False)
+            upstream = SluiceServer(self.cli, os.path.join(self.work, "upstream"), logs, name="upstream",
+                                    planes=["--fabric", "off", "--grant-socket", "off"], tls=False).start()
+            if not self.curl_sign:
+                raise NotRun("curl is not installed (it creates the upstream's bucket)")
+            made = subprocess.run(self.curl_sign + ["-X", "PUT", "-o", "/dev/null", "-w", "%{http_code}",
+                                                    "%s/%s" % (upstream.url, BUCKET)], capture_output=True, text=True)
+            if made.stdout.strip() != "200":
+                raise RuntimeError("the upstream's bucket: HTTP %s %s" % (made.stdout.strip(), tail(made.stderr)))
+            self.bench(op="put", key=key, size=size, via="http", endpoint=upstream.url, server=upstream, timeout=600)
+        except Exception as e:  # noqa: BLE001
+            R.add({"id": "gw.setup", "group": group, "label": "upstream setup", "kind": "setup", "status": "error",
+                   "error": tail(str(e))})
+            return
+        cache = os.path.join(self.work, "gateway")
+
+        def fresh_gateway():
+            nonlocal gateway
+            if gateway:
+                gateway.stop()
+            shutil.rmtree(cache, ignore_errors=True)  # every GET of it is a miss until one fetched it
+            gateway = SluiceServer(self.cli, cache, logs, name="gateway", tls=False,
+                                   extra=["--upstream", upstream.url, "--upstream-access-key", ACCESS_KEY,
+                                          "--upstream-secret-key", SECRET_KEY, "--cache-bytes", "4 GiB"]).start()
+            return gateway
+
+        def miss(via, fabric=None):
+            runs = []
+            for _ in range(rep):
+                gw = fresh_gateway()
+                runs.append(self.bench("get", key, size, via=via, fabric=fabric, endpoint=gw.url, server=gw))
+            runs.sort(key=lambda r: r["gib_per_s"] or 0)
+            out = dict(runs[len(runs) // 2])
+            out["note"] = "; ".join(x for x in (out.get("note"), "each run a new, empty cache (median of %d)" % rep)
+                                    if x)
+            return out
+
+        scenario(R, "gw.upstream_http", group, "upstream's own HTTP GET (sluice client → upstream)", "baseline",
+                 lambda: self.bench("get", key, size, via="http", repeat=rep, endpoint=upstream.url, server=upstream))
+        scenario(R, "gw.miss_http", group, "gateway miss, http", "sluice", lambda: miss("http"))
+        scenario(R, "gw.miss_rdma_shm", group, "gateway miss, rdma (shm)", "sluice", lambda: miss("rdma", "shm"))
+
+        def hit(grant=False, **kw):
+            gw = gateway or fresh_gateway()
+            self.bench("get", key, size, via="http", endpoint=gw.url, server=gw)  # fetched: later GETs are hits
+            extra = ["--grant-socket", gw.grant_socket] if grant else []
+            return self.bench("get", key, size, repeat=rep, endpoint=gw.url, server=gw, extra=extra, **kw)
+        scenario(R, "gw.local_rdma_shm", group, "local fs_store, rdma (shm)", "baseline",
+                 lambda: self.bench("get", key, size, via="rdma", fabric="shm", repeat=rep))
+        scenario(R, "gw.hit_rdma_shm", group, "gateway hit, rdma (shm)", "sluice", lambda: hit(via="rdma", fabric="shm"))
+        scenario(R, "gw.local_grant", group, "local fs_store, same-host grant (memfd)", "baseline",
+                 lambda: self.bench("get", key, size, repeat=rep, extra=["--grant-socket", self.server.grant_socket]))
+        scenario(R, "gw.hit_grant", group, "gateway hit, same-host grant (memfd)", "sluice",
+                 lambda: hit(grant=True))
+        scenario(R, "gw.local_http", group, "local fs_store, http", "baseline",
+                 lambda: self.bench("get", key, size, via="http", repeat=rep))
+        scenario(R, "gw.hit_http", group, "gateway hit, http", "sluice", lambda: hit(via="http"))
+        for server in (gateway, upstream):
+            if server:
+                server.stop()
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(os.path.join(self.work, "upstream"), ignore_errors=True)
 
     def ratios(self):
         out = []
@@ -1147,6 +1230,14 @@ class Harness:
             target("CLI: `sluice get` to a file ≥ 0.8 × library GET into memory", "get.cli_file", "get.http",
                    "gib_per_s", 0.8),
             target("CLI: `sluice put` of a file ≥ 0.8 × library PUT", "put.cli_file", "put.http", "gib_per_s", 0.8),
+            target("Gateway: hit GET 1 GiB rdma/shm ≥ 0.9 × local fs_store", "gw.hit_rdma_shm", "gw.local_rdma_shm",
+                   "gib_per_s", 0.9),
+            target("Gateway: hit GET 1 GiB memfd grant ≥ 0.9 × local fs_store", "gw.hit_grant", "gw.local_grant",
+                   "gib_per_s", 0.9),
+            target("Gateway: miss GET 1 GiB (http) ≥ 0.8 × upstream's own HTTP GET", "gw.miss_http",
+                   "gw.upstream_http", "gib_per_s", 0.8),
+            target("Gateway: miss GET 1 GiB (rdma/shm) ≥ 0.8 × upstream's own HTTP GET", "gw.miss_rdma_shm",
+                   "gw.upstream_http", "gib_per_s", 0.8),
         ]
 
 
@@ -1556,7 +1647,8 @@ def machine_meta(args):
 
 
 # The cpu set's groups, in the order they run (--only picks some).
-GROUPS = ("large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep")
+GROUPS = ("large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep",
+          "gateway")
 
 
 def main():

@@ -4,7 +4,7 @@
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
 # (FI_HMEM), and a runner.
 #   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR]]   (default build/device → build/device-carry)
-#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go|cpu] [args]   (carry OUT_DIR)
+#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go|cpu|gateway] [args]   (carry OUT_DIR)
 # run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
 # run.sh python: the Python module built there for its python3 (torch), tests/python with torch,
@@ -12,6 +12,9 @@
 # run.sh cpu: bench/run.py's CPU groups with the carried binaries and wrk (default the core
 # scaling of 4 KiB GETs; SLUICE_BENCH_ONLY picks groups), results in $OUT/bench_cpu.
 # run.sh go: examples/go's tests (a test binary built here with -tags cuda), its GPU test included.
+# run.sh gateway: the GPU benchmark (1 GiB) against a local store and against `sluice serve
+# --upstream` in front of a second sluice serve, in one run: a gateway cache hit into GPU memory
+# against the same GET from the local store (issue 16); JSON in $OUT/gpu_gateway_{local,gateway}.json.
 # run.sh file: the 4 GiB file → GPU rates of the GPU suite (resident and cold file, the pinned
 # H2D ceiling and the disk's O_DIRECT rate measured in the same run, the mapped method's shape).
 #
@@ -283,6 +286,40 @@ if [[ ${what} == cpu ]]; then
   repo=$(cd "${here}/../.." && pwd)
   PATH=${here}/tools:${PATH} python3 "${repo}/bench/run.py" --build "${here}/cpu" \
     --only "${SLUICE_BENCH_ONLY:-core_scaling}" --out "${OUT:-/tmp}/bench_cpu" "$@" || status=1
+fi
+# Starts `sluice serve` with ROOT and the rest as its arguments, logging to ROOT.log; prints its port.
+start_serve() {
+  local root=$1
+  shift
+  "${here}/sluice" serve --root "${root}" --listen 127.0.0.1:0 "$@" >"${root}.log" 2>&1 &
+  echo $! >"${root}.pid"
+  for _ in $(seq 1 200); do
+    port=$(sed -n 's/^sluice serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "${root}.log")
+    [[ -n ${port} ]] && echo "${port}" && return 0
+    sleep 0.05
+  done
+  cat "${root}.log" >&2
+  return 1
+}
+if [[ ${what} == gateway ]]; then
+  root=$(mktemp -d /tmp/sluice-gateway.XXXXXX)
+  keys=(--access-key SLUICEBENCH --secret-key sluice-bench-secret)
+  local_port=$(start_serve "${root}/local" --fabric shm,tcp --grant-socket "${root}/local.sock" "${keys[@]}")
+  upstream_port=$(start_serve "${root}/upstream" --fabric off --grant-socket off "${keys[@]}")
+  gateway_port=$(start_serve "${root}/gateway" --fabric shm,tcp --grant-socket "${root}/gateway.sock" "${keys[@]}" \
+    --upstream "http://127.0.0.1:${upstream_port}" --upstream-access-key SLUICEBENCH \
+    --upstream-secret-key sluice-bench-secret)
+  for name in local gateway; do
+    port_var=${name}_port
+    echo "== GPU benchmark, 1 GiB, ${name} ($(sed -n 's/^sluice serve: listening on //p' "${root}/${name}.log"))"
+    "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${!port_var}" --size 1GiB \
+      --json "${OUT:-/tmp}/gpu_gateway_${name}.json" --grant-socket "${root}/${name}.sock" \
+      --server-pid "$(cat "${root}/${name}.pid")" "${keys[@]}" "$@" || status=1
+  done
+  grep -h "gateway_store" "${root}"/*.log | head -20 || true
+  for name in gateway upstream local; do kill "$(cat "${root}/${name}.pid")" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "${root}"
 fi
 if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   root=$(mktemp -d /tmp/sluice-device.XXXXXX)

@@ -314,6 +314,12 @@ void add_serve(CLI::App& app, serve_options& o) {
   serve.add_flag("--stale-if-error", o.stale_if_error, "Serve cached objects while the upstream cannot be reached")
       ->group("Gateway")
       ->needs(upstream);
+  optional_option(serve, "--upstream-timeout", o.upstream_timeout,
+                  "Seconds one upstream request may take before the upstream counts as unreachable (default 60)")
+      ->type_name("SECONDS")
+      ->group("Gateway")
+      ->needs(upstream)
+      ->check(CLI::Range(1, 3600));
   serve.footer(
       "--fabric shm: libfabric's shm checks no keys or ranges, so every local process that can sign a\n"
       "request can read and write the memory of any other shm peer: only for hosts whose local users\n"

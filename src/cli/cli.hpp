@@ -42,6 +42,7 @@ struct serve_options {
   std::optional<std::uint64_t> cache_bytes;       ///< parsed from a size ("64 GiB")
   std::optional<std::uint64_t> revalidate_after;  ///< seconds
   bool stale_if_error = false;
+  std::optional<std::uint32_t> upstream_timeout;  ///< seconds of one upstream attempt
 };
 
 enum class client_command { mb, rb, put, get, ls, rm, presign };

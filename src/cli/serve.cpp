@@ -43,23 +43,50 @@ std::string default_grant_socket(std::uint16_t port) {
                    : "/tmp/sluice-pid" + std::to_string(::getpid()) + ".sock";
 }
 
-// The server configuration of the --config file, or nullopt after saying why not.
-std::optional<s3::server_config> read_server_config(const std::string& file) {
+// What a gateway starts from before the config file and the flags.
+s3::gateway_store_config default_gateway_config() {
+  s3::gateway_store_config gateway;
+  // A gateway answers its clients within their timeouts: an upstream that does not answer in
+  // 60 s (or upstream_timeout_s, --upstream-timeout) counts as unreachable (503, or stale_if_error).
+  gateway.upstream.request_timeout = std::chrono::seconds(60);
+  return gateway;
+}
+
+// The text of the --config file, or nullopt after saying why not.
+std::optional<std::string> read_config_text(const std::string& file) {
   std::ifstream in{file};
   std::stringstream text;
   text << in.rdbuf();
-  error_code ec;
-  config_error error;
   if (!in) {
     std::fprintf(stderr, "sluice serve: cannot read %s\n", file.c_str());
     return std::nullopt;
   }
-  auto config = s3::parse_server_config(text.str(), ec, error);
+  return text.str();
+}
+
+// The server configuration of the --config file, or nullopt after saying why not.
+std::optional<s3::server_config> read_server_config(const std::string& file) {
+  const auto text = read_config_text(file);
+  if (!text) return std::nullopt;
+  error_code ec;
+  config_error error;
+  auto config = s3::parse_server_config(*text, ec, error);
   if (ec) {
     std::fprintf(stderr, "sluice serve: %s: %s\n", file.c_str(), error.message().c_str());
     return std::nullopt;
   }
   return config;
+}
+
+// The "gateway" object of the --config file; false after saying what is wrong with it.
+bool read_gateway_config(const std::string& file, std::optional<s3::gateway_store_config>& out) {
+  const auto text = read_config_text(file);
+  if (!text) return false;
+  error_code ec;
+  config_error error;
+  out = s3::parse_gateway_config(*text, default_gateway_config(), ec, error);
+  if (ec) std::fprintf(stderr, "sluice serve: %s: %s\n", file.c_str(), error.message().c_str());
+  return !ec;
 }
 
 // /metrics: the same-host grant plane's sessions and grants.
@@ -263,20 +290,23 @@ int run_server(Store& store, const serve_options& o, const s3::server_config& co
   return 0;
 }
 
-// The gateway_store configuration of --upstream and friends.
-s3::gateway_store_config gateway_config(const serve_options& o) {
-  s3::gateway_store_config gateway;
+// The gateway_store configuration: the --config file's "gateway" object (nullopt: none), then
+// --upstream and friends over it.
+std::optional<s3::gateway_store_config> gateway_config(const serve_options& o,
+                                                       std::optional<s3::gateway_store_config> from_file) {
+  if (!from_file && !o.upstream) return std::nullopt;
+  s3::gateway_store_config gateway = from_file ? std::move(*from_file) : default_gateway_config();
   gateway.root = o.root;
-  gateway.upstream.endpoint = *o.upstream;
-  gateway.upstream.creds = {o.upstream_access_key, o.upstream_secret_key};
+  if (o.upstream) gateway.upstream.endpoint = *o.upstream;
+  if (!o.upstream_access_key.empty() || !o.upstream_secret_key.empty()) {
+    gateway.upstream.creds = {o.upstream_access_key, o.upstream_secret_key};
+  }
   if (o.upstream_region) gateway.upstream.region = *o.upstream_region;
   if (o.upstream_ca_bundle) gateway.upstream.ca_bundle = *o.upstream_ca_bundle;
-  // A gateway answers its clients within their timeouts: an upstream that does not answer in
-  // 60 s counts as unreachable (503, or stale_if_error).
-  gateway.upstream.request_timeout = std::chrono::seconds(60);
+  if (o.upstream_timeout) gateway.upstream.request_timeout = std::chrono::seconds(*o.upstream_timeout);
   if (o.cache_bytes) gateway.cache_bytes = *o.cache_bytes;
   if (o.revalidate_after) gateway.revalidate_after = std::chrono::seconds(*o.revalidate_after);
-  gateway.stale_if_error = o.stale_if_error;
+  if (o.stale_if_error) gateway.stale_if_error = true;
   return gateway;
 }
 
@@ -309,9 +339,10 @@ s3::metrics_source gateway_metrics(const s3::gateway_store& store) {
 
 int serve(const serve_options& o) {
   s3::server_config config;
+  std::optional<s3::gateway_store_config> gateway_file;
   if (o.config_file) {
     auto read = read_server_config(*o.config_file);
-    if (!read) return 1;
+    if (!read || !read_gateway_config(*o.config_file, gateway_file)) return 1;
     config = std::move(*read);
   }
   if (!apply(o, config)) return 2;
@@ -390,15 +421,16 @@ int serve(const serve_options& o) {
     if (config.rdma) planes.push_back(config.rdma);
     config.rdma = std::make_shared<s3::rdma_server_planes>(std::move(planes));
   }
-  if (o.upstream) {
-    auto gateway = s3::gateway_store::open(gateway_config(o), ec);
+  if (auto gateway_settings = gateway_config(o, std::move(gateway_file))) {
+    const std::string upstream = gateway_settings->upstream.endpoint;
+    auto gateway = s3::gateway_store::open(std::move(*gateway_settings), ec);
     if (ec) {
       std::fprintf(stderr, "sluice serve: cannot open the gateway cache at %s: %s\n", o.root.c_str(),
                    ec.message().c_str());
       return 1;
     }
     config.metrics_sources.push_back(gateway_metrics(*gateway));
-    return run_server(*gateway, o, config, listen, "gateway to " + *o.upstream + ", cache " + o.root, rdma_status,
+    return run_server(*gateway, o, config, listen, "gateway to " + upstream + ", cache " + o.root, rdma_status,
                       grant_status, signals);
   }
   auto store = s3::fs_store::open({.root = o.root}, ec);

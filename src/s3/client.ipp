@@ -1749,6 +1749,13 @@ asio::awaitable<void> abort_upload(const op_context& op, const upload& job) {
   (void)co_await execute(fresh, spec, ignored);
 }
 
+/// If-None-Match: * and If-Match of a conditional write (put_options::precondition).
+void add_precondition_headers(std::vector<std::pair<std::string, std::string>>& headers,
+                              const write_precondition& precondition) {
+  if (precondition.if_absent) headers.emplace_back("if-none-match", "*");
+  if (precondition.if_etag) headers.emplace_back("if-match", "\"" + *precondition.if_etag + "\"");
+}
+
 asio::awaitable<outcome<std::string>> single_put(const op_context& op, const std::string& bucket,
                                                  const std::string& key, byte_source& source,
                                                  const put_options& options, transfer_progress& progress,
@@ -1764,6 +1771,7 @@ asio::awaitable<outcome<std::string>> single_put(const op_context& op, const std
   add_attribute_headers(spec.headers, options.attributes, out.ec);
   if (out.ec) co_return out;
   spec.headers.emplace_back("content-md5", base64_encode(md5_of(data)));
+  add_precondition_headers(spec.headers, options.precondition);
   spec.body = data;
   spec.has_body = true;
   spec.payload_hash = std::string(unsigned_payload);
@@ -1837,6 +1845,7 @@ asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const 
   spec.key = key;
   spec.query = {{"uploadId", job.upload_id}};
   spec.headers.emplace_back("content-type", "application/xml");
+  add_precondition_headers(spec.headers, options.precondition);
   spec.body = std::as_bytes(std::span(body));
   spec.has_body = true;
   spec.payload_hash = sha256_hex(body);
@@ -1905,6 +1914,7 @@ asio::awaitable<outcome<std::string>> put_device_op(op_context op, std::string b
   spec.payload_hash = sha256_hex(grant->token());
   spec.headers.emplace_back("x-amz-rdma-token", grant->token());
   spec.headers.emplace_back("x-amz-decoded-content-length", std::to_string(source.size));
+  add_precondition_headers(spec.headers, options.precondition);
   path_counter paths;
   const response res = co_await execute(op, spec, out.ec);
   if (out.ec) co_return out;

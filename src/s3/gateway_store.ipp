@@ -4,6 +4,7 @@
 #include <sluice/s3/gateway_store.hpp>
 #include <sluice/s3/server_impl.hpp>
 
+#include <simdjson.h>
 #include <boost/asio/use_future.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -37,11 +38,13 @@ const cache_index::entry* cache_index::find(const std::string& name) const {
   return it == entries_.end() ? nullptr : &it->second.value;
 }
 
-bool cache_index::touch(const std::string& name, std::optional<clock::time_point> validated) {
+bool cache_index::touch(const std::string& name, std::optional<clock::time_point> validated,
+                        std::optional<std::chrono::system_clock::time_point> last_modified) {
   const auto it = entries_.find(name);
   if (it == entries_.end()) return false;
   lru_.splice(lru_.end(), lru_, it->second.position);
   if (validated) it->second.value.validated = validated;
+  if (last_modified) it->second.value.last_modified = last_modified;
   return true;
 }
 
@@ -57,7 +60,7 @@ bool cache_index::erase(const std::string& name) {
 std::vector<std::string> cache_index::victims(std::uint64_t incoming, std::string_view except) const {
   std::vector<std::string> out;
   if (fits(incoming)) return out;
-  std::uint64_t used = used_;
+  std::uint64_t used = used_ + reserved_;
   for (const std::string& name : lru_) {
     if (name == except) continue;
     out.push_back(name);
@@ -93,6 +96,16 @@ inline bool is_sane_etag(std::string_view etag) noexcept {
 }
 
 inline error_code errno_code(int value) { return {value, boost::system::generic_category()}; }
+
+// An upstream's Last-Modified, unless it sent none (the epoch) or one past 2200 (system_clock
+// counts nanoseconds: it ends in 2262).
+inline std::optional<std::chrono::system_clock::time_point> known_time(std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  if (t <= system_clock::time_point{} || t > system_clock::time_point{sys_days{year{2200} / 1 / 1}}) {
+    return std::nullopt;
+  }
+  return t;
+}
 
 // pwrite all of `data` at `offset`.
 inline bool write_all(int fd, const std::byte* data, std::size_t size, std::uint64_t offset, error_code& ec) {
@@ -141,10 +154,96 @@ std::optional<config_error> gateway_store_config::validate() const {
   if (chunk_bytes < mib || chunk_bytes > (std::uint64_t{1} << 32)) {
     return config_error{"chunk_bytes", "must be 1 MiB..4 GiB"};
   }
+  if (fetch_streams == 0 || fetch_streams > 64) return config_error{"fetch_streams", "must be 1..64"};
   if (max_object_bytes == 0 || max_object_bytes > (std::uint64_t{1} << 62)) {
     return config_error{"max_object_bytes", "must be 1..2^62"};
   }
   return std::nullopt;
+}
+
+std::optional<gateway_store_config> parse_gateway_config(std::string_view json, gateway_store_config base,
+                                                         error_code& ec, config_error& error) {
+  ec = {};
+  const auto fail = [&](std::string field, std::string reason) -> std::optional<gateway_store_config> {
+    error = {field.empty() ? std::string("gateway") : "gateway." + field, std::move(reason)};
+    ec = sluice::errc::invalid_config;
+    return std::nullopt;
+  };
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(json)).get(root); err != simdjson::SUCCESS) {
+    error = {"", std::string("malformed JSON: ") + simdjson::error_message(err)};
+    ec = sluice::errc::invalid_config;
+    return std::nullopt;
+  }
+  if (!root.is_object()) return std::nullopt;  // parse_server_config says what is wrong with it
+  // Beside the server's settings, or among them when those are under "server".
+  simdjson::dom::element found;
+  if (root["gateway"].get(found) != simdjson::SUCCESS && root["server"]["gateway"].get(found) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  simdjson::dom::object section;
+  if (found.get(section) != simdjson::SUCCESS) return fail("", "expected an object");
+  gateway_store_config config = std::move(base);
+  for (auto member : section) {
+    const std::string key(member.key);
+    const simdjson::dom::element value = member.value;
+    std::string_view text;
+    std::uint64_t number = 0;
+    bool flag = false;
+    const auto string_field = [&](std::string& into) {
+      if (value.get(text) != simdjson::SUCCESS) return false;
+      into = std::string(text);
+      return true;
+    };
+    const auto size_field = [&](std::uint64_t& into) {
+      if (value.get(number) == simdjson::SUCCESS) {
+        into = number;
+        return true;
+      }
+      if (value.get(text) != simdjson::SUCCESS) return false;
+      const auto parsed = parse_size(text);
+      if (parsed) into = *parsed;
+      return parsed.has_value();
+    };
+    const auto seconds_field = [&](std::chrono::seconds& into) {
+      if (value.get(number) != simdjson::SUCCESS || number > 366ULL * 24 * 3600) return false;
+      into = std::chrono::seconds(number);
+      return true;
+    };
+    bool ok = true;
+    if (key == "upstream") {
+      ok = string_field(config.upstream.endpoint);
+    } else if (key == "upstream_access_key_id") {
+      ok = string_field(config.upstream.creds.access_key_id);
+    } else if (key == "upstream_secret_access_key") {
+      ok = string_field(config.upstream.creds.secret_access_key);
+    } else if (key == "upstream_region") {
+      ok = string_field(config.upstream.region);
+    } else if (key == "upstream_ca_bundle") {
+      std::string path;
+      ok = string_field(path);
+      config.upstream.ca_bundle = path;
+    } else if (key == "upstream_timeout_s") {
+      ok = seconds_field(config.upstream.request_timeout) && config.upstream.request_timeout.count() > 0;
+    } else if (key == "cache_bytes") {
+      ok = size_field(config.cache_bytes);
+    } else if (key == "chunk_bytes") {
+      ok = size_field(config.chunk_bytes);
+    } else if (key == "revalidate_after_s") {
+      ok = seconds_field(config.revalidate_after);
+    } else if (key == "stale_if_error") {
+      ok = value.get(flag) == simdjson::SUCCESS;
+      if (ok) config.stale_if_error = flag;
+    } else if (key == "fetch_streams") {
+      ok = value.get(number) == simdjson::SUCCESS && number >= 1 && number <= 64;
+      if (ok) config.fetch_streams = static_cast<std::uint32_t>(number);
+    } else {
+      return fail(key, "unknown field");
+    }
+    if (!ok) return fail(key, "unexpected value");
+  }
+  return config;
 }
 
 // -- writer -------------------------------------------------------------------------------------
@@ -154,7 +253,8 @@ gateway_store::writer::writer(writer&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       path_(std::move(other.path_)),
       object_(std::move(other.object_)),
-      written_(std::exchange(other.written_, 0)) {
+      written_(std::exchange(other.written_, 0)),
+      precondition_(std::exchange(other.precondition_, {})) {
   other.path_.clear();
 }
 
@@ -167,6 +267,7 @@ gateway_store::writer& gateway_store::writer::operator=(writer&& other) noexcept
     other.path_.clear();
     object_ = std::move(other.object_);
     written_ = std::exchange(other.written_, 0);
+    precondition_ = std::exchange(other.precondition_, {});
   }
   return *this;
 }
@@ -183,6 +284,7 @@ void gateway_store::writer::reset() noexcept {
   path_.clear();
   store_ = nullptr;
   written_ = 0;
+  precondition_ = {};
 }
 
 void gateway_store::writer::write(std::span<const std::byte> data, error_code& ec) {
@@ -341,6 +443,26 @@ bool gateway_store::make_room(std::uint64_t incoming, const std::string& except)
   return index_.fits(incoming);
 }
 
+gateway_store::reserved_room::~reserved_room() {
+  if (bytes_ == 0) return;
+  std::lock_guard lock(store_->mutex_);
+  claim();
+}
+
+void gateway_store::reserved_room::claim() noexcept {
+  if (bytes_ > 0) store_->index_.release(bytes_);
+  bytes_ = 0;
+}
+
+bool gateway_store::reserve_room(std::uint64_t incoming, const std::string& except, reserved_room& room) {
+  std::lock_guard lock(mutex_);
+  if (!make_room(incoming, except)) return false;
+  index_.reserve(incoming);
+  room.store_ = this;
+  room.bytes_ = incoming;
+  return true;
+}
+
 void gateway_store::fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset,
                                 std::span<std::byte> out, error_code& ec) {
   ec = {};
@@ -356,11 +478,8 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   ec = {};
   const std::string name = detail::cache_index::name_of(object);
   const std::uint64_t size = info.size;
-  bool cacheable = false;
-  {
-    std::lock_guard lock(mutex_);
-    cacheable = make_room(size, name);
-  }
+  reserved_room room;  // concurrent fetches must not count on the same free space
+  const bool cacheable = reserve_room(size, name, room);
   if (cacheable) ensure_cache_bucket(object.bucket, ec);
   fs_store::writer staged;
   if (cacheable && !ec) staged = cache_->begin_put(object, ec);
@@ -386,46 +505,52 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   };
   if (!cacheable || ec) return pass_through();
 
-  // Ranged steps, double-buffered: the next step arrives while this one is written.
+  // Ranged steps of chunk_bytes, fetch_streams of them in flight: each buffer is written to the
+  // cache in order and then takes the next step that is not asked for yet.
   const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(config_.chunk_bytes, size));
-  std::unique_ptr<std::byte[]> buffers[2];
-  if (size > 0) {
-    buffers[0] = std::make_unique<std::byte[]>(chunk);
-    if (size > chunk) buffers[1] = std::make_unique<std::byte[]>(chunk);
-  }
-  std::future<std::uint64_t> pending;
-  const auto start = [&](std::uint64_t offset, std::byte* into) {
-    get_options options{byte_range{offset, std::min<std::uint64_t>(chunk, size - offset)}};
-    options.if_match = info.attributes.etag;
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - offset));
-    pending = upstream_->async_get_object(object.bucket, object.key, region{into, n, memory_kind::host_pageable, -1},
-                                          std::move(options), boost::asio::use_future);
+  const std::uint64_t steps = size == 0 ? 0 : (size + chunk - 1) / chunk;
+  const std::size_t streams = static_cast<std::size_t>(std::min<std::uint64_t>(config_.fetch_streams, steps));
+  std::vector<std::unique_ptr<std::byte[]>> buffers(streams);
+  for (auto& buffer : buffers) buffer = std::make_unique<std::byte[]>(chunk);
+  std::vector<std::future<std::uint64_t>> pending(streams);
+  const auto step_bytes = [&](std::uint64_t step) {
+    return static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - step * chunk));
   };
-  const auto finish = [&]() -> std::uint64_t {
+  const auto start = [&](std::uint64_t step) {
+    const std::size_t n = step_bytes(step);
+    get_options options{byte_range{step * chunk, n}};
+    options.if_match = info.attributes.etag;
+    pending[step % streams] = upstream_->async_get_object(
+        object.bucket, object.key, region{buffers[step % streams].get(), n, memory_kind::host_pageable, -1},
+        std::move(options), boost::asio::use_future);
+  };
+  const auto finish = [&](std::uint64_t step) -> std::uint64_t {
     try {
-      return pending.get();
+      return pending[step % streams].get();
     } catch (const boost::system::system_error& e) {
       ec = from_upstream(e.code());
       return 0;
     }
   };
-  struct wait_on_exit {  // the buffers must outlive a step still in flight
-    std::future<std::uint64_t>& f;
-    ~wait_on_exit() {
-      if (f.valid()) f.wait();
+  struct wait_on_exit {  // the buffers must outlive the steps still in flight
+    std::vector<std::future<std::uint64_t>>& futures;
+    void wait() {
+      for (auto& f : futures) {
+        if (f.valid()) f.wait();
+      }
     }
+    ~wait_on_exit() { wait(); }
   } waiter{pending};
-  if (size > 0) start(0, buffers[0].get());
+  for (std::uint64_t step = 0; step < streams; ++step) start(step);
   for (std::uint64_t offset = 0, step = 0; offset < size; ++step) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - offset));
-    const std::uint64_t got = finish();
+    const std::size_t n = step_bytes(step);
+    const std::uint64_t got = finish(step);
     if (ec) return {};
     if (got != n) {
       ec = sluice::errc::protocol_violation;
       return {};
     }
-    std::byte* current = buffers[step % 2].get();
-    if (offset + n < size) start(offset + n, buffers[(step + 1) % 2].get());
+    std::byte* current = buffers[step % streams].get();
     for (;;) {
       staged.write({current, n}, ec);
       if (!ec || !gateway_impl::is_no_space(ec)) break;
@@ -444,26 +569,34 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
       cache_->remove(detail::cache_index::object_of(*victim), ignored);
     }
     if (ec && gateway_impl::is_no_space(ec)) {
-      if (pending.valid()) pending.wait();
+      waiter.wait();
+      buffers.clear();
       staged = {};  // its temporary file goes before the copy is read into memory
       return pass_through();
     }
     if (ec) return {};
+    if (step + streams < steps) start(step + streams);
     offset += n;
   }
   object_attributes attributes = info.attributes;
-  const object_info published = staged.commit(attributes, ec);
+  (void)staged.commit(attributes, ec);
   if (ec) return {};
+  // Mapped before it is indexed: until then no eviction can pick it, and the mapping keeps this
+  // version readable whatever happens to the file next.
+  mapping out;
+  out.cached_ = cache_->map(object, ec);
+  if (ec == sluice::errc::no_such_object) ec = sluice::errc::precondition_failed;  // replaced meanwhile: again
+  if (ec) return {};
+  out.info_ = out.cached_.info();
   {
     std::lock_guard lock(mutex_);
-    index_.insert(name, {published.size, published.attributes.etag, detail::cache_index::clock::now()});
+    room.claim();
+    index_.insert(name, {out.info_.size, out.info_.attributes.etag, detail::cache_index::clock::now(),
+                         gateway_impl::known_time(info.last_modified)});
     ++stats_.misses;
     stats_.upstream_bytes += size;
   }
-  mapping out;
-  out.cached_ = cache_->map(object, ec);
-  if (ec) return {};
-  out.info_ = out.cached_.info();
+  if (gateway_impl::known_time(info.last_modified)) out.info_.last_modified = info.last_modified;
   return out;
 }
 
@@ -479,13 +612,17 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
   }
   const std::string name = detail::cache_index::name_of(object);
   using clock = detail::cache_index::clock;
-  // The cached copy if the file is still the version the index names.
+  // The upstream's Last-Modified of the indexed copy, when known.
+  std::optional<std::chrono::system_clock::time_point> held_modified;
+  // The cached copy if the file is still the version the index names, with the upstream's
+  // Last-Modified when known (else the copy's own).
   const auto from_cache = [&](const std::string& etag) -> std::optional<mapping> {
     error_code map_error;
     mapping m;
     m.cached_ = cache_->map(object, map_error);
     if (map_error || m.cached_.info().attributes.etag != etag) return std::nullopt;
     m.info_ = m.cached_.info();
+    if (held_modified) m.info_.last_modified = *held_modified;
     return m;
   };
   for (int attempt = 0;; ++attempt) {
@@ -494,8 +631,10 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
     {
       std::unique_lock lock(mutex_);
       fetched_.wait(lock, [&] { return !fetching_.contains(name); });
+      held_modified.reset();
       if (const auto* e = index_.find(name)) {
         held = e->etag;
+        held_modified = e->last_modified;
         if (config_.revalidate_after.count() > 0 && e->validated &&
             clock::now() - *e->validated < config_.revalidate_after) {
           trusted = e->etag;
@@ -539,8 +678,9 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
     if (held && *held == info.attributes.etag) {
       if (auto m = from_cache(*held)) {
         if (m->info_.size == info.size) {
+          if (gateway_impl::known_time(info.last_modified)) m->info_.last_modified = info.last_modified;
           std::lock_guard lock(mutex_);
-          index_.touch(name, clock::now());
+          index_.touch(name, clock::now(), gateway_impl::known_time(info.last_modified));
           ++stats_.revalidations;
           ++stats_.hits;
           return std::move(*m);
@@ -566,6 +706,13 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
     fetched_.notify_all();
     // Replaced on the upstream while it was fetched: the next HEAD names the newer version.
     if (ec == sluice::errc::precondition_failed && attempt < 2) continue;
+    if (ec == sluice::errc::precondition_failed) {
+      // The client asked for no condition: an object that changes at every fetch is the
+      // upstream's trouble, not a 412 of the client's.
+      std::fprintf(stderr, "gateway_store: GET %s: the upstream's version changed during each of 3 fetches\n",
+                   name.c_str());
+      ec = s3::errc::service_unavailable;
+    }
     return m;
   }
 }
@@ -623,6 +770,7 @@ object_info gateway_store::commit_put(writer& w, const object_attributes& attrib
   // Whatever happens next, the cache must not keep a copy the upstream may have replaced.
   drop(w.object_);
   put_options options{attributes};
+  options.precondition = w.precondition_;  // checked by the upstream as it publishes
   error_code upstream_error;
   const std::string etag = upstream_->put_object(w.object_.bucket, w.object_.key, w.path_, options, upstream_error);
   if (upstream_error) {
@@ -644,10 +792,8 @@ object_info gateway_store::commit_put(writer& w, const object_attributes& attrib
 void gateway_store::cache_file(const object_ref& object, int fd, std::uint64_t size, object_attributes attributes) {
   // Best effort: a copy that cannot be made is simply not cached.
   const std::string name = detail::cache_index::name_of(object);
-  {
-    std::lock_guard lock(mutex_);
-    if (!make_room(size, name)) return;
-  }
+  reserved_room room;
+  if (!reserve_room(size, name, room)) return;
   error_code ec;
   ensure_cache_bucket(object.bucket, ec);
   if (ec) return;
@@ -664,6 +810,7 @@ void gateway_store::cache_file(const object_ref& object, int fd, std::uint64_t s
   const object_info published = staged.commit(attributes, ec);
   if (ec) return;
   std::lock_guard lock(mutex_);
+  room.claim();
   index_.insert(name, {published.size, published.attributes.etag, detail::cache_index::clock::now()});
 }
 
@@ -802,18 +949,6 @@ object_info gateway_store::complete_upload(const object_ref& object, std::string
                                            std::span<const part_info> chosen, const object_attributes& attributes,
                                            error_code& ec, const write_precondition& precondition) {
   ec = {};
-  if (!precondition.none()) {
-    error_code head_error;
-    const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
-    if (head_error && head_error != s3::errc::no_such_key) {
-      ec = from_upstream(head_error);
-      return {};
-    }
-    if (!precondition.met_by(head_error ? nullptr : &current.attributes.etag)) {
-      ec = sluice::errc::precondition_failed;
-      return {};
-    }
-  }
   const std::string name = detail::cache_index::name_of(object);
   // Concatenated in the cache, where readers do not trust it: the index drops the old entry,
   // so a read revalidates against the upstream, which does not have these bytes yet.
@@ -826,6 +961,7 @@ object_info gateway_store::complete_upload(const object_ref& object, std::string
     return {};
   }
   put_options options{attributes};
+  options.precondition = precondition;  // checked by the upstream as it publishes
   error_code upstream_error;
   const std::string etag = upstream_->put_object(object.bucket, object.key, bytes.region(), options, upstream_error);
   if (upstream_error || !gateway_impl::is_sane_etag(etag)) {

@@ -131,6 +131,8 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
       if (key == "read_timeout_s") config.read_timeout = std::chrono::seconds(number);
       if (key == "idle_timeout_s") config.idle_timeout = std::chrono::seconds(number);
       if (key == "io_threads") config.io_threads = number;
+    } else if (key == "gateway") {
+      continue;  // gateway_store's settings (parse_gateway_config)
     } else {
       return fail(key, "unknown field");
     }

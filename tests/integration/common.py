@@ -39,6 +39,7 @@ class Server:
         if "listening on" not in line:
             raise RuntimeError("server did not start: " + "\n".join(self.banner) + line + self.proc.stdout.read())
         self.port = int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
+        self.ready_line = line.rstrip("\n")  # "... listening on HOST:PORT, <store or gateway>, ..."
         return self
 
     @property

@@ -14,16 +14,31 @@ Scenarios:
   eviction       30 objects of 1 MiB through a 4 MiB cache: all readable, byte-exact, budget kept
   failure        upstream killed: 503 ServiceUnavailable; with --stale-if-error the cached copy is
                  still served
-  ttl            --revalidate-after: a copy is served without asking within the TTL
+  ttl            revalidate_after_s (set in the --config file's "gateway" object, with the upstream
+                 and its keys): a copy is served without asking within the TTL
   rdma           GET through the gateway --via rdma --fabric tcp: every byte by RDMA from the cache
+  conditional    If-Match / If-None-Match: * PUTs through a gateway whose cached copy is stale
+                 (--revalidate-after): the upstream decides, so a version replaced behind the
+                 gateway's back answers 412 and is kept, for a single and a multipart PUT
+  two-gateways   two gateways over one upstream: a write through either is read by both at once
+  kill-put       kill -9 the gateway at several points of a PUT: the upstream holds the old or the
+                 new object, never part; after a restart on the same cache, reads are the upstream's
+  concurrent     8 readers of 24 objects through a 4 MiB cache at once: byte-exact, budget kept
+  hostile        (sluice upstream only) a fake upstream that lies: sizes over the limit, bad ETags,
+                 short and long bodies, unordered listings, a HEAD that never answers; each read
+                 fails without a crash or hang, and the next honest read is right
 Exit 0: passed; 77: skipped (reason printed); anything else: failed."""
 import os
+import http.server
+import json
+import random
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -52,7 +67,7 @@ def clean_env():
 class SluiceUpstream:
     def __init__(self, binary, tmp):
         self.server = Server(binary, os.path.join(tmp, "upstream"), UP_AK, UP_SK, ["--grant-socket", "off",
-                                                                                 "--fabric", "off"])
+                                                                                 "--fabric", "off", "--anonymous"])
         self.ak, self.sk = UP_AK, UP_SK
 
     def start(self):
@@ -112,11 +127,11 @@ class Harness:
         self.gateways = []
         self.env = clean_env()
 
-    def gateway(self, name, *extra, fabric="off"):
+    def gateway(self, name, *extra, fabric="off", upstream_flags=True):
+        flags = ["--upstream", self.upstream.url, "--upstream-access-key", self.upstream.ak,
+                 "--upstream-secret-key", self.upstream.sk] if upstream_flags else []
         gw = Server(self.binary, os.path.join(self.tmp, name), GW_AK, GW_SK,
-                    ["--upstream", self.upstream.url, "--upstream-access-key", self.upstream.ak,
-                     "--upstream-secret-key", self.upstream.sk, "--anonymous", "--grant-socket", "off",
-                     "--fabric", fabric] + list(extra))
+                    flags + ["--anonymous", "--grant-socket", "off", "--fabric", fabric] + list(extra))
         gw.start()
         self.gateways.append(gw)
         return gw
@@ -137,6 +152,12 @@ class Harness:
 
     def direct(self, *args):
         return self.ok(self.upstream.url, self.upstream.ak, self.upstream.sk, *args)
+
+    def config_file(self, settings):
+        path = os.path.join(self.tmp, "gateway-config.json")
+        with open(path, "w") as f:
+            json.dump(settings, f)
+        return path
 
     def file(self, name, size, seed):
         return make_file(os.path.join(self.tmp, name), size, seed)
@@ -163,6 +184,15 @@ def status(url):
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def head(url, field="Last-Modified"):
+    """A header of an anonymous HEAD's answer, or None when it is refused."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60) as r:
+            return r.headers.get(field)
+    except urllib.error.HTTPError:
+        return None
 
 
 def write_through(h):
@@ -198,8 +228,15 @@ def coherence(h):
     h.via_gateway(gw, "get", "s3://gw-co/k", got)
     expect(md5(got) == md5(one), "first GET through the gateway: version one")
     h.direct("put", two, "s3://gw-co/k")  # behind the gateway's back
+    time.sleep(1.1)  # so that a Last-Modified of the fetch would differ from the upstream's
     h.via_gateway(gw, "get", "s3://gw-co/k", got)
     expect(md5(got) == md5(two), "replaced on the upstream: the gateway serves version two")
+    upstream_time = head(h.upstream.url + "/gw-co/k")
+    if upstream_time is not None:
+        for attempt in ("fetched", "revalidated"):
+            through = head(gw.url + "/gw-co/k")
+            expect(through == upstream_time, "Last-Modified through the gateway (%s) is the upstream's: %s (%s)"
+                   % (attempt, upstream_time, through))
     code, body = status(gw.url + "/gw-co/k")
     expect(code == 200 and len(body) == 2 * MIB + 5, "anonymous GET through the gateway: 200, version two")
     h.direct("rm", "s3://gw-co/k")
@@ -264,7 +301,12 @@ def failure(h):
 
 
 def ttl(h):
-    gw = h.gateway("gw", "--revalidate-after", "3600")
+    # The upstream and the TTL from the --config file's "gateway" object, no --upstream flags.
+    config = h.config_file({"io_threads": 2, "gateway": {
+        "upstream": h.upstream.url, "upstream_access_key_id": h.upstream.ak,
+        "upstream_secret_access_key": h.upstream.sk, "revalidate_after_s": 3600, "cache_bytes": "64 MiB"}})
+    gw = h.gateway("gw", "--config", config, upstream_flags=False)
+    expect("gateway to " + h.upstream.url in gw.ready_line, "started from the config file: " + gw.ready_line)
     h.direct("mb", "s3://gw-tt")
     one, two = h.file("t1", MIB, 31), h.file("t2", MIB, 32)
     h.direct("put", one, "s3://gw-tt/k")
@@ -297,8 +339,243 @@ def rdma(h):
         expect(md5(got) == md5(src), "byte-exact")
 
 
+def put(url, path, headers):
+    """HTTP status of an anonymous PUT of the file at `path` by curl, which sends Expect:
+    100-continue and so reads an early refusal (the gateway's own check of a precondition)."""
+    cmd = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-T", path, url]
+    for name, value in headers.items():
+        cmd += ["-H", "%s: %s" % (name, value)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return int(r.stdout.strip() or 0)
+
+
+def conditional(h):
+    gw = h.gateway("gw", "--revalidate-after", "3600")
+    h.direct("mb", "s3://gw-cond")
+    back = h.out("cond-back")
+    for size in (MIB + 1, 20 * MIB + 3):  # 20 MiB: the gateway completes a multipart upload upstream
+        one, two, three = (h.file("cond-%d-%d" % (size, i), size, 70 + i) for i in range(3))
+        key = "k%d" % size
+        url = gw.url + "/gw-cond/" + key
+        h.direct("put", one, "s3://gw-cond/" + key)
+        code, _ = status(url)
+        stale = head(url, "ETag")
+        expect(code == 200 and stale, "%d bytes: cached through the gateway (%s), trusted for an hour" % (size, stale))
+        h.direct("put", two, "s3://gw-cond/" + key)  # behind its back
+        current = head(h.upstream.url + "/gw-cond/" + key, "ETag")
+        expect(current and current != stale, "replaced on the upstream: ETag %s" % current)
+        expect(head(url, "ETag") == stale, "the gateway still trusts its copy")
+        code = put(url, three, {"If-Match": stale})
+        expect(code == 412, "%d bytes: If-Match the stale copy's ETag: 412 from the upstream (%d)" % (size, code))
+        h.direct("get", "s3://gw-cond/" + key, back)
+        expect(md5(back) == md5(two), "and the upstream keeps the version written behind the gateway's back")
+        code = put(url, three, {"If-None-Match": "*"})
+        expect(code == 412, "If-None-Match: * of an existing key: 412 (%d)" % code)
+        code = put(url, three, {"If-Match": current})
+        expect(code == 200, "If-Match the upstream's current ETag: 200 (%d)" % code)
+        h.direct("get", "s3://gw-cond/" + key, back)
+        expect(md5(back) == md5(three), "and the upstream holds the new version")
+        code = put(gw.url + "/gw-cond/new-" + key, three, {"If-None-Match": "*"})
+        expect(code == 200, "If-None-Match: * of a new key: 200 (%d)" % code)
+
+
+def two_gateways(h):
+    one, two = h.gateway("gw1"), h.gateway("gw2")
+    h.via_gateway(one, "mb", "s3://gw-two")
+    versions = [h.file("v%d" % i, 2 * MIB + i, 50 + i) for i in range(4)]
+    got = h.out("two-got")
+    for i, src in enumerate(versions):
+        writer, other = (one, two) if i % 2 == 0 else (two, one)
+        h.via_gateway(writer, "put", src, "s3://gw-two/k")
+        for reader in (other, writer):  # both have a cached copy of the previous version by now
+            h.via_gateway(reader, "get", "s3://gw-two/k", got)
+            expect(md5(got) == md5(src), "version %d written through %s, read through %s"
+                   % (i, os.path.basename(writer.root), os.path.basename(reader.root)))
+    h.via_gateway(one, "rm", "s3://gw-two/k")
+    code, _ = status(two.url + "/gw-two/k")
+    expect(code == 404, "deleted through one gateway: 404 through the other")
+
+
+def kill_put(h):
+    h.direct("mb", "s3://gw-kill")
+    old, new = h.file("old", 24 * MIB + 1, 61), h.file("new", 24 * MIB + 2, 62)
+    h.direct("put", old, "s3://gw-kill/k")
+    digests = {md5(old): "old", md5(new): "new"}
+    seen = set()
+    back = h.out("kill-back")
+    for delay in (0.05, 0.2, 0.4, 0.8, 1.5, 3.0):
+        gw = h.gateway("gw")
+        h.via_gateway(gw, "get", "s3://gw-kill/k", back)  # a cached copy of whatever is there now
+        put = subprocess.Popen([h.binary, "put", new, "s3://gw-kill/k", "--endpoint", gw.url, "--access-key", GW_AK,
+                                "--secret-key", GW_SK, "--no-progress"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=h.env)
+        time.sleep(delay)
+        gw.stop(signal.SIGKILL)
+        put.wait(timeout=120)
+        h.direct("get", "s3://gw-kill/k", back)
+        state = digests.get(md5(back))
+        expect(state is not None, "killed %.2f s into a PUT: the upstream holds the %s object whole" % (delay, state))
+        seen.add(state)
+        again = h.gateway("gw")  # the same cache directory
+        h.via_gateway(again, "get", "s3://gw-kill/k", back)
+        expect(digests.get(md5(back)) == state, "restarted on the same cache: the gateway serves the upstream's")
+        spool = os.path.join(again.root, "spool")
+        expect(not os.listdir(spool), "and its spool was emptied")
+        again.stop()
+        h.direct("put", old, "s3://gw-kill/k")
+    print("  states seen after the kills:", sorted(seen))
+
+
+def concurrent(h):
+    gw = h.gateway("gw", "--cache-bytes", "4 MiB")
+    h.direct("mb", "s3://gw-cc")
+    sources = []
+    for i in range(24):
+        src = h.file("cc-%d" % i, MIB - 1000 + i, 200 + i)
+        h.direct("put", src, "s3://gw-cc/o%02d" % i)
+        with open(src, "rb") as f:
+            sources.append(f.read())
+    failures = []
+
+    def reader(seed):
+        rnd = random.Random(seed)
+        for _ in range(20):
+            i = rnd.randrange(len(sources))
+            code, body = status(gw.url + "/gw-cc/o%02d" % i)
+            if code != 200 or body != sources[i]:
+                failures.append("o%02d: %d, %d bytes%s" % (i, code, len(body), "" if code != 200 else ", other bytes"))
+    threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expect(not failures, "8 readers x 20 random GETs of 24 objects through a 4 MiB cache: all byte-exact %s"
+           % failures[:3])
+    cached = 0
+    for root, _, files in os.walk(os.path.join(gw.root, "cache", "buckets")):
+        if os.path.basename(os.path.dirname(root)) == "objects":
+            cached += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    expect(cached <= 4 * MIB + 64 * 1024, "the cache files hold at most the 4 MiB budget (%d bytes)" % cached)
+
+
+class Liar(http.server.BaseHTTPRequestHandler):
+    """An upstream that lies about its objects (the key names the lie); "good" tells the truth."""
+    protocol_version = "HTTP/1.1"
+    GOOD = random.Random(7).randbytes(MIB + 11)
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, code, headers, body=b"", send=None):
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body if send is None else send)
+        self.wfile.flush()
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        key = self.path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+        etag = '"0123456789abcdef0123456789abcdef"'
+        if self.path.split("?")[0] == "/":  # ListBuckets: the one bucket, honestly
+            body = ("<?xml version=\"1.0\"?><ListAllMyBucketsResult><Owner><ID>o</ID></Owner><Buckets><Bucket>"
+                    "<Name>liar</Name><CreationDate>2026-01-01T00:00:00.000Z</CreationDate></Bucket></Buckets>"
+                    "</ListAllMyBucketsResult>").encode()
+            return self.answer(200, {"Content-Type": "application/xml", "Content-Length": str(len(body))}, body)
+        if "list-type=2" in self.path or self.path.split("?")[0].rstrip("/") == "/liar":
+            body = ("<?xml version=\"1.0\"?><ListBucketResult><Name>liar</Name><IsTruncated>false</IsTruncated>"
+                    "<Contents><Key>z</Key><Size>1</Size><ETag>&quot;x&quot;</ETag></Contents>"
+                    "<Contents><Key>a</Key><Size>1</Size><ETag>&quot;x&quot;</ETag></Contents>"
+                    "</ListBucketResult>").encode()
+            return self.answer(200, {"Content-Type": "application/xml", "Content-Length": str(len(body))}, body)
+        if key == "hang":
+            time.sleep(3600)
+            return None
+        if key == "huge":
+            return self.answer(200, {"ETag": etag, "Content-Length": str(1 << 60)}, b"", send=b"")
+        if key == "bad-etag":
+            return self.answer(200, {"ETag": '"a"b\\"', "Content-Length": "4"}, b"abcd")
+        body, length = self.GOOD, len(self.GOOD)
+        start, end = 0, length - 1
+        rng = self.headers.get("Range")
+        if rng:
+            first, last = rng.split("=")[1].split("-")
+            start, end = int(first), min(int(last), length - 1)
+        part = body[start:end + 1]
+        headers = {"ETag": etag, "Content-Length": str(len(part))}
+        if rng:
+            headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, length)
+        code = 206 if rng else 200
+        if key == "short" and self.command == "GET":  # announces the part, sends half, closes
+            self.send_response(code)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(part[:len(part) // 2])
+            self.close_connection = True
+            return None
+        if key == "long" and self.command == "GET":  # twice the part it was asked for
+            headers["Content-Length"] = str(2 * len(part))
+            return self.answer(code, headers, part + part)
+        if key == "moving" and self.command == "GET":  # another version at every GET
+            return self.answer(412, {"Content-Length": "0"})
+        return self.answer(code, headers, part)
+
+    def do_PUT(self):
+        self.answer(403, {"Content-Length": "0"})
+
+
+def hostile(h):
+    if not isinstance(h.upstream, SluiceUpstream):
+        raise Skip("the hostile upstream replaces the real one: run once, with the sluice upstream")
+    liar = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Liar)
+    liar.daemon_threads = True
+    liar.handle_error = lambda *_: None  # the gateway hangs up on the lies: no tracebacks for that
+    threading.Thread(target=liar.serve_forever, daemon=True).start()
+    h.upstream.url = "http://127.0.0.1:%d" % liar.server_address[1]
+    gw = h.gateway("gw", "--upstream-timeout", "2", "--config", h.config_file({"io_threads": 1}))
+    honest = Liar.GOOD
+
+    def good(after):
+        code, body = status(gw.url + "/liar/good")
+        expect(code == 200 and body == honest, "after %s: the honest object reads byte-exact" % after)
+
+    good("start")
+    hung = {}
+
+    def hang():
+        started = time.time()
+        hung["code"], _ = status(gw.url + "/liar/hang")
+        hung["seconds"] = time.time() - started
+    waiter = threading.Thread(target=hang)
+    waiter.start()
+    time.sleep(0.5)
+    started = time.time()
+    good("a HEAD that hangs upstream, with one io thread")
+    expect(time.time() - started < 5, "and it did not wait for the hung one (%.1f s)" % (time.time() - started))
+    for key, what in (("huge", "a size of 2^60"), ("bad-etag", "an ETag with quotes"),
+                      ("short", "a body cut in half"), ("long", "a body twice as long as asked"),
+                      ("moving", "412 at every GET")):
+        code, body = status(gw.url + "/liar/" + key)
+        expect(code >= 500, "%s: %d, not served" % (what, code))
+        good(what)
+    code, _ = status(gw.url + "/liar?list-type=2")
+    expect(code >= 500, "a listing out of key order: %d" % code)
+    good("the listing")
+    waiter.join(timeout=120)
+    expect(not waiter.is_alive() and hung.get("code") == 503,
+           "the hung HEAD gave up: %s after %.1f s" % (hung.get("code"), hung.get("seconds", -1)))
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    liar.shutdown()
+
+
 SCENARIOS = {"write-through": write_through, "coherence": coherence, "eviction": eviction, "failure": failure,
-             "ttl": ttl, "rdma": rdma}
+             "ttl": ttl, "rdma": rdma, "two-gateways": two_gateways, "conditional": conditional, "kill-put": kill_put,
+             "concurrent": concurrent, "hostile": hostile}
 
 
 def main():

@@ -69,6 +69,26 @@ TEST_CASE("gateway cache_index: touch renews the validation time only when given
   const auto now = cache_index::clock::now();
   index.touch("b/a", now);
   CHECK(index.find("b/a")->validated == now);
+  CHECK_FALSE(index.find("b/a")->last_modified.has_value());
+  const auto upstream_time = std::chrono::system_clock::now() - std::chrono::hours(5);
+  index.touch("b/a", now, upstream_time);
+  CHECK(index.find("b/a")->last_modified == upstream_time);
+  index.touch("b/a", now);  // a touch without one keeps the upstream's time
+  CHECK(index.find("b/a")->last_modified == upstream_time);
+}
+
+TEST_CASE("gateway cache_index: reserved bytes count against the budget until released") {
+  cache_index index(100);
+  index.insert("b/a", entry{30, "a", std::nullopt});
+  index.reserve(50);
+  CHECK(index.fits(20));
+  CHECK_FALSE(index.fits(21));
+  CHECK(index.victims(40) == std::vector<std::string>{"b/a"});  // 30 + 50 + 40 > 100
+  index.release(50);
+  CHECK(index.fits(70));
+  CHECK(index.reserved() == 0);
+  index.release(10);  // more than reserved: stays at zero
+  CHECK(index.reserved() == 0);
 }
 
 TEST_CASE("gateway cache_index: names split back into bucket and key, slashes in the key kept") {
@@ -86,6 +106,13 @@ TEST_CASE("gateway_store_config: validate names the field") {
   CHECK_FALSE(config.validate().has_value());
   config.cache_bytes = 1000;
   CHECK(config.validate()->field == "cache_bytes");
+  config.cache_bytes = 1 << 30;
+  config.fetch_streams = 0;
+  CHECK(config.validate()->field == "fetch_streams");
+  config.fetch_streams = 65;
+  CHECK(config.validate()->field == "fetch_streams");
+  config.fetch_streams = 64;
+  CHECK_FALSE(config.validate().has_value());
 }
 
 TEST_CASE("gateway_store: open with an invalid config fails with invalid_config") {
@@ -93,4 +120,67 @@ TEST_CASE("gateway_store: open with an invalid config fails with invalid_config"
   sluice::s3::gateway_store_config config;
   CHECK(sluice::s3::gateway_store::open(config, ec) == nullptr);
   CHECK(ec == sluice::errc::invalid_config);
+}
+
+TEST_CASE("parse_gateway_config: the gateway object of a serve config, over a base") {
+  using sluice::s3::parse_gateway_config;
+  sluice::error_code ec;
+  sluice::config_error error;
+  sluice::s3::gateway_store_config base;
+  base.upstream.request_timeout = std::chrono::seconds(60);
+  SUBCASE("no gateway object: nullopt, no error") {
+    CHECK_FALSE(parse_gateway_config(R"({"listen": "127.0.0.1:9000"})", base, ec, error).has_value());
+    CHECK_FALSE(ec);
+  }
+  SUBCASE("every field, beside the server's and under \"server\"") {
+    for (const char* json :
+         {R"({"io_threads": 4, "gateway": {"upstream": "https://minio.lan:9000", "upstream_access_key_id": "AK",
+              "upstream_secret_access_key": "SK", "upstream_region": "eu-west-1", "upstream_ca_bundle": "/ca.pem",
+              "upstream_timeout_s": 5, "cache_bytes": "2 TiB", "revalidate_after_s": 30, "stale_if_error": true,
+              "chunk_bytes": 8388608, "fetch_streams": 8}})",
+          R"({"server": {"gateway": {"upstream": "https://minio.lan:9000", "upstream_access_key_id": "AK",
+              "upstream_secret_access_key": "SK", "upstream_region": "eu-west-1", "upstream_ca_bundle": "/ca.pem",
+              "upstream_timeout_s": 5, "cache_bytes": 2199023255552, "revalidate_after_s": 30,
+              "stale_if_error": true, "chunk_bytes": "8 MiB", "fetch_streams": 8}}})"}) {
+      const auto config = parse_gateway_config(json, base, ec, error);
+      REQUIRE(config.has_value());
+      CHECK_FALSE(ec);
+      CHECK(config->upstream.endpoint == "https://minio.lan:9000");
+      CHECK(config->upstream.creds.access_key_id == "AK");
+      CHECK(config->upstream.creds.secret_access_key == "SK");
+      CHECK(config->upstream.region == "eu-west-1");
+      CHECK(config->upstream.ca_bundle == "/ca.pem");
+      CHECK(config->upstream.request_timeout == std::chrono::seconds(5));
+      CHECK(config->cache_bytes == (std::uint64_t{2} << 40));
+      CHECK(config->revalidate_after == std::chrono::seconds(30));
+      CHECK(config->stale_if_error);
+      CHECK(config->chunk_bytes == 8 * sluice::mib);
+      CHECK(config->fetch_streams == 8);
+    }
+  }
+  SUBCASE("fields left out keep the base") {
+    const auto config = parse_gateway_config(R"({"gateway": {"upstream": "http://u:1"}})", base, ec, error);
+    REQUIRE(config.has_value());
+    CHECK(config->upstream.request_timeout == std::chrono::seconds(60));
+    CHECK(config->cache_bytes == base.cache_bytes);
+  }
+  SUBCASE("errors name the field") {
+    const std::pair<const char*, const char*> bad[] = {
+        {R"({"gateway": 1})", "gateway"},
+        {R"({"gateway": {"upstream": 1}})", "gateway.upstream"},
+        {R"({"gateway": {"cache_bytes": "lots"}})", "gateway.cache_bytes"},
+        {R"({"gateway": {"fetch_streams": 0}})", "gateway.fetch_streams"},
+        {R"({"gateway": {"upstream_timeout_s": 0}})", "gateway.upstream_timeout_s"},
+        {R"({"gateway": {"stale_if_error": "yes"}})", "gateway.stale_if_error"},
+        {R"({"gateway": {"upsteam": "http://u:1"}})", "gateway.upsteam"},
+    };
+    for (const auto& [json, field] : bad) {
+      CAPTURE(json);
+      CHECK_FALSE(parse_gateway_config(json, base, ec, error).has_value());
+      CHECK(ec == sluice::errc::invalid_config);
+      CHECK(error.field == field);
+    }
+    CHECK_FALSE(parse_gateway_config("{", base, ec, error).has_value());
+    CHECK(ec == sluice::errc::invalid_config);
+  }
 }

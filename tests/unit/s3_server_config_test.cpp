@@ -49,3 +49,14 @@ TEST_CASE("server config: wrong access log and admin values name their field") {
     CHECK(!error.field.empty());
   }
 }
+
+TEST_CASE("server config: the gateway object is left to parse_gateway_config, other unknown fields fail") {
+  sluice::error_code ec;
+  sluice::config_error error;
+  const auto config = parse(R"({"io_threads": 3, "gateway": {"upstream": "http://u:1"}})", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.io_threads == 3);
+  (void)parse(R"({"io_threads": 3, "gatway": {}})", ec, error);
+  CHECK(ec == sluice::errc::invalid_config);
+  CHECK(error.field == "gatway");
+}

@@ -162,6 +162,11 @@ struct put_options {
   transfer_via via = transfer_via::automatic;
   /// As get_options::report.
   transfer_report* report = nullptr;
+  /// A conditional write: If-None-Match: * (if_absent) and If-Match (if_etag) on the PutObject,
+  /// or on the CompleteMultipartUpload of a multipart PUT, so the server publishes atomically
+  /// or answers 412 PreconditionFailed (s3::errc::precondition_failed). A retried attempt whose
+  /// earlier one succeeded unseen also answers 412, as with any S3 client.
+  write_precondition precondition;
 };
 
 /// What to list (ListObjectsV2).

@@ -21,10 +21,10 @@
 //   revalidate_after (0, the default: never), the cached copy is served without asking the
 //   upstream. Otherwise the upstream is asked (HEAD): the same ETag and size as the cached copy
 //   → the copy is served and its validation renewed; another version → it is fetched (ranged
-//   GETs of chunk_bytes, each conditional on the ETag of the HEAD, so the copy is one version)
-//   into an fs_store writer, published atomically, then served; 404 → the cached copy is
-//   dropped and the answer is NoSuchKey. head() of an uncached object answers the upstream's
-//   HEAD and fetches nothing.
+//   GETs of chunk_bytes, fetch_streams of them in flight, each conditional on the ETag of the
+//   HEAD, so the copy is one version) into an fs_store writer, published atomically, then
+//   served; 404 → the cached copy is dropped and the answer is NoSuchKey. head() of an uncached
+//   object answers the upstream's HEAD and fetches nothing.
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -52,8 +52,9 @@
 // are checked: a size over max_object_bytes, an ETag that is not a safe header value, or a body
 // shorter than its announced size fails the read with errc::protocol_violation.
 //
-// Calls block on the upstream (the server runs store calls on its threads); every member may be
-// called from several threads at once.
+// Calls block on the upstream. The store says so (`remote`), and the server runs its calls on its
+// blocking pool, so a slow upstream never holds a network thread. Every member may be called
+// from several threads at once.
 #pragma once
 
 #include <sluice/concepts.hpp>
@@ -93,17 +94,29 @@ struct gateway_store_config {
   std::chrono::seconds revalidate_after{0};
   /// Reads of cached objects are served when the upstream cannot be reached (else 503).
   bool stale_if_error = false;
-  /// Bytes fetched per ranged step from the upstream (memory per fetch in flight: twice this).
-  std::uint64_t chunk_bytes = std::uint64_t{32} << 20;
+  /// Bytes fetched per ranged step from the upstream.
+  std::uint64_t chunk_bytes = std::uint64_t{16} << 20;
+  /// Ranged steps of one fetch in flight at once (memory per fetch: this × chunk_bytes).
+  std::uint32_t fetch_streams = 4;
   /// Objects that the cache cannot hold up to this size are served from memory instead.
   std::uint64_t passthrough_bytes = std::uint64_t{256} << 20;
   std::uint64_t max_object_bytes = 5ULL << 40;  ///< larger upstream objects are refused
   bool fsync = true;                            ///< fsync the cache (off: tests only)
 
   /// Valid when root is not empty, the upstream config is valid, cache_bytes and chunk_bytes
-  /// are at least 1 MiB, and max_object_bytes is 1..2^62.
+  /// are at least 1 MiB, fetch_streams is 1..64 and max_object_bytes is 1..2^62.
   [[nodiscard]] std::optional<config_error> validate() const;
 };
+
+/// The "gateway" object of a `sluice serve --config` document, over `base` (docs/gateway.md):
+/// "upstream", "upstream_access_key_id", "upstream_secret_access_key", "upstream_region",
+/// "upstream_ca_bundle", "upstream_timeout_s", "cache_bytes" (a number or a size such as
+/// "2 TiB"), "revalidate_after_s", "stale_if_error", "chunk_bytes", "fetch_streams". nullopt
+/// without an error when the document has no such object; nullopt with errc::invalid_config and
+/// the field in `error` for malformed JSON, an unknown field or a value of the wrong type. The
+/// result is not validated (the caller adds the root, then gateway_store::open validates).
+[[nodiscard]] std::optional<gateway_store_config> parse_gateway_config(std::string_view json, gateway_store_config base,
+                                                                       error_code& ec, config_error& error);
 
 namespace detail {
 
@@ -117,6 +130,9 @@ class cache_index {
     std::string etag;  ///< the upstream's ETag of the cached copy
     /// When the upstream last confirmed that ETag; nullopt: never (rebuilt at open).
     std::optional<clock::time_point> validated;
+    /// The upstream's Last-Modified of that version; nullopt: unknown (written through, or
+    /// rebuilt at open), and the copy's own time is served until a HEAD tells it.
+    std::optional<std::chrono::system_clock::time_point> last_modified;
   };
 
   explicit cache_index(std::uint64_t budget) : budget_(budget) {}
@@ -125,8 +141,10 @@ class cache_index {
   void insert(const std::string& name, entry e);
   /// The entry, or null; does not change the order.
   [[nodiscard]] const entry* find(const std::string& name) const;
-  /// Marks `name` most recently used and (when `validated`) renews its validation; false when absent.
-  bool touch(const std::string& name, std::optional<clock::time_point> validated = std::nullopt);
+  /// Marks `name` most recently used and (when `validated`) renews its validation and the
+  /// upstream's Last-Modified (when given); false when absent.
+  bool touch(const std::string& name, std::optional<clock::time_point> validated = std::nullopt,
+             std::optional<std::chrono::system_clock::time_point> last_modified = std::nullopt);
   /// Removes `name`; false when absent.
   bool erase(const std::string& name);
   /// Least recently used names to evict so that `incoming` more bytes fit the budget, never
@@ -136,9 +154,14 @@ class cache_index {
   [[nodiscard]] std::optional<std::string> oldest(std::string_view except = {}) const;
   /// Whether `incoming` more bytes fit without evicting anything.
   [[nodiscard]] bool fits(std::uint64_t incoming) const noexcept {
-    return incoming <= budget_ && used_ <= budget_ - incoming;
+    return incoming <= budget_ && used_ + reserved_ <= budget_ - incoming;
   }
+  /// Counts `bytes` of a copy being written against the budget until release (so that
+  /// concurrent fetches do not each count on the same free space).
+  void reserve(std::uint64_t bytes) noexcept { reserved_ += bytes; }
+  void release(std::uint64_t bytes) noexcept { reserved_ -= std::min(bytes, reserved_); }
   [[nodiscard]] std::uint64_t used() const noexcept { return used_; }
+  [[nodiscard]] std::uint64_t reserved() const noexcept { return reserved_; }
   [[nodiscard]] std::uint64_t budget() const noexcept { return budget_; }
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
   /// Names from least to most recently used (tests, metrics).
@@ -156,6 +179,7 @@ class cache_index {
   };
   std::uint64_t budget_;
   std::uint64_t used_ = 0;
+  std::uint64_t reserved_ = 0;
   std::list<std::string> lru_;  // front: least recently used
   std::map<std::string, slot, std::less<>> entries_;
 };
@@ -192,6 +216,10 @@ class gateway_store {
     /// Appends `data` to the spool file. errc::capacity_exceeded past max_object_bytes, an I/O
     /// error as its errno; on error nothing of `data` counts.
     void write(std::span<const std::byte> data, error_code& ec);
+    /// Makes the upstream's publish conditional: sent with the upstream PUT (If-None-Match: *,
+    /// If-Match), which answers precondition_failed when it does not hold, atomically with its
+    /// own write.
+    void require(const write_precondition& precondition) { precondition_ = precondition; }
     /// Sends the spooled bytes to the upstream (its ETag, not the one in `attributes`, is the
     /// object's), then caches them. Upstream failures as described at the top; afterwards the
     /// writer is empty.
@@ -205,6 +233,7 @@ class gateway_store {
     std::filesystem::path path_;
     object_ref object_;
     std::uint64_t written_ = 0;
+    write_precondition precondition_;
   };
 
   /// One object version, cached (an fs_store mapping: same file, same registration caches) or
@@ -229,6 +258,9 @@ class gateway_store {
     std::size_t size_ = 0;
     object_info info_;
   };
+
+  /// Reads may wait for the upstream: the server calls this store off its network threads.
+  static constexpr bool remote = true;
 
   using writer_type = writer;
   using part_writer_type = fs_store::writer;
@@ -274,9 +306,9 @@ class gateway_store {
                               error_code& ec);
   std::vector<part_info> list_parts(const object_ref& object, std::string_view upload_id, error_code& ec) const;
   std::vector<upload_info> list_uploads(std::string_view bucket, std::string_view prefix, error_code& ec) const;
-  /// Concatenates the parts locally, sends the object to the upstream, then keeps it cached when
-  /// the upstream's ETag matches `attributes.etag`. A precondition is checked against the
-  /// upstream's HEAD first (not atomically with the upstream's publish).
+  /// Concatenates the parts locally, sends the object to the upstream (with `precondition`, which
+  /// the upstream checks atomically with its publish), then keeps it cached when the upstream's
+  /// ETag matches `attributes.etag`.
   object_info complete_upload(const object_ref& object, std::string_view upload_id, std::span<const part_info> chosen,
                               const object_attributes& attributes, error_code& ec,
                               const write_precondition& precondition = {});
@@ -298,6 +330,24 @@ class gateway_store {
   void drop(const object_ref& object);
   // Evicts least recently used copies until `incoming` bytes fit; false when they cannot.
   bool make_room(std::uint64_t incoming, const std::string& except);
+  // Budget counted for a copy while it is written (cache_index::reserve): given back when it goes
+  // out of scope, unless claim() moved it into the index entry first.
+  class reserved_room {
+   public:
+    reserved_room() = default;
+    reserved_room(const reserved_room&) = delete;
+    reserved_room& operator=(const reserved_room&) = delete;
+    ~reserved_room();
+    // With mutex_ held: the copy is indexed now, which counts its bytes instead.
+    void claim() noexcept;
+
+   private:
+    friend class gateway_store;
+    gateway_store* store_ = nullptr;
+    std::uint64_t bytes_ = 0;
+  };
+  // make_room, then reserves `incoming` in `room`; false when it cannot fit. Locks mutex_.
+  bool reserve_room(std::uint64_t incoming, const std::string& except, reserved_room& room);
   // The cached copy when valid (validated within revalidate_after, or confirmed by a HEAD now);
   // else fetches the current version. `need_bytes`: head() asks for info only.
   mapping resolve(const object_ref& object, bool need_bytes, error_code& ec);

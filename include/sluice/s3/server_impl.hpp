@@ -97,6 +97,13 @@ inline std::string direct_path_of(std::string_view provider) {
   return "rdma:" + std::string(provider);
 }
 
+/// A store whose reads may wait on the network (gateway_store: a read may ask its upstream). The
+/// server runs its calls on the blocking pool, never on a network thread.
+template <class Store>
+concept remote_store = requires {
+  requires Store::remote;
+};
+
 /// Shared by the acceptor and every connection.
 template <class Store>
 struct server_state : std::enable_shared_from_this<server_state<Store>> {
@@ -112,7 +119,9 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
   Store* store;
   server_config config;
   asio::io_context io;
-  asio::thread_pool blocking{2};                // store calls that wait for the disk (fsync, concatenation)
+  // Store calls that wait for the disk (fsync, concatenation), and every call of a remote_store
+  // (one thread per upstream request in flight).
+  asio::thread_pool blocking{remote_store<Store> ? 16 : 2};
   asio::thread_pool rdma{config.rdma_threads};  // RDMA transfers (each waits for its completions)
   tcp::acceptor acceptor;
   tcp::acceptor tls_acceptor;                     // config.tls: the HTTPS listener
@@ -672,6 +681,16 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   asio::awaitable<std::invoke_result_t<Work>> offload(Work work) {
     co_return co_await offload_to(state_->blocking, std::move(work));
   }
+  // A store call that answers from memory or the page cache runs in place; a remote_store's call
+  // may wait for its upstream, so it is offloaded.
+  template <class Work>
+  asio::awaitable<std::invoke_result_t<Work>> store_call(Work work) {
+    if constexpr (remote_store<Store>) {
+      co_return co_await offload(std::move(work));
+    } else {
+      co_return work();
+    }
+  }
   // As offload, on `pool`. A coroutine spawned on the pool runs `work` there, and awaiting it
   // resumes this one on its own executor. (`co_await asio::post(pool, use_awaitable)` would not
   // move it: the completion is dispatched back to the coroutine's executor, so `work` would run
@@ -691,7 +710,8 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   static bool copy_source_allows(const request& req, const object_info& source);
   // Refuses a conditional write early, before its payload moves, when the object already fails
   // `precondition` (the store checks again as it publishes): the error to answer, if any.
-  std::optional<s3::errc> early_precondition_failure(const request& req, const write_precondition& precondition);
+  asio::awaitable<std::optional<s3::errc>> early_precondition_failure(const request& req,
+                                                                      const write_precondition& precondition);
   void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
@@ -1162,15 +1182,17 @@ bool connection<Store, Stream>::copy_source_allows(const request& req, const obj
 }
 
 template <class Store, class Stream>
-std::optional<s3::errc> connection<Store, Stream>::early_precondition_failure(const request& req,
-                                                                              const write_precondition& precondition) {
-  if (precondition.none()) return std::nullopt;
+asio::awaitable<std::optional<s3::errc>> connection<Store, Stream>::early_precondition_failure(
+    const request& req, const write_precondition& precondition) {
+  if (precondition.none()) co_return std::nullopt;
   error_code ec;
-  const object_info current = state_->store->head({req.where.bucket, req.where.key}, ec);
-  if (ec && ec != sluice::errc::no_such_object) return to_s3(ec);
-  if (ec && precondition.if_etag) return s3::errc::no_such_key;  // If-Match of a missing object: 404, as S3
-  if (!precondition.met_by(ec ? nullptr : &current.attributes.etag)) return s3::errc::precondition_failed;
-  return std::nullopt;
+  const object_info current = co_await store_call([&] {
+    return state_->store->head({req.where.bucket, req.where.key}, ec);
+  });
+  if (ec && ec != sluice::errc::no_such_object) co_return to_s3(ec);
+  if (ec && precondition.if_etag) co_return s3::errc::no_such_key;  // If-Match of a missing object: 404, as S3
+  if (!precondition.met_by(ec ? nullptr : &current.attributes.etag)) co_return s3::errc::precondition_failed;
+  co_return std::nullopt;
 }
 
 /// What a conditional write that S3 does not do is told.
@@ -1505,7 +1527,7 @@ namespace sluice::s3::detail {
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::list_buckets(request& req) {
   error_code ec;
-  std::vector<bucket_info> all = state_->store->list_buckets(ec);
+  std::vector<bucket_info> all = co_await store_call([&] { return state_->store->list_buckets(ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   std::vector<bucket_info> mine;
   for (auto& b : all) {
@@ -1522,11 +1544,14 @@ asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
   (void)xml::parse_create_bucket_configuration(*body, ec);  // any region is accepted
   if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
   // A store that can keep the owner with the bucket (fs_store) does, so it survives a restart.
-  if constexpr (requires { state_->store->create_bucket(req.where.bucket, req.user, ec); }) {
-    state_->store->create_bucket(req.where.bucket, req.user, ec);
-  } else {
-    state_->store->create_bucket(req.where.bucket, ec);
-  }
+  (void)co_await store_call([&] {
+    if constexpr (requires { state_->store->create_bucket(req.where.bucket, req.user, ec); }) {
+      state_->store->create_bucket(req.where.bucket, req.user, ec);
+    } else {
+      state_->store->create_bucket(req.where.bucket, ec);
+    }
+    return 0;
+  });
   // Creating a bucket you own again: 200 in us-east-1 (S3's legacy behaviour there, which
   // clients rely on), 409 BucketAlreadyOwnedByYou in other regions.
   const bool legacy_region = state_->config.region.value_or("us-east-1") == "us-east-1";
@@ -1576,7 +1601,7 @@ asio::awaitable<bool> connection<Store, Stream>::bucket_only(request& req) {
     }
     co_return co_await send_empty(req, http::status::no_content);
   }
-  (void)state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec);
+  (void)co_await store_call([&] { return state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec, true));
   const std::string region = state_->config.region.value_or("us-east-1");
   if (req.where.op == operation::get_bucket_location) {
@@ -1637,7 +1662,9 @@ asio::awaitable<bool> connection<Store, Stream>::list_objects(request& req) {
   std::string last = cursor;
   bool done = false;
   while (!done && page.max_keys > 0) {
-    list_result batch = state_->store->list(list_request{r.bucket, page.prefix, cursor, 1000}, ec);
+    list_result batch = co_await store_call([&] {
+      return state_->store->list(list_request{r.bucket, page.prefix, cursor, 1000}, ec);
+    });
     if (ec) co_return co_await send_error(req, to_s3(ec, true));
     for (auto& info : batch.objects) {
       cursor = info.key;
@@ -1684,15 +1711,18 @@ asio::awaitable<bool> connection<Store, Stream>::delete_objects(request& req) {
   if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
   std::vector<std::string> deleted;
   std::vector<xml::delete_outcome> errors;
-  for (const auto& [key, version] : what.objects) {
-    state_->store->remove({req.where.bucket, key}, ec);
-    if (!ec || ec == sluice::errc::no_such_object) {
-      deleted.push_back(key);  // S3: deleting a missing key succeeds
-    } else {
-      const auto code = to_s3(ec);
-      errors.push_back({key, std::string(code_string(code)), ec.message()});
+  (void)co_await store_call([&] {
+    for (const auto& object : what.objects) {
+      state_->store->remove({req.where.bucket, object.first}, ec);
+      if (!ec || ec == sluice::errc::no_such_object) {
+        deleted.push_back(object.first);  // S3: deleting a missing key succeeds
+      } else {
+        const auto code = to_s3(ec);
+        errors.push_back({object.first, std::string(code_string(code)), ec.message()});
+      }
     }
-  }
+    return 0;
+  });
   co_return co_await send_xml(req, xml::delete_result(deleted, errors, what.quiet));
 }
 
@@ -1702,7 +1732,7 @@ asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
   if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
   const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
   if (!precondition) co_return co_await send_error(req, s3::errc::not_implemented, std::string(unsupported_condition));
-  if (const auto failure = early_precondition_failure(req, *precondition)) {
+  if (const auto failure = co_await early_precondition_failure(req, *precondition)) {
     co_return co_await send_error(req, *failure);
   }
   error_code ec;
@@ -1741,7 +1771,7 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
   const auto tags = header_tags(req, why);
   if (!tags) co_return co_await send_error(req, s3::errc::invalid_tag, why);
   error_code ec;
-  auto mapping = state_->store->map(*from, ec);
+  auto mapping = co_await store_call([&] { return state_->store->map(*from, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   if (!copy_source_allows(req, mapping.info())) co_return co_await send_error(req, s3::errc::precondition_failed);
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
@@ -1765,7 +1795,7 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   error_code ec;
-  auto mapped = state_->store->map({req.where.bucket, req.where.key}, ec);
+  auto mapped = co_await store_call([&] { return state_->store->map({req.where.bucket, req.where.key}, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   // Shared: an RDMA write still in flight when its transfer gives up (a peer that vanished) keeps
   // this version of the object mapped until libfabric completes it.
@@ -1959,7 +1989,10 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::delete_object(request& req) {
   error_code ec;
-  state_->store->remove({req.where.bucket, req.where.key}, ec);
+  (void)co_await store_call([&] {
+    state_->store->remove({req.where.bucket, req.where.key}, ec);
+    return 0;
+  });
   if (ec && ec != sluice::errc::no_such_object) co_return co_await send_error(req, to_s3(ec));
   co_return co_await send_empty(req, http::status::no_content);
 }
@@ -1974,7 +2007,8 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
     case operation::create_multipart_upload: {
       std::string why;
       if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
-      const std::string id = state_->store->create_upload(object, attributes_from(req), ec);
+      const std::string id =
+          co_await store_call([&] { return state_->store->create_upload(object, attributes_from(req), ec); });
       if (ec) co_return co_await send_error(req, to_s3(ec));
       co_return co_await send_xml(req, xml::initiate_multipart_upload(r.bucket, r.key, id));
     }
@@ -2018,10 +2052,10 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
       };
       const std::vector<part_info> uploaded = state_->store->list_parts(object, upload_id, ec);
       if (ec == sluice::errc::no_such_upload) {
-        if (const auto before = completed_before()) co_return co_await completed(*before);
+        if (const auto before = co_await store_call(completed_before)) co_return co_await completed(*before);
       }
       if (ec) co_return co_await send_error(req, to_s3(ec));
-      if (const auto failure = early_precondition_failure(req, *precondition)) {
+      if (const auto failure = co_await early_precondition_failure(req, *precondition)) {
         co_return co_await send_error(req, *failure);
       }
       std::vector<part_info> parts;
@@ -2061,7 +2095,7 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
         }
       });
       if (ec == sluice::errc::no_such_upload) {  // completed by a retry that raced this one
-        if (const auto before = completed_before()) co_return co_await completed(*before);
+        if (const auto before = co_await store_call(completed_before)) co_return co_await completed(*before);
       }
       if (ec) co_return co_await send_error(req, to_s3(ec));
       co_return co_await completed(info);
@@ -2101,7 +2135,7 @@ asio::awaitable<bool> connection<Store, Stream>::upload_part_copy(request& req) 
   error_code ec;
   // The mapping holds this version of the source for the whole copy: a PUT over it meanwhile
   // cannot tear the part.
-  auto mapping = state_->store->map(*from, ec);
+  auto mapping = co_await store_call([&] { return state_->store->map(*from, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   if (!copy_source_allows(req, mapping.info())) co_return co_await send_error(req, s3::errc::precondition_failed);
   std::optional<std::string_view> range_header;
@@ -2134,7 +2168,7 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
   const object_ref object{req.where.bucket, req.where.key};
   error_code ec;
   if (req.where.op == operation::get_object_tagging) {
-    const object_info info = state_->store->head(object, ec);
+    const object_info info = co_await store_call([&] { return state_->store->head(object, ec); });
     if (ec) co_return co_await send_error(req, to_s3(ec));
     co_return co_await send_xml(req, xml::tagging(info.attributes.tags));
   }
@@ -2153,7 +2187,7 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
   // bytes, ETag and other attributes), published only if it is still the version that was read,
   // so that a PUT meanwhile is never undone. A few tries, then 503 SlowDown.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto mapping = state_->store->map(object, ec);
+    auto mapping = co_await store_call([&] { return state_->store->map(object, ec); });
     if (ec) co_return co_await send_error(req, to_s3(ec));
     if (mapping.info().attributes.tags == tags) break;  // nothing to change
     auto writer = state_->store->begin_put(object, ec);
