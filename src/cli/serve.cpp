@@ -330,6 +330,8 @@ s3::metrics_source gateway_metrics(const s3::gateway_store& store) {
     one("sluice_gateway_evictions_total", metric_type::counter, "Cached copies evicted.", stats.evictions);
     one("sluice_gateway_passthroughs_total", metric_type::counter, "Reads served from memory, not cached.",
         stats.passthroughs);
+    one("sluice_gateway_range_fetches_total", metric_type::counter,
+        "Ranged GETs of uncached objects that fetched only their range.", stats.range_fetches);
     one("sluice_gateway_cached_bytes", metric_type::gauge, "Bytes of cached copies now.", stats.cached_bytes);
     one("sluice_gateway_cached_objects", metric_type::gauge, "Cached copies now.", stats.cached_objects);
   };

@@ -738,6 +738,40 @@ gateway_store::mapping gateway_store::map(const object_ref& object, error_code& 
   return resolve(object, true, ec);
 }
 
+gateway_store::mapping gateway_store::map_range(const object_ref& object, std::string_view range_header,
+                                                error_code& ec) {
+  mapping described = resolve(object, false, ec);
+  if (ec) return {};
+  if (described.cached_.region().data != nullptr) return described;  // a valid cached copy
+  const object_info& info = described.info_;
+  const detail::range_result range = detail::parse_range(range_header, info.size);
+  // A small object, a large part of one, or a range from its first byte (the first part of a
+  // parallel download, whose other parts then find it cached) is cached whole, as a GET would.
+  if (!range.present || !range.satisfiable || info.size <= config_.chunk_bytes || range.offset == 0 ||
+      range.length > info.size / 4 || range.length > config_.passthrough_bytes) {
+    return resolve(object, true, ec);
+  }
+  mapping part;
+  part.memory_ = std::make_unique<std::byte[]>(static_cast<std::size_t>(range.length));
+  part.size_ = static_cast<std::size_t>(range.length);
+  part.base_ = range.offset;
+  fetch_range(object, info.attributes.etag, range.offset, {part.memory_.get(), part.size_}, ec);
+  if (ec == sluice::errc::precondition_failed) return resolve(object, true, ec);  // replaced meanwhile
+  if (ec) {
+    log_upstream_failure("GET (range)", object, ec, ec);
+    return {};
+  }
+  part.info_ = info;
+  std::lock_guard lock(mutex_);
+  ++stats_.range_fetches;
+  stats_.upstream_bytes += range.length;
+  return part;
+}
+
+gateway_store::mapping gateway_store::describe(const object_ref& object, error_code& ec) {
+  return resolve(object, false, ec);
+}
+
 gateway_store::writer gateway_store::begin_put(const object_ref& object, error_code& ec) {
   ec = {};
   if (!is_valid_bucket_name(object.bucket)) {

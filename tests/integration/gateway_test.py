@@ -186,6 +186,15 @@ def status(url):
         return e.code, e.read()
 
 
+def cached_files(gw):
+    """How many object files the gateway's cache holds."""
+    count = 0
+    for root, _, files in os.walk(os.path.join(gw.root, "cache", "buckets")):
+        if os.path.basename(os.path.dirname(root)) == "objects":
+            count += len(files)
+    return count
+
+
 def head(url, field="Last-Modified"):
     """A header of an anonymous HEAD's answer, or None when it is refused."""
     try:
@@ -239,6 +248,27 @@ def coherence(h):
                    % (attempt, upstream_time, through))
     code, body = status(gw.url + "/gw-co/k")
     expect(code == 200 and len(body) == 2 * MIB + 5, "anonymous GET through the gateway: 200, version two")
+    # A HEAD of an uncached object asks the upstream's HEAD and fetches nothing.
+    big = h.file("big", 8 * MIB + 1, 13)
+    h.direct("put", big, "s3://gw-co/big")
+    before = cached_files(gw)
+    expect(head(gw.url + "/gw-co/big", "Content-Length") == str(8 * MIB + 1), "HEAD of an uncached object: its size")
+    expect(cached_files(gw) == before, "and nothing was fetched into the cache (%d files)" % before)
+    code, _ = status(gw.url + "/gw-co/big")
+    expect(code == 200 and cached_files(gw) == before + 1, "its GET caches it")
+    # A small range of an uncached object larger than chunk_bytes (16 MiB) fetches that range only.
+    large = h.file("large", 40 * MIB + 5, 14)
+    h.direct("put", large, "s3://gw-co/large")
+    with open(large, "rb") as f:
+        f.seek(30 * MIB + 7)
+        want = f.read(MIB)
+    request = urllib.request.Request(gw.url + "/gw-co/large",
+                                     headers={"Range": "bytes=%d-%d" % (30 * MIB + 7, 31 * MIB + 6)})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        code, body, extent = r.status, r.read(), r.headers.get("Content-Range")
+    expect(code == 206 and body == want and extent == "bytes %d-%d/%d" % (30 * MIB + 7, 31 * MIB + 6, 40 * MIB + 5),
+           "a 1 MiB range of an uncached 40 MiB object: 206, byte-exact (%s)" % extent)
+    expect(cached_files(gw) == before + 1, "and the object was not fetched whole into the cache")
     h.direct("rm", "s3://gw-co/k")
     code, body = status(gw.url + "/gw-co/k")
     expect(code == 404 and b"NoSuchKey" in body, "deleted on the upstream: 404 NoSuchKey through the gateway")

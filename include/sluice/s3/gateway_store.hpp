@@ -195,6 +195,7 @@ struct gateway_statistics {
   std::uint64_t upstream_bytes = 0;  ///< object bytes fetched from the upstream
   std::uint64_t evictions = 0;       ///< cached copies evicted for the budget or a full disk
   std::uint64_t passthroughs = 0;    ///< reads served from memory, not cached
+  std::uint64_t range_fetches = 0;   ///< ranged GETs of uncached objects that fetched their range only
   std::uint64_t cached_bytes = 0;    ///< bytes in the cache index now
   std::uint64_t cached_objects = 0;  ///< copies in the cache index now
 };
@@ -250,12 +251,15 @@ class gateway_store {
     [[nodiscard]] int native_handle() const noexcept { return memory_ ? -1 : cached_.native_handle(); }
     /// Where the object's first byte lies in native_handle()'s file.
     [[nodiscard]] std::uint64_t data_offset() const noexcept { return memory_ ? 0 : cached_.data_offset(); }
+    /// Where region() starts in the object: 0, but for a part fetched by map_range.
+    [[nodiscard]] std::uint64_t base() const noexcept { return base_; }
 
    private:
     friend class gateway_store;
     fs_store::mapping cached_;
     std::unique_ptr<std::byte[]> memory_;
     std::size_t size_ = 0;
+    std::uint64_t base_ = 0;
     object_info info_;
   };
 
@@ -292,6 +296,15 @@ class gateway_store {
   std::size_t read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out, error_code& ec);
   /// The current version, cached first when it was not (see the top of this header).
   mapping map(const object_ref& object, error_code& ec);
+  /// For a GET with `range_header` (Range: bytes=...): the cached copy when it is valid; for an
+  /// uncached object larger than chunk_bytes of which at most a quarter (and at most
+  /// passthrough_bytes) is asked, from any byte but the first, only that range, fetched into
+  /// memory and not cached (base() is its offset); else as map(). A sparse reader (a file
+  /// format's footer) fetches what it reads; a parallel download's first part caches the object.
+  mapping map_range(const object_ref& object, std::string_view range_header, error_code& ec);
+  /// As head(), as a mapping: the cached copy when it is valid, else one with the info only
+  /// (an empty region); nothing is fetched. The server answers a HEAD with it.
+  mapping describe(const object_ref& object, error_code& ec);
   /// Starts a write-through PUT. Errors: invalid_name, I/O errors of the spool.
   writer begin_put(const object_ref& object, error_code& ec);
   /// Deletes on the upstream, then the cached copy. Deleting a missing key succeeds as in S3.

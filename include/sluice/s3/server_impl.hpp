@@ -1795,7 +1795,21 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   error_code ec;
-  auto mapped = co_await store_call([&] { return state_->store->map({req.where.bucket, req.where.key}, ec); });
+  // A HEAD needs the version's info only: a store that can tell it without the bytes (a gateway,
+  // which would otherwise fetch the object from its upstream) is asked for that alone.
+  // A ranged GET of a store that can map part of an object (a gateway fetches only the range of
+  // an uncached object) is asked for that part; the mapping's base() says where it starts.
+  auto mapped = co_await store_call([&] {
+    if constexpr (requires { state_->store->describe(object_ref{}, ec); }) {
+      if (req.head) return state_->store->describe({req.where.bucket, req.where.key}, ec);
+    }
+    if constexpr (requires { state_->store->map_range(object_ref{}, std::string_view{}, ec); }) {
+      if (!req.header("Range").empty() && !req.where.param("partNumber")) {
+        return state_->store->map_range({req.where.bucket, req.where.key}, req.header("Range"), ec);
+      }
+    }
+    return state_->store->map({req.where.bucket, req.where.key}, ec);
+  });
   if (ec) co_return co_await send_error(req, to_s3(ec));
   // Shared: an RDMA write still in flight when its transfer gives up (a peer that vanished) keeps
   // this version of the object mapped until libfabric completes it.
@@ -1902,6 +1916,14 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   }
   const std::uint64_t offset = range.present ? range.offset : 0;
   const std::uint64_t length = range.present ? range.length : size;
+  // Where the mapping's region starts in the object (0 but for a part mapped by map_range), and
+  // a check that it holds [offset, offset + length).
+  std::uint64_t base = 0;
+  if constexpr (requires { mapping.base(); }) base = mapping.base();
+  if (!req.head &&
+      (offset < base || offset - base > mapping.region().size || length > mapping.region().size - (offset - base))) {
+    co_return co_await send_error(req, s3::errc::internal_error);
+  }
 
   // With a token, the bytes go by RDMA into the client's memory and the answer has no body;
   // a declined token gets the body over HTTP, marked x-amz-rdma-reply: 501.
@@ -1913,7 +1935,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     req.rdma_reply = "501";
     if (verdict == token_verdict::accept) {
       // Straight from the store's mapping of the object: no staging copy.
-      rdma_source source{mapping.region(), offset, length, mapping_owner, version_of(mapping)};
+      rdma_source source{mapping.region(), offset - base, length, mapping_owner, version_of(mapping)};
       if constexpr (requires { mapping.data_offset(); }) {
         source.file = mapping.native_handle();
         source.file_offset = mapping.data_offset();
@@ -1964,7 +1986,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
     const std::uint64_t n = std::min(slice, length - sent);
-    res.body().data = bytes.bytes() + offset + sent;
+    res.body().data = bytes.bytes() + (offset - base) + sent;
     res.body().size = static_cast<std::size_t>(n);
     sent += n;
     res.body().more = sent < length;
