@@ -229,6 +229,10 @@ TEST_CASE("close() ends what is outstanding with operation_aborted, at once, and
   for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
     CAPTURE(provider);
     const bool in_flight = provider != "shm";
+    // Declared before both endpoints, so it is freed after them: the remote endpoint's progress
+    // thread may still be receiving the write into it until that endpoint is destroyed (ASan
+    // caught a use-after-free when the sink was freed first).
+    std::vector<std::byte> sink(64 << 20);
     fabric::fabric_config config;
     config.node = provider == "shm" ? "" : "127.0.0.1";
     error_code ec;
@@ -239,10 +243,9 @@ TEST_CASE("close() ends what is outstanding with operation_aborted, at once, and
     const fi_addr_t peer = local->resolve(remote->name(), ec);
     REQUIRE(!ec);
     std::vector<std::byte> source(64 << 20, std::byte{7});
-    auto sink = std::make_shared<std::vector<std::byte>>(source.size());  // outlives a late write
     auto mr = local->register_memory(host_region(source), fabric::access::local, ec);
     REQUIRE(!ec);
-    auto target = remote->register_memory(host_region(*sink), fabric::access::remote_write, ec);
+    auto target = remote->register_memory(host_region(sink), fabric::access::remote_write, ec);
     REQUIRE(!ec);
     const std::uint64_t address = target.remote_address(0), key = target.key();
     std::atomic<int> calls{0};
