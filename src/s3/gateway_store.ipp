@@ -9,6 +9,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <future>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace sluice::s3 {
@@ -81,6 +83,62 @@ object_ref cache_index::object_of(std::string_view name) {
   const auto slash = name.find('/');
   if (slash == std::string_view::npos) return {std::string(name), {}};
   return {std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
+}
+
+// -- a copy being fetched ---------------------------------------------------------------------
+
+void fill_progress::wait_until(std::uint64_t end, error_code& ec) const {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return error_ || ready(end); });
+  ec = ready(end) ? error_code{} : error_;
+}
+
+void fill_progress::advance(std::uint64_t ready) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (ready <= ready_.load(std::memory_order_relaxed)) return;
+    ready_.store(ready, std::memory_order_release);
+  }
+  changed_.notify_all();
+}
+
+void fill_progress::fail(error_code ec) {
+  {
+    const std::lock_guard lock(mutex_);
+    error_ = ec ? ec : error_code(sluice::errc::protocol_violation);
+  }
+  changed_.notify_all();
+}
+
+std::shared_ptr<growing_file> growing_file::open(int fd, std::uint64_t data_offset, std::uint64_t size,
+                                                 error_code& ec) {
+  ec = {};
+  const auto fail = [&] {
+    ec = error_code(errno, boost::system::generic_category());
+    return nullptr;
+  };
+  // The file gets its final size first (a sparse tail): the mapping then covers bytes not written
+  // yet without SIGBUS, and the writer's publish truncates to this same size.
+  if (::ftruncate(fd, static_cast<off_t>(data_offset + size)) != 0) return fail();
+  std::shared_ptr<growing_file> out(new growing_file);
+  out->fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (out->fd_ < 0) return fail();
+  out->data_offset_ = data_offset;
+  out->size_ = static_cast<std::size_t>(size);
+  if (size == 0) return out;
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t aligned = data_offset - data_offset % page;
+  out->length_ = static_cast<std::size_t>(data_offset - aligned + size);
+  void* base = ::mmap(nullptr, out->length_, PROT_READ, MAP_SHARED, out->fd_, static_cast<off_t>(aligned));
+  if (base == MAP_FAILED) return fail();
+  out->base_ = base;
+  out->data_ = static_cast<std::byte*>(base) + (data_offset - aligned);
+  return out;
+}
+
+growing_file::~growing_file() {
+  if (base_ != nullptr) ::munmap(base_, length_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace detail
@@ -317,7 +375,12 @@ object_info gateway_store::writer::commit(const object_attributes& attributes, e
 gateway_store::gateway_store(unopened, gateway_store_config config)
     : config_(std::move(config)), index_(config_.cache_bytes) {}
 
-gateway_store::~gateway_store() = default;
+gateway_store::~gateway_store() {
+  // A streaming fetch's thread uses the cache and the upstream client: it ends first (it is
+  // bounded by the upstream timeout).
+  std::unique_lock lock(mutex_);
+  fetched_.wait(lock, [&] { return streaming_ == 0; });
+}
 
 std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, error_code& ec) {
   ec = {};
@@ -474,7 +537,9 @@ void gateway_store::fetch_range(const object_ref& object, const std::string& eta
   if (ec) ec = from_upstream(ec);
 }
 
-gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec) {
+gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec,
+                                            const std::shared_ptr<detail::fill_progress>& fill,
+                                            const std::function<void(mapping)>& started) {
   ec = {};
   const std::string name = detail::cache_index::name_of(object);
   const std::uint64_t size = info.size;
@@ -542,6 +607,16 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     ~wait_on_exit() { wait(); }
   } waiter{pending};
   for (std::uint64_t step = 0; step < streams; ++step) start(step);
+  if (started) {  // streaming: readers get a mapping of the file being written
+    mapping growing;
+    growing.growing_ = detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec);
+    if (ec) return {};
+    growing.fill_ = fill;
+    growing.size_ = static_cast<std::size_t>(size);
+    growing.info_ = info;
+    if (!gateway_impl::known_time(info.last_modified)) growing.info_.last_modified = std::chrono::system_clock::now();
+    started(std::move(growing));
+  }
   for (std::uint64_t offset = 0, step = 0; offset < size; ++step) {
     const std::size_t n = step_bytes(step);
     const std::uint64_t got = finish(step);
@@ -568,6 +643,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
       error_code ignored;
       cache_->remove(detail::cache_index::object_of(*victim), ignored);
     }
+    if (ec && gateway_impl::is_no_space(ec) && started) return {};  // readers have the file: no pass-through now
     if (ec && gateway_impl::is_no_space(ec)) {
       waiter.wait();
       buffers.clear();
@@ -575,6 +651,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
       return pass_through();
     }
     if (ec) return {};
+    if (fill) fill->advance(staged.bytes_in_file());
     if (step + streams < steps) start(step + streams);
     offset += n;
   }
@@ -600,7 +677,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   return out;
 }
 
-gateway_store::mapping gateway_store::resolve(const object_ref& object, bool need_bytes, error_code& ec) {
+gateway_store::mapping gateway_store::resolve(const object_ref& object, bool need_bytes, error_code& ec, bool stream) {
   ec = {};
   if (!is_valid_bucket_name(object.bucket)) {
     ec = sluice::errc::no_such_bucket;
@@ -698,12 +775,9 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
       fetching_.insert(name);
     }
     if (held) drop(object);  // another version: the old copy goes before the new one comes
+    if (stream && info.size > config_.chunk_bytes) return fetch_streaming(object, info, ec);
     mapping m = fetch(object, info, ec);
-    {
-      std::lock_guard lock(mutex_);
-      fetching_.erase(name);
-    }
-    fetched_.notify_all();
+    fetch_done(name);
     // Replaced on the upstream while it was fetched: the next HEAD names the newer version.
     if (ec == sluice::errc::precondition_failed && attempt < 2) continue;
     if (ec == sluice::errc::precondition_failed) {
@@ -736,6 +810,93 @@ std::size_t gateway_store::read(const object_ref& object, std::uint64_t offset, 
 
 gateway_store::mapping gateway_store::map(const object_ref& object, error_code& ec) {
   return resolve(object, true, ec);
+}
+
+gateway_store::mapping gateway_store::map_streaming(const object_ref& object, error_code& ec) {
+  return resolve(object, true, ec, true);
+}
+
+void gateway_store::fetch_done(const std::string& name) {
+  {
+    std::lock_guard lock(mutex_);
+    fetching_.erase(name);
+  }
+  fetched_.notify_all();
+}
+
+gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
+                                                      error_code& ec) {
+  // The first answer of the fetch thread: the mapping of the copy being written, or the whole
+  // fetch's result when it ended without one (a pass-through, or an error before the first byte).
+  struct handoff {
+    std::mutex mutex;
+    std::condition_variable given;
+    bool done = false;
+    mapping first;
+    error_code error;
+    void give(mapping m, error_code e) {
+      {
+        const std::lock_guard lock(mutex);
+        if (done) return;
+        first = std::move(m);
+        error = e;
+        done = true;
+      }
+      given.notify_all();
+    }
+  };
+  auto answer = std::make_shared<handoff>();
+  auto fill = std::make_shared<detail::fill_progress>();
+  {
+    std::lock_guard lock(mutex_);
+    ++streaming_;
+  }
+  const std::string name = detail::cache_index::name_of(object);
+  try {
+    std::thread([this, object, info, answer, fill, name] {
+      error_code fetch_error;
+      bool streamed = false;
+      try {
+        mapping done = fetch(object, info, fetch_error, fill, [&](mapping growing) {
+          streamed = true;
+          answer->give(std::move(growing), {});
+        });
+        if (!streamed) answer->give(std::move(done), fetch_error);
+      } catch (const std::exception& e) {  // bad_alloc, or a thread the upstream client could not start
+        std::fprintf(stderr, "gateway_store: GET %s: the fetch failed: %s\n", name.c_str(), e.what());
+        fetch_error = s3::errc::service_unavailable;
+        answer->give({}, fetch_error);
+      }
+      if (fetch_error == sluice::errc::precondition_failed) {
+        // Replaced on the upstream during the fetch: the reader's client retries and gets the new one.
+        std::fprintf(stderr, "gateway_store: GET %s: the upstream's version changed during the fetch\n", name.c_str());
+        fetch_error = s3::errc::service_unavailable;
+      }
+      if (fetch_error) {
+        if (streamed) log_upstream_failure("GET", object, fetch_error, fetch_error);
+        fill->fail(fetch_error);
+      } else {
+        fill->finish(info.size);
+      }
+      fetch_done(name);
+      std::lock_guard lock(mutex_);
+      --streaming_;
+      fetched_.notify_all();  // under the lock: the destructor may run as soon as it is released
+    }).detach();
+  } catch (const std::system_error&) {  // no thread: fetch here, as map() would
+    {
+      std::lock_guard lock(mutex_);
+      --streaming_;
+    }
+    mapping m = fetch(object, info, ec);
+    fetch_done(name);
+    return m;
+  }
+  std::unique_lock lock(answer->mutex);
+  answer->given.wait(lock, [&] { return answer->done; });
+  ec = answer->error;
+  if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;
+  return std::move(answer->first);
 }
 
 gateway_store::mapping gateway_store::map_range(const object_ref& object, std::string_view range_header,

@@ -24,11 +24,16 @@ Scenarios:
   kill-put       kill -9 the gateway at several points of a PUT: the upstream holds the old or the
                  new object, never part; after a restart on the same cache, reads are the upstream's
   concurrent     8 readers of 24 objects through a 4 MiB cache at once: byte-exact, budget kept
+  stream         a miss larger than chunk_bytes is served while it arrives: concurrent readers of
+                 a miss and a ranged GET are byte-exact; (sluice upstream only) against a fake
+                 upstream, the first bytes of a slow object come before its slow tail, and a tail
+                 cut short ends the answer short (never a whole-looking body) without harm to the next
   hostile        (sluice upstream only) a fake upstream that lies: sizes over the limit, bad ETags,
                  short and long bodies, unordered listings, a HEAD that never answers; each read
                  fails without a crash or hang, and the next honest read is right
 Exit 0: passed; 77: skipped (reason printed); anything else: failed."""
 import os
+import http.client
 import http.server
 import json
 import random
@@ -492,6 +497,10 @@ class Liar(http.server.BaseHTTPRequestHandler):
     """An upstream that lies about its objects (the key names the lie); "good" tells the truth."""
     protocol_version = "HTTP/1.1"
     GOOD = random.Random(7).randbytes(MIB + 11)
+    BIG = random.Random(8).randbytes(12 * MIB + 5)  # over the stream scenario's chunk_bytes (1 MiB)
+    # Where "big-slow" slows down and "big-cut" cuts its ranges: past the first 4 MiB slice the
+    # gateway serves, and past the 2 MiB write unit the cache file may lag behind by.
+    TAIL = 7 * MIB
 
     def log_message(self, *args):
         pass
@@ -529,18 +538,22 @@ class Liar(http.server.BaseHTTPRequestHandler):
             return self.answer(200, {"ETag": etag, "Content-Length": str(1 << 60)}, b"", send=b"")
         if key == "bad-etag":
             return self.answer(200, {"ETag": '"a"b\\"', "Content-Length": "4"}, b"abcd")
-        body, length = self.GOOD, len(self.GOOD)
+        body = self.BIG if key.startswith("big") else self.GOOD
+        length = len(body)
         start, end = 0, length - 1
         rng = self.headers.get("Range")
         if rng:
             first, last = rng.split("=")[1].split("-")
             start, end = int(first), min(int(last), length - 1)
         part = body[start:end + 1]
+        if key == "big-slow" and start >= self.TAIL:
+            time.sleep(2)
         headers = {"ETag": etag, "Content-Length": str(len(part))}
         if rng:
             headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, length)
         code = 206 if rng else 200
-        if key == "short" and self.command == "GET":  # announces the part, sends half, closes
+        cut = key == "short" or (key == "big-cut" and start >= self.TAIL)
+        if cut and self.command == "GET":  # announces the part, sends half, closes
             self.send_response(code)
             for k, v in headers.items():
                 self.send_header(k, v)
@@ -603,9 +616,84 @@ def hostile(h):
     liar.shutdown()
 
 
+def stream(h):
+    # chunk_bytes 1 MiB: objects of a few MiB are fetched in several steps, and served as they come.
+    settings = {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}
+    gw = h.gateway("gw", "--config", h.config_file(settings))
+    h.direct("mb", "s3://gw-st")
+    size = 24 * MIB + 7
+    src = h.file("st", size, 51)
+    h.direct("put", src, "s3://gw-st/k")
+    with open(src, "rb") as f:
+        want = f.read()
+    results = [None] * 3
+
+    def reader(i):
+        results[i] = status(gw.url + "/gw-st/k")
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expect(all(r is not None and r[0] == 200 and r[1] == want for r in results),
+           "3 readers of one uncached 24 MiB object at once: all byte-exact %s"
+           % [(r[0], len(r[1])) if r else None for r in results])
+    expect(cached_files(gw) == 1, "and it is cached once")
+    request = urllib.request.Request(gw.url + "/gw-st/k", headers={"Range": "bytes=%d-%d" % (3 * MIB + 1, 20 * MIB)})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        expect(r.status == 206 and r.read() == want[3 * MIB + 1:20 * MIB + 1], "a range of the cached copy: byte-exact")
+    other = h.file("st2", 9 * MIB + 1, 52)
+    h.direct("put", other, "s3://gw-st/k2")
+    got = h.out("st2-got")
+    h.via_gateway(gw, "get", "s3://gw-st/k2", got)
+    expect(md5(got) == md5(other), "sluice get of an uncached 9 MiB object through the gateway: byte-exact")
+    if not isinstance(h.upstream, SluiceUpstream):
+        return  # the fake upstream below replaces the real one: once is enough
+
+    liar = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Liar)
+    liar.daemon_threads = True
+    liar.handle_error = lambda *_: None
+    threading.Thread(target=liar.serve_forever, daemon=True).start()
+    h.upstream.url = "http://127.0.0.1:%d" % liar.server_address[1]
+    fake = h.gateway("gw-fake", "--upstream-timeout", "5", "--config", h.config_file(settings))
+    port = int(fake.url.rsplit(":", 1)[1])
+
+    def timed_get(key):
+        """(status, body, seconds to the first 4 MiB, seconds in all, whether the body was whole)."""
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        started = time.time()
+        conn.request("GET", "/liar/" + key)
+        r = conn.getresponse()
+        first, rest, whole = b"", b"", True
+        try:
+            first = r.read(4 * MIB)
+            early = time.time() - started
+            rest = r.read()
+        except http.client.IncompleteRead as e:
+            early = time.time() - started
+            rest, whole = e.partial, False
+        conn.close()
+        return r.status, first + rest, early, time.time() - started, whole
+
+    code, body, early, total, whole = timed_get("big-slow")
+    expect(code == 200 and whole and body == Liar.BIG, "an uncached object whose tail comes 2 s late: byte-exact")
+    expect(early < 1.5 and total >= 2, "its first 4 MiB came before the slow tail (%.2f s), the rest after (%.2f s)"
+           % (early, total))
+    code, body, early, total, whole = timed_get("big-cut")
+    expect(not (code == 200 and whole and len(body) == len(Liar.BIG)),
+           "an upstream that cuts the tail: the answer ends short (%d, %d of %d bytes, %s)"
+           % (code, len(body), len(Liar.BIG), "whole" if whole else "cut"))
+    code, body, _, _, whole = timed_get("big")
+    expect(code == 200 and whole and body == Liar.BIG, "the next uncached object reads byte-exact")
+    code, body = status(fake.url + "/liar/good")
+    expect(code == 200 and body == Liar.GOOD, "and so does a small one")
+    expect(fake.proc.poll() is None, "the gateway is still running")
+    liar.shutdown()
+
+
 SCENARIOS = {"write-through": write_through, "coherence": coherence, "eviction": eviction, "failure": failure,
              "ttl": ttl, "rdma": rdma, "two-gateways": two_gateways, "conditional": conditional, "kill-put": kill_put,
-             "concurrent": concurrent, "hostile": hostile}
+             "concurrent": concurrent, "hostile": hostile, "stream": stream}
 
 
 def main():

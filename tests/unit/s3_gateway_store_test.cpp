@@ -2,9 +2,14 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace {
 
@@ -95,6 +100,57 @@ TEST_CASE("gateway cache_index: names split back into bucket and key, slashes in
   const sluice::object_ref object{"bucket", "dir/sub/key"};
   CHECK(cache_index::name_of(object) == "bucket/dir/sub/key");
   CHECK(cache_index::object_of("bucket/dir/sub/key") == object);
+}
+
+TEST_CASE("gateway fill_progress: readers wait for their bytes, and a failure wakes them with its error") {
+  sluice::s3::detail::fill_progress fill;
+  CHECK(fill.ready(0));
+  CHECK_FALSE(fill.ready(1));
+  auto reader = std::async(std::launch::async, [&] {
+    sluice::error_code ec;
+    fill.wait_until(100, ec);
+    return ec;
+  });
+  CHECK(reader.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  fill.advance(60);
+  CHECK(fill.ready(60));
+  CHECK(reader.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  fill.advance(40);  // never backwards
+  CHECK(fill.ready(60));
+  fill.finish(100);
+  CHECK(reader.get() == sluice::error_code{});
+
+  sluice::s3::detail::fill_progress failing;
+  failing.advance(10);
+  auto waiting = std::async(std::launch::async, [&] {
+    sluice::error_code ec;
+    failing.wait_until(20, ec);
+    return ec;
+  });
+  failing.fail(sluice::errc::protocol_violation);
+  CHECK(waiting.get() == sluice::errc::protocol_violation);
+  sluice::error_code ec;
+  failing.wait_until(10, ec);  // bytes written before the failure stay readable
+  CHECK(!ec);
+}
+
+TEST_CASE("gateway growing_file: maps the final size of a file still being written, and outlives it") {
+  const auto path = std::filesystem::temp_directory_path() / ("sluice-growing-" + std::to_string(::getpid()));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  sluice::error_code ec;
+  auto file = sluice::s3::detail::growing_file::open(fd, 100, 3 << 20, ec);
+  REQUIRE(!ec);
+  REQUIRE(file != nullptr);
+  CHECK(file->region().size == std::size_t{3} << 20);
+  CHECK(file->data_offset() == 100);
+  CHECK(std::filesystem::file_size(path) == 100 + (3u << 20));
+  const char text[] = "written later";
+  REQUIRE(::pwrite(fd, text, sizeof text, 100 + (2 << 20)) == static_cast<ssize_t>(sizeof text));
+  ::close(fd);
+  std::filesystem::remove(path);  // the mapping keeps its own descriptor
+  CHECK(std::string(reinterpret_cast<const char*>(file->region().bytes()) + (2 << 20)) == "written later");
+  CHECK(file->region().bytes()[0] == std::byte{0});  // a hole reads as zeros, never SIGBUS
 }
 
 TEST_CASE("gateway_store_config: validate names the field") {

@@ -144,6 +144,11 @@ class fs_store {
 
     /// The temporary file's descriptor; -1 for an empty writer.
     [[nodiscard]] int native_handle() const noexcept { return fd_; }
+    /// Where the data's first byte lies in native_handle()'s file (until commit).
+    [[nodiscard]] std::uint64_t data_offset() const noexcept { return data_offset_; }
+    /// How many of the accepted bytes are in the file already (the rest wait for a unit boundary
+    /// or commit): a reader of native_handle() may read that many from data_offset().
+    [[nodiscard]] std::uint64_t bytes_in_file() const noexcept { return written_ - pending_.size(); }
 
    private:
     friend class fs_store;

@@ -23,8 +23,10 @@
 //   → the copy is served and its validation renewed; another version → it is fetched (ranged
 //   GETs of chunk_bytes, fetch_streams of them in flight, each conditional on the ETag of the
 //   HEAD, so the copy is one version) into an fs_store writer, published atomically, then
-//   served; 404 → the cached copy is dropped and the answer is NoSuchKey. head() of an uncached
-//   object answers the upstream's HEAD and fetches nothing.
+//   served. map_streaming (the server's GET) serves an object larger than chunk_bytes while it
+//   arrives: the fetch runs on its own thread, and the mapping (of the file being written) says
+//   how much of it is there (ready, wait_until); 404 → the cached copy is dropped and the answer is NoSuchKey. head()
+//   of an uncached object answers the upstream's HEAD and fetches nothing.
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -66,11 +68,13 @@
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/server.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -184,6 +188,49 @@ class cache_index {
   std::map<std::string, slot, std::less<>> entries_;
 };
 
+/// How much of a copy being fetched is written: readers of a streaming mapping wait here for the
+/// bytes they need. The fetch calls advance() as it writes and finish() or fail() once.
+class fill_progress {
+ public:
+  /// Whether bytes [0, end) are written.
+  [[nodiscard]] bool ready(std::uint64_t end) const noexcept { return end <= ready_.load(std::memory_order_acquire); }
+  /// Blocks until bytes [0, end) are written (ec clear), or the fetch failed (its error).
+  void wait_until(std::uint64_t end, error_code& ec) const;
+  void advance(std::uint64_t ready);
+  void finish(std::uint64_t size) { advance(size); }
+  void fail(error_code ec);
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::atomic<std::uint64_t> ready_{0};
+  error_code error_;
+};
+
+/// A read-only mapping of a cache file while it is written (the fs_store writer's temporary
+/// file, extended to its final size first): its own descriptor, so it outlives the writer, the
+/// rename at publish and any eviction.
+class growing_file {
+ public:
+  /// Maps `size` bytes from `data_offset` of a duplicate of `fd`. Null with `ec` on error.
+  static std::shared_ptr<growing_file> open(int fd, std::uint64_t data_offset, std::uint64_t size, error_code& ec);
+  growing_file(const growing_file&) = delete;
+  growing_file& operator=(const growing_file&) = delete;
+  ~growing_file();
+  [[nodiscard]] sluice::region region() const noexcept { return {data_, size_, memory_kind::host_pageable, -1}; }
+  [[nodiscard]] int native_handle() const noexcept { return fd_; }
+  [[nodiscard]] std::uint64_t data_offset() const noexcept { return data_offset_; }
+
+ private:
+  growing_file() = default;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  std::size_t length_ = 0;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::uint64_t data_offset_ = 0;
+};
+
 }  // namespace detail
 
 /// Counters since the store opened (see the top of this header for what each path does).
@@ -243,20 +290,37 @@ class gateway_store {
    public:
     mapping() = default;
     [[nodiscard]] sluice::region region() const noexcept {
-      return memory_ ? sluice::region{memory_.get(), size_, memory_kind::host_pageable, -1} : cached_.region();
+      if (memory_) return {memory_.get(), size_, memory_kind::host_pageable, -1};
+      return growing_ ? growing_->region() : cached_.region();
     }
     /// The version's info (the upstream's ETag). Pre: the mapping is not empty.
     [[nodiscard]] const object_info& info() const noexcept { return info_; }
     /// The cached file's descriptor; -1 when passed through or empty.
-    [[nodiscard]] int native_handle() const noexcept { return memory_ ? -1 : cached_.native_handle(); }
+    [[nodiscard]] int native_handle() const noexcept {
+      if (memory_) return -1;
+      return growing_ ? growing_->native_handle() : cached_.native_handle();
+    }
     /// Where the object's first byte lies in native_handle()'s file.
-    [[nodiscard]] std::uint64_t data_offset() const noexcept { return memory_ ? 0 : cached_.data_offset(); }
+    [[nodiscard]] std::uint64_t data_offset() const noexcept {
+      if (memory_) return 0;
+      return growing_ ? growing_->data_offset() : cached_.data_offset();
+    }
     /// Where region() starts in the object: 0, but for a part fetched by map_range.
     [[nodiscard]] std::uint64_t base() const noexcept { return base_; }
+    /// Whether bytes [0, end) of region() are there: always, but for a copy still being fetched
+    /// (map_streaming).
+    [[nodiscard]] bool ready(std::uint64_t end) const noexcept { return !fill_ || fill_->ready(end); }
+    /// Blocks until bytes [0, end) of region() are there; the fetch's error when it failed.
+    void wait_until(std::uint64_t end, error_code& ec) const {
+      ec = {};
+      if (fill_) fill_->wait_until(end, ec);
+    }
 
    private:
     friend class gateway_store;
     fs_store::mapping cached_;
+    std::shared_ptr<detail::growing_file> growing_;  // a copy being fetched (map_streaming)
+    std::shared_ptr<detail::fill_progress> fill_;    // how much of growing_ is written
     std::unique_ptr<std::byte[]> memory_;
     std::size_t size_ = 0;
     std::uint64_t base_ = 0;
@@ -296,6 +360,9 @@ class gateway_store {
   std::size_t read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out, error_code& ec);
   /// The current version, cached first when it was not (see the top of this header).
   mapping map(const object_ref& object, error_code& ec);
+  /// As map(), but a miss of an object larger than chunk_bytes answers as soon as the fetch has
+  /// started: the mapping's ready()/wait_until() say which bytes are there. The server's GET.
+  mapping map_streaming(const object_ref& object, error_code& ec);
   /// For a GET with `range_header` (Range: bytes=...): the cached copy when it is valid; for an
   /// uncached object larger than chunk_bytes of which at most a quarter (and at most
   /// passthrough_bytes) is asked, from any byte but the first, only that range, fetched into
@@ -363,9 +430,20 @@ class gateway_store {
   bool reserve_room(std::uint64_t incoming, const std::string& except, reserved_room& room);
   // The cached copy when valid (validated within revalidate_after, or confirmed by a HEAD now);
   // else fetches the current version. `need_bytes`: head() asks for info only.
-  mapping resolve(const object_ref& object, bool need_bytes, error_code& ec);
-  // Fetches `info`'s version into the cache (or memory); errors as map.
-  mapping fetch(const object_ref& object, const object_info& info, error_code& ec);
+  // `stream`: a miss may answer a mapping still being fetched (fetch_streaming).
+  mapping resolve(const object_ref& object, bool need_bytes, error_code& ec, bool stream = false);
+  // Fetches `info`'s version into the cache (or memory); errors as map. With `fill`, the bytes
+  // written are reported to it, and `started` is called with a mapping of the copy being written
+  // once the fetch has begun (not for a pass-through).
+  mapping fetch(const object_ref& object, const object_info& info, error_code& ec,
+                const std::shared_ptr<detail::fill_progress>& fill = nullptr,
+                const std::function<void(mapping)>& started = nullptr);
+  // Runs fetch on a thread of its own and answers the mapping of the copy being written as soon
+  // as it started (or fetch's result, when it ended first). Ends the fetch of `object`
+  // (fetching_) when done. Pre: `object` is in fetching_.
+  mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec);
+  // Ends the fetch of `name`: readers waiting for it look again.
+  void fetch_done(const std::string& name);
   // Reads [offset, offset + length) of the version with `etag` into `out`.
   void fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset, std::span<std::byte> out,
                    error_code& ec);
@@ -382,7 +460,8 @@ class gateway_store {
   mutable std::mutex mutex_;  // guards index_, fetching_, stats_
   detail::cache_index index_;
   std::set<std::string, std::less<>> fetching_;  // names being fetched; others wait on fetched_
-  std::condition_variable fetched_;
+  std::condition_variable fetched_;              // also: a streaming fetch's thread ended (streaming_)
+  std::size_t streaming_ = 0;  // fetch threads running (fetch_streaming); the destructor waits for them
   mutable gateway_statistics stats_;
   std::uint64_t spool_counter_ = 0;
 };

@@ -1799,6 +1799,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   // which would otherwise fetch the object from its upstream) is asked for that alone.
   // A ranged GET of a store that can map part of an object (a gateway fetches only the range of
   // an uncached object) is asked for that part; the mapping's base() says where it starts.
+  // A store that can answer before it has all the bytes (a gateway's miss, map_streaming) is
+  // asked so; the bytes are then awaited (mapping.wait_until) before they are sent.
   auto mapped = co_await store_call([&] {
     if constexpr (requires { state_->store->describe(object_ref{}, ec); }) {
       if (req.head) return state_->store->describe({req.where.bucket, req.where.key}, ec);
@@ -1807,6 +1809,9 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
       if (!req.header("Range").empty() && !req.where.param("partNumber")) {
         return state_->store->map_range({req.where.bucket, req.where.key}, req.header("Range"), ec);
       }
+    }
+    if constexpr (requires { state_->store->map_streaming(object_ref{}, ec); }) {
+      if (!req.head) return state_->store->map_streaming({req.where.bucket, req.where.key}, ec);
     }
     return state_->store->map({req.where.bucket, req.where.key}, ec);
   });
@@ -1925,6 +1930,24 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     co_return co_await send_error(req, s3::errc::internal_error);
   }
 
+  // A mapping still being filled (a gateway's miss): bytes [0, end) of its region are awaited
+  // off the network threads. The RDMA and grant paths wait for the whole range; the HTTP body for
+  // its first slice before the answer's headers (so a fetch that fails early still answers with an
+  // error), then slice by slice.
+  constexpr std::uint64_t slice = 4 * mib;
+  constexpr bool growing = requires { mapping.wait_until(std::uint64_t{}, ec); };
+  if constexpr (growing) {
+    const std::uint64_t first = req.header("x-amz-rdma-token").empty() ? std::min(length, slice) : length;
+    const std::uint64_t end = offset - base + first;
+    if (!req.head && !mapping.ready(end)) {
+      (void)co_await store_call([&] {
+        mapping.wait_until(end, ec);
+        return 0;
+      });
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+    }
+  }
+
   // With a token, the bytes go by RDMA into the client's memory and the answer has no body;
   // a declined token gets the body over HTTP, marked x-amz-rdma-reply: 501.
   if (!req.head && !req.header("x-amz-rdma-token").empty()) {
@@ -1982,10 +2005,22 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
 
   // The body straight from the store's mapping, in slices (no copy in user space).
   const region bytes = mapping.region();
-  constexpr std::uint64_t slice = 4 * mib;
   std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
     const std::uint64_t n = std::min(slice, length - sent);
+    if constexpr (growing) {
+      const std::uint64_t end = offset - base + sent + n;
+      if (!mapping.ready(end)) {
+        (void)co_await store_call([&] {
+          mapping.wait_until(end, ec);
+          return 0;
+        });
+        if (ec) {  // the fetch failed with the answer under way: the body ends short, the connection closes
+          record(req, status, written);
+          co_return false;
+        }
+      }
+    }
     res.body().data = bytes.bytes() + (offset - base) + sent;
     res.body().size = static_cast<std::size_t>(n);
     sent += n;
