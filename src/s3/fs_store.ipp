@@ -785,6 +785,19 @@ void fs_store::writer::write(std::span<const std::byte> data, error_code& ec) {
   ec = {};
 }
 
+void fs_store::writer::wrote(std::uint64_t n, error_code& ec) {
+  ec = {};
+  if (store_ == nullptr || !pending_.empty()) {
+    ec = sluice::errc::invalid_argument;
+    return;
+  }
+  if (n > store_->config_.max_object_bytes - written_) {
+    ec = sluice::errc::capacity_exceeded;
+    return;
+  }
+  written_ += n;
+}
+
 bool fs_store::writer::flush(error_code& ec) {
   if (pending_.empty()) {
     ec = {};

@@ -537,6 +537,27 @@ void gateway_store::fetch_range(const object_ref& object, const std::string& eta
   if (ec) ec = from_upstream(ec);
 }
 
+void gateway_store::write_evicting(const std::string& name, int fd, const std::byte* data, std::size_t n,
+                                   std::uint64_t offset, error_code& ec) {
+  for (;;) {
+    ec = {};
+    if (gateway_impl::write_all(fd, data, n, offset, ec) || !gateway_impl::is_no_space(ec)) return;
+    // A full disk: evict the least recently used copy and write again.
+    std::optional<std::string> victim;
+    {
+      std::lock_guard lock(mutex_);
+      victim = index_.oldest(name);
+      if (victim) {
+        index_.erase(*victim);
+        ++stats_.evictions;
+      }
+    }
+    if (!victim) return;
+    error_code ignored;
+    cache_->remove(detail::cache_index::object_of(*victim), ignored);
+  }
+}
+
 gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec,
                                             const std::shared_ptr<detail::fill_progress>& fill,
                                             const std::function<void(mapping)>& started) {
@@ -570,43 +591,13 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   };
   if (!cacheable || ec) return pass_through();
 
-  // Ranged steps of chunk_bytes, fetch_streams of them in flight: each buffer is written to the
-  // cache in order and then takes the next step that is not asked for yet.
+  // Ranged steps of chunk_bytes, read by fetch_streams workers: each takes the next step, reads
+  // it from the upstream into its buffer and writes it at its place in the file (in parallel:
+  // one thread writing fresh page-cache pages was the bottleneck of a miss). The written prefix
+  // is reported to `fill`.
   const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(config_.chunk_bytes, size));
   const std::uint64_t steps = size == 0 ? 0 : (size + chunk - 1) / chunk;
   const std::size_t streams = static_cast<std::size_t>(std::min<std::uint64_t>(config_.fetch_streams, steps));
-  std::vector<std::unique_ptr<std::byte[]>> buffers(streams);
-  for (auto& buffer : buffers) buffer = std::make_unique<std::byte[]>(chunk);
-  std::vector<std::future<std::uint64_t>> pending(streams);
-  const auto step_bytes = [&](std::uint64_t step) {
-    return static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - step * chunk));
-  };
-  const auto start = [&](std::uint64_t step) {
-    const std::size_t n = step_bytes(step);
-    get_options options{byte_range{step * chunk, n}};
-    options.if_match = info.attributes.etag;
-    pending[step % streams] = upstream_->async_get_object(
-        object.bucket, object.key, region{buffers[step % streams].get(), n, memory_kind::host_pageable, -1},
-        std::move(options), boost::asio::use_future);
-  };
-  const auto finish = [&](std::uint64_t step) -> std::uint64_t {
-    try {
-      return pending[step % streams].get();
-    } catch (const boost::system::system_error& e) {
-      ec = from_upstream(e.code());
-      return 0;
-    }
-  };
-  struct wait_on_exit {  // the buffers must outlive the steps still in flight
-    std::vector<std::future<std::uint64_t>>& futures;
-    void wait() {
-      for (auto& f : futures) {
-        if (f.valid()) f.wait();
-      }
-    }
-    ~wait_on_exit() { wait(); }
-  } waiter{pending};
-  for (std::uint64_t step = 0; step < streams; ++step) start(step);
   if (started) {  // streaming: readers get a mapping of the file being written
     mapping growing;
     growing.growing_ = detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec);
@@ -617,44 +608,57 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     if (!gateway_impl::known_time(info.last_modified)) growing.info_.last_modified = std::chrono::system_clock::now();
     started(std::move(growing));
   }
-  for (std::uint64_t offset = 0, step = 0; offset < size; ++step) {
-    const std::size_t n = step_bytes(step);
-    const std::uint64_t got = finish(step);
-    if (ec) return {};
-    if (got != n) {
-      ec = sluice::errc::protocol_violation;
-      return {};
-    }
-    std::byte* current = buffers[step % streams].get();
+  const int fd = staged.native_handle();
+  const std::uint64_t data_offset = staged.data_offset();
+  std::mutex progress_mutex;
+  std::vector<bool> written(steps);
+  std::uint64_t prefix = 0;  // steps written from the first on
+  std::atomic<std::uint64_t> next{0};
+  error_code first_error;
+  const auto work = [&] {
+    std::unique_ptr<std::byte[]> buffer;
     for (;;) {
-      staged.write({current, n}, ec);
-      if (!ec || !gateway_impl::is_no_space(ec)) break;
-      // A full disk: evict the least recently used copy and write again.
-      std::optional<std::string> victim;
-      {
-        std::lock_guard lock(mutex_);
-        victim = index_.oldest(name);
-        if (victim) {
-          index_.erase(*victim);
-          ++stats_.evictions;
-        }
+      const std::uint64_t step = next.fetch_add(1);
+      if (step >= steps) return;
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - step * chunk));
+      error_code e;
+      try {
+        if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(chunk);
+        fetch_range(object, info.attributes.etag, step * chunk, {buffer.get(), n}, e);
+      } catch (const std::bad_alloc&) {
+        e = gateway_impl::errno_code(ENOMEM);
       }
-      if (!victim) break;
-      error_code ignored;
-      cache_->remove(detail::cache_index::object_of(*victim), ignored);
+      if (!e) write_evicting(name, fd, buffer.get(), n, data_offset + step * chunk, e);
+      const std::lock_guard lock(progress_mutex);
+      if (e) {
+        if (!first_error) first_error = e;
+        next = steps;  // the others stop after their step
+        return;
+      }
+      written[step] = true;
+      while (prefix < steps && written[prefix]) ++prefix;
+      if (fill) fill->advance(std::min(size, prefix * chunk));
     }
-    if (ec && gateway_impl::is_no_space(ec) && started) return {};  // readers have the file: no pass-through now
-    if (ec && gateway_impl::is_no_space(ec)) {
-      waiter.wait();
-      buffers.clear();
-      staged = {};  // its temporary file goes before the copy is read into memory
-      return pass_through();
+  };
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t i = 1; i < streams; ++i) {
+      try {
+        workers.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // fewer streams
+      }
     }
-    if (ec) return {};
-    if (fill) fill->advance(staged.bytes_in_file());
-    if (step + streams < steps) start(step + streams);
-    offset += n;
+    work();
   }
+  ec = first_error;
+  if (ec && gateway_impl::is_no_space(ec) && !started) {
+    staged = {};  // its temporary file goes before the copy is read into memory
+    return pass_through();
+  }
+  if (ec) return {};
+  staged.wrote(size, ec);
+  if (ec) return {};
   object_attributes attributes = info.attributes;
   (void)staged.commit(attributes, ec);
   if (ec) return {};
@@ -703,6 +707,30 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
     return m;
   };
   for (int attempt = 0;; ++attempt) {
+    if (stream) {
+      // Another reader's fetch is under way: read from it while it arrives, when the upstream
+      // still names its version (else wait for it to end, below, and look again).
+      std::optional<streaming_copy> joining;
+      {
+        std::lock_guard lock(mutex_);
+        if (const auto s = streams_.find(name); s != streams_.end()) joining = s->second;
+      }
+      if (joining) {
+        error_code head_error;
+        const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
+        if (!head_error && current.attributes.etag == joining->info.attributes.etag &&
+            current.size == joining->info.size) {
+          mapping m;
+          m.growing_ = std::move(joining->file);
+          m.fill_ = std::move(joining->fill);
+          m.size_ = static_cast<std::size_t>(joining->info.size);
+          m.info_ = std::move(joining->info);
+          std::lock_guard lock(mutex_);
+          ++stats_.hits;
+          return m;
+        }
+      }
+    }
     std::optional<std::string> trusted;  // the ETag of a copy still within revalidate_after
     std::optional<std::string> held;     // the ETag of any indexed copy
     {
@@ -845,13 +873,23 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
       given.notify_all();
     }
   };
-  auto answer = std::make_shared<handoff>();
-  auto fill = std::make_shared<detail::fill_progress>();
+  const std::string name = detail::cache_index::name_of(object);
   {
-    std::lock_guard lock(mutex_);
+    // Each fetch holds fetch_streams buffers of chunk_bytes: beyond this many at once, a miss is
+    // fetched whole on the caller's thread (the server's bounded blocking pool) before it is served.
+    constexpr std::size_t max_streaming = 16;
+    std::unique_lock lock(mutex_);
+    if (streaming_ >= max_streaming) {
+      lock.unlock();
+      mapping m = fetch(object, info, ec);
+      fetch_done(name);
+      if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;  // replaced meanwhile
+      return m;
+    }
     ++streaming_;
   }
-  const std::string name = detail::cache_index::name_of(object);
+  auto answer = std::make_shared<handoff>();
+  auto fill = std::make_shared<detail::fill_progress>();
   try {
     std::thread([this, object, info, answer, fill, name] {
       error_code fetch_error;
@@ -859,6 +897,10 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
       try {
         mapping done = fetch(object, info, fetch_error, fill, [&](mapping growing) {
           streamed = true;
+          {
+            std::lock_guard lock(mutex_);  // later readers of this version join it (resolve)
+            streams_.insert_or_assign(name, streaming_copy{growing.growing_, growing.fill_, growing.info_});
+          }
           answer->give(std::move(growing), {});
         });
         if (!streamed) answer->give(std::move(done), fetch_error);
@@ -877,6 +919,10 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
         fill->fail(fetch_error);
       } else {
         fill->finish(info.size);
+      }
+      {
+        std::lock_guard lock(mutex_);
+        streams_.erase(name);
       }
       fetch_done(name);
       std::lock_guard lock(mutex_);
@@ -901,23 +947,24 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
 
 gateway_store::mapping gateway_store::map_range(const object_ref& object, std::string_view range_header,
                                                 error_code& ec) {
-  mapping described = resolve(object, false, ec);
+  mapping described = resolve(object, false, ec, true);
   if (ec) return {};
-  if (described.cached_.region().data != nullptr) return described;  // a valid cached copy
+  // A valid cached copy, or one being fetched for another reader (a parallel download's parts).
+  if (described.cached_.region().data != nullptr || described.growing_) return described;
   const object_info& info = described.info_;
   const detail::range_result range = detail::parse_range(range_header, info.size);
   // A small object, a large part of one, or a range from its first byte (the first part of a
   // parallel download, whose other parts then find it cached) is cached whole, as a GET would.
   if (!range.present || !range.satisfiable || info.size <= config_.chunk_bytes || range.offset == 0 ||
       range.length > info.size / 4 || range.length > config_.passthrough_bytes) {
-    return resolve(object, true, ec);
+    return resolve(object, true, ec, true);
   }
   mapping part;
   part.memory_ = std::make_unique<std::byte[]>(static_cast<std::size_t>(range.length));
   part.size_ = static_cast<std::size_t>(range.length);
   part.base_ = range.offset;
   fetch_range(object, info.attributes.etag, range.offset, {part.memory_.get(), part.size_}, ec);
-  if (ec == sluice::errc::precondition_failed) return resolve(object, true, ec);  // replaced meanwhile
+  if (ec == sluice::errc::precondition_failed) return resolve(object, true, ec, true);  // replaced meanwhile
   if (ec) {
     log_upstream_failure("GET (range)", object, ec, ec);
     return {};

@@ -1385,3 +1385,31 @@ TEST_CASE("fs_store: conditional commits and completions publish only over the v
   CHECK_FALSE(ec);
   CHECK(read_all(store, object) == "multipart");
 }
+
+TEST_CASE("fs_store: a writer filled with pwrite at its data offset counts the bytes with wrote()") {
+  temp_root root;
+  error_code ec;
+  auto store = fs_store::open(root.config(false), ec);
+  REQUIRE(store != nullptr);
+  store->create_bucket("bucket", ec);
+  REQUIRE_FALSE(ec);
+  auto writer = store->begin_put({"bucket", "parallel"}, ec);
+  REQUIRE_FALSE(ec);
+  // Written out of order, as parallel fetchers do.
+  REQUIRE(::pwrite(writer.native_handle(), "world", 5, static_cast<off_t>(writer.data_offset() + 6)) == 5);
+  REQUIRE(::pwrite(writer.native_handle(), "hello ", 6, static_cast<off_t>(writer.data_offset())) == 6);
+  writer.wrote(11, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(writer.bytes_in_file() == 11);
+  (void)writer.commit({}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(read_all(*store, {"bucket", "parallel"}) == "hello world");
+
+  auto mixed = store->begin_put({"bucket", "mixed"}, ec);
+  REQUIRE_FALSE(ec);
+  mixed.write(as_bytes("pending"), ec);  // less than a write unit: held back, not in the file
+  REQUIRE_FALSE(ec);
+  CHECK(mixed.bytes_in_file() == 0);
+  mixed.wrote(3, ec);
+  CHECK(ec == errc::invalid_argument);
+}

@@ -144,6 +144,10 @@ class fs_store {
 
     /// The temporary file's descriptor; -1 for an empty writer.
     [[nodiscard]] int native_handle() const noexcept { return fd_; }
+    /// Counts `n` bytes the caller wrote itself through native_handle() from data_offset() plus
+    /// the bytes so far (a writer filled in parallel with pwrite). errc::invalid_argument when
+    /// bytes are pending from write(), errc::capacity_exceeded as write().
+    void wrote(std::uint64_t n, error_code& ec);
     /// Where the data's first byte lies in native_handle()'s file (until commit).
     [[nodiscard]] std::uint64_t data_offset() const noexcept { return data_offset_; }
     /// How many of the accepted bytes are in the file already (the rest wait for a unit boundary

@@ -363,7 +363,8 @@ class gateway_store {
   /// As map(), but a miss of an object larger than chunk_bytes answers as soon as the fetch has
   /// started: the mapping's ready()/wait_until() say which bytes are there. The server's GET.
   mapping map_streaming(const object_ref& object, error_code& ec);
-  /// For a GET with `range_header` (Range: bytes=...): the cached copy when it is valid; for an
+  /// For a GET with `range_header` (Range: bytes=...), streaming as map_streaming: the cached copy
+  /// when it is valid, or the copy another reader's fetch is writing; for an
   /// uncached object larger than chunk_bytes of which at most a quarter (and at most
   /// passthrough_bytes) is asked, from any byte but the first, only that range, fetched into
   /// memory and not cached (base() is its offset); else as map(). A sparse reader (a file
@@ -444,6 +445,10 @@ class gateway_store {
   mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec);
   // Ends the fetch of `name`: readers waiting for it look again.
   void fetch_done(const std::string& name);
+  // pwrite()s n bytes of `data` at `offset` of `fd`; on a full disk evicts the least recently
+  // used copy other than `name` and writes again, until none is left (then ENOSPC).
+  void write_evicting(const std::string& name, int fd, const std::byte* data, std::size_t n, std::uint64_t offset,
+                      error_code& ec);
   // Reads [offset, offset + length) of the version with `etag` into `out`.
   void fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset, std::span<std::byte> out,
                    error_code& ec);
@@ -461,6 +466,13 @@ class gateway_store {
   detail::cache_index index_;
   std::set<std::string, std::less<>> fetching_;  // names being fetched; others wait on fetched_
   std::condition_variable fetched_;              // also: a streaming fetch's thread ended (streaming_)
+  // The copies being fetched by fetch_streaming, by name: readers of the same version join them.
+  struct streaming_copy {
+    std::shared_ptr<detail::growing_file> file;
+    std::shared_ptr<detail::fill_progress> fill;
+    object_info info;
+  };
+  std::map<std::string, streaming_copy, std::less<>> streams_;
   std::size_t streaming_ = 0;  // fetch threads running (fetch_streaming); the destructor waits for them
   mutable gateway_statistics stats_;
   std::uint64_t spool_counter_ = 0;
