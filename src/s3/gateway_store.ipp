@@ -5,7 +5,6 @@
 #include <sluice/s3/server_impl.hpp>
 
 #include <simdjson.h>
-#include <boost/asio/use_future.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <fcntl.h>
@@ -17,7 +16,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <future>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -110,29 +108,41 @@ void fill_progress::fail(error_code ec) {
   changed_.notify_all();
 }
 
+inline std::byte* map_file_data(int fd, std::uint64_t data_offset, std::uint64_t size, int protection, void*& base,
+                                std::size_t& length, error_code& ec) {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t aligned = data_offset - data_offset % page;
+  length = static_cast<std::size_t>(data_offset - aligned + size);
+  base = ::mmap(nullptr, length, protection, MAP_SHARED, fd, static_cast<off_t>(aligned));
+  if (base == MAP_FAILED) {
+    ec = error_code(errno, boost::system::generic_category());
+    base = nullptr;
+    length = 0;
+    return nullptr;
+  }
+  return static_cast<std::byte*>(base) + (data_offset - aligned);
+}
+
 std::shared_ptr<growing_file> growing_file::open(int fd, std::uint64_t data_offset, std::uint64_t size,
                                                  error_code& ec) {
   ec = {};
-  const auto fail = [&] {
-    ec = error_code(errno, boost::system::generic_category());
-    return nullptr;
-  };
   // The file gets its final size first (a sparse tail): the mapping then covers bytes not written
   // yet without SIGBUS, and the writer's publish truncates to this same size.
-  if (::ftruncate(fd, static_cast<off_t>(data_offset + size)) != 0) return fail();
+  if (::ftruncate(fd, static_cast<off_t>(data_offset + size)) != 0) {
+    ec = error_code(errno, boost::system::generic_category());
+    return nullptr;
+  }
   std::shared_ptr<growing_file> out(new growing_file);
   out->fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (out->fd_ < 0) return fail();
+  if (out->fd_ < 0) {
+    ec = error_code(errno, boost::system::generic_category());
+    return nullptr;
+  }
   out->data_offset_ = data_offset;
   out->size_ = static_cast<std::size_t>(size);
   if (size == 0) return out;
-  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  const std::uint64_t aligned = data_offset - data_offset % page;
-  out->length_ = static_cast<std::size_t>(data_offset - aligned + size);
-  void* base = ::mmap(nullptr, out->length_, PROT_READ, MAP_SHARED, out->fd_, static_cast<off_t>(aligned));
-  if (base == MAP_FAILED) return fail();
-  out->base_ = base;
-  out->data_ = static_cast<std::byte*>(base) + (data_offset - aligned);
+  out->data_ = map_file_data(out->fd_, data_offset, size, PROT_READ, out->base_, out->length_, ec);
+  if (ec) return nullptr;
   return out;
 }
 
@@ -200,6 +210,48 @@ inline bool is_no_space(const error_code& ec) noexcept {
   return (ec.category() == boost::system::generic_category() || ec.category() == boost::system::system_category()) &&
          (ec.value() == ENOSPC || ec.value() == EDQUOT);
 }
+
+// A writable shared mapping of a staged cache file's data (extended to `size` first), which a
+// fetch receives into: each byte is then copied once on its way in, from the socket into the page
+// cache, by every fetch stream at once (pwrite()s into one file serialize on its inode lock).
+// data() is null when it cannot be used: a kernel without MADV_POPULATE_WRITE (before 5.14), or
+// a failed mmap; the caller then writes through a buffer.
+class write_window {
+ public:
+  write_window(int fd, std::uint64_t data_offset, std::uint64_t size) {
+    if (size == 0 || ::ftruncate(fd, static_cast<off_t>(data_offset + size)) != 0) return;
+    static const bool populate = ::madvise(nullptr, 0, MADV_POPULATE_WRITE) == 0;  // known advice?
+    if (!populate) return;
+    error_code ignored;
+    data_ = detail::map_file_data(fd, data_offset, size, PROT_READ | PROT_WRITE, base_, length_, ignored);
+  }
+  write_window(const write_window&) = delete;
+  write_window& operator=(const write_window&) = delete;
+  ~write_window() {
+    if (base_ != nullptr) ::munmap(base_, length_);
+  }
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }
+
+  // Backs [offset, offset + n) with pages or disk blocks before it is written, so that a full disk
+  // is ENOSPC here instead of a SIGBUS on the write.
+  void back(std::uint64_t offset, std::size_t n, error_code& ec) const {
+    ec = {};
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<std::uintptr_t>(data_ + offset);
+    const std::uintptr_t start = first - first % page;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      // NOLINTNEXTLINE(performance-no-int-to-ptr): the page that holds data_ + offset
+      if (::madvise(reinterpret_cast<void*>(start), first + n - start, MADV_POPULATE_WRITE) == 0) return;
+      if (errno != EINTR && errno != EAGAIN) break;
+    }
+    ec = errno_code(errno == EFAULT ? ENOSPC : errno);  // EFAULT: "a SIGBUS would have been generated"
+  }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t length_ = 0;
+  std::byte* data_ = nullptr;
+};
 
 }  // namespace gateway_impl
 
@@ -423,7 +475,10 @@ std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, 
     (void)store->make_room(0, {});
   }
   try {
-    store->upstream_ = std::make_unique<client>(store->config_.upstream);
+    // A fetch's streams wait on the client's io threads: at least one each.
+    auto& upstream = store->config_.upstream;
+    upstream.io_threads = std::max<std::size_t>(upstream.io_threads, store->config_.fetch_streams);
+    store->upstream_ = std::make_unique<client>(upstream);
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "gateway_store: upstream: %s\n", e.what());
     ec = sluice::errc::invalid_config;
@@ -537,35 +592,55 @@ void gateway_store::fetch_range(const object_ref& object, const std::string& eta
   if (ec) ec = from_upstream(ec);
 }
 
-void gateway_store::write_evicting(const std::string& name, int fd, const std::byte* data, std::size_t n,
-                                   std::uint64_t offset, error_code& ec) {
+bool gateway_store::evict_oldest(const std::string& except) {
+  std::optional<std::string> victim;
+  {
+    std::lock_guard lock(mutex_);
+    victim = index_.oldest(except);
+    if (!victim) return false;
+    index_.erase(*victim);
+    ++stats_.evictions;
+  }
+  error_code ignored;
+  cache_->remove(detail::cache_index::object_of(*victim), ignored);
+  return true;
+}
+
+void gateway_store::evicting(const std::string& name, error_code& ec, const std::function<void(error_code&)>& attempt) {
   for (;;) {
-    ec = {};
-    if (gateway_impl::write_all(fd, data, n, offset, ec) || !gateway_impl::is_no_space(ec)) return;
-    // A full disk: evict the least recently used copy and write again.
-    std::optional<std::string> victim;
+    attempt(ec);
+    // A full disk: evict the least recently used copy and try again.
+    if (!ec || !gateway_impl::is_no_space(ec) || !evict_oldest(name)) return;
+  }
+}
+
+bool gateway_store::disk_has_room(const std::string& name) {
+  // What every fetch under way may still write (theirs and this one, counted whole), plus room
+  // for the copies' headers and the file system's own blocks.
+  constexpr std::uint64_t slack = std::uint64_t{4} << 20;
+  for (;;) {
+    std::error_code fs_error;
+    const std::filesystem::space_info space = std::filesystem::space(config_.root / "cache", fs_error);
+    if (fs_error) return true;  // unknown: the writes will say
+    std::uint64_t needed = 0;
     {
       std::lock_guard lock(mutex_);
-      victim = index_.oldest(name);
-      if (victim) {
-        index_.erase(*victim);
-        ++stats_.evictions;
-      }
+      needed = index_.reserved() + slack;
     }
-    if (!victim) return;
-    error_code ignored;
-    cache_->remove(detail::cache_index::object_of(*victim), ignored);
+    if (space.available >= needed) return true;
+    if (needed > space.capacity || !evict_oldest(name)) return false;  // the disk cannot hold them all
   }
 }
 
 gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec,
                                             const std::shared_ptr<detail::fill_progress>& fill,
-                                            const std::function<void(mapping)>& started) {
+                                            const std::function<void(const streaming_copy&)>& started) {
   ec = {};
   const std::string name = detail::cache_index::name_of(object);
   const std::uint64_t size = info.size;
   reserved_room room;  // concurrent fetches must not count on the same free space
-  const bool cacheable = reserve_room(size, name, room);
+  // A streaming answer cannot fall back to memory once it has begun: the disk must hold the copy.
+  const bool cacheable = reserve_room(size, name, room) && disk_has_room(name);
   if (cacheable) ensure_cache_bucket(object.bucket, ec);
   fs_store::writer staged;
   if (cacheable && !ec) staged = cache_->begin_put(object, ec);
@@ -591,25 +666,22 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   };
   if (!cacheable || ec) return pass_through();
 
-  // Ranged steps of chunk_bytes, read by fetch_streams workers: each takes the next step, reads
-  // it from the upstream into its buffer and writes it at its place in the file (in parallel:
-  // one thread writing fresh page-cache pages was the bottleneck of a miss). The written prefix
-  // is reported to `fill`.
+  // Ranged steps of chunk_bytes, read by fetch_streams workers: each takes the next step and
+  // receives it from the upstream straight into its place in the file, through a writable mapping
+  // (else into its buffer, then pwrite()). The written prefix is reported to `fill`.
   const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(config_.chunk_bytes, size));
   const std::uint64_t steps = size == 0 ? 0 : (size + chunk - 1) / chunk;
   const std::size_t streams = static_cast<std::size_t>(std::min<std::uint64_t>(config_.fetch_streams, steps));
   if (started) {  // streaming: readers get a mapping of the file being written
-    mapping growing;
-    growing.growing_ = detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec);
+    streaming_copy growing{detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec), fill,
+                           info};
     if (ec) return {};
-    growing.fill_ = fill;
-    growing.size_ = static_cast<std::size_t>(size);
-    growing.info_ = info;
-    if (!gateway_impl::known_time(info.last_modified)) growing.info_.last_modified = std::chrono::system_clock::now();
-    started(std::move(growing));
+    if (!gateway_impl::known_time(info.last_modified)) growing.info.last_modified = std::chrono::system_clock::now();
+    started(growing);
   }
   const int fd = staged.native_handle();
   const std::uint64_t data_offset = staged.data_offset();
+  std::optional<gateway_impl::write_window> window(std::in_place, fd, data_offset, size);
   std::mutex progress_mutex;
   std::vector<bool> written(steps);
   std::uint64_t prefix = 0;  // steps written from the first on
@@ -620,15 +692,24 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     for (;;) {
       const std::uint64_t step = next.fetch_add(1);
       if (step >= steps) return;
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - step * chunk));
+      const std::uint64_t offset = step * chunk;
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - offset));
       error_code e;
-      try {
-        if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(chunk);
-        fetch_range(object, info.attributes.etag, step * chunk, {buffer.get(), n}, e);
-      } catch (const std::bad_alloc&) {
-        e = gateway_impl::errno_code(ENOMEM);
+      if (std::byte* into = window->data()) {
+        evicting(name, e, [&](error_code& x) { window->back(offset, n, x); });
+        if (!e) fetch_range(object, info.attributes.etag, offset, {into + offset, n}, e);
+      } else {
+        try {
+          if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(chunk);
+          fetch_range(object, info.attributes.etag, offset, {buffer.get(), n}, e);
+        } catch (const std::bad_alloc&) {
+          e = gateway_impl::errno_code(ENOMEM);
+        }
+        if (!e) {
+          evicting(name, e,
+                   [&](error_code& x) { gateway_impl::write_all(fd, buffer.get(), n, data_offset + offset, x); });
+        }
       }
-      if (!e) write_evicting(name, fd, buffer.get(), n, data_offset + step * chunk, e);
       const std::lock_guard lock(progress_mutex);
       if (e) {
         if (!first_error) first_error = e;
@@ -651,6 +732,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     }
     work();
   }
+  window.reset();  // written: the commit below syncs the file
   ec = first_error;
   if (ec && gateway_impl::is_no_space(ec) && !started) {
     staged = {};  // its temporary file goes before the copy is read into memory
@@ -720,14 +802,9 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
         const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
         if (!head_error && current.attributes.etag == joining->info.attributes.etag &&
             current.size == joining->info.size) {
-          mapping m;
-          m.growing_ = std::move(joining->file);
-          m.fill_ = std::move(joining->fill);
-          m.size_ = static_cast<std::size_t>(joining->info.size);
-          m.info_ = std::move(joining->info);
           std::lock_guard lock(mutex_);
           ++stats_.hits;
-          return m;
+          return reader_of(*joining);
         }
       }
     }
@@ -852,6 +929,15 @@ void gateway_store::fetch_done(const std::string& name) {
   fetched_.notify_all();
 }
 
+gateway_store::mapping gateway_store::reader_of(const streaming_copy& copy) {
+  mapping m;
+  m.growing_ = copy.file;
+  m.fill_ = copy.fill;
+  m.size_ = static_cast<std::size_t>(copy.info.size);
+  m.info_ = copy.info;
+  return m;
+}
+
 gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
                                                       error_code& ec) {
   // The first answer of the fetch thread: the mapping of the copy being written, or the whole
@@ -874,17 +960,22 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
     }
   };
   const std::string name = detail::cache_index::name_of(object);
+  // Fetched whole on the caller's thread (the server's bounded blocking pool) before it is served.
+  const auto fetch_whole = [&] {
+    mapping m = fetch(object, info, ec);
+    fetch_done(name);
+    if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;  // replaced meanwhile
+    return m;
+  };
   {
-    // Each fetch holds fetch_streams buffers of chunk_bytes: beyond this many at once, a miss is
-    // fetched whole on the caller's thread (the server's bounded blocking pool) before it is served.
+    // Each fetch holds a thread, fetch_streams upstream connections (and, on a kernel without
+    // MADV_POPULATE_WRITE, fetch_streams buffers of chunk_bytes): beyond this many at once, a
+    // miss is fetched whole.
     constexpr std::size_t max_streaming = 16;
     std::unique_lock lock(mutex_);
     if (streaming_ >= max_streaming) {
       lock.unlock();
-      mapping m = fetch(object, info, ec);
-      fetch_done(name);
-      if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;  // replaced meanwhile
-      return m;
+      return fetch_whole();
     }
     ++streaming_;
   }
@@ -895,13 +986,13 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
       error_code fetch_error;
       bool streamed = false;
       try {
-        mapping done = fetch(object, info, fetch_error, fill, [&](mapping growing) {
+        mapping done = fetch(object, info, fetch_error, fill, [&](const streaming_copy& growing) {
           streamed = true;
           {
             std::lock_guard lock(mutex_);  // later readers of this version join it (resolve)
-            streams_.insert_or_assign(name, streaming_copy{growing.growing_, growing.fill_, growing.info_});
+            streams_.insert_or_assign(name, growing);
           }
-          answer->give(std::move(growing), {});
+          answer->give(reader_of(growing), {});
         });
         if (!streamed) answer->give(std::move(done), fetch_error);
       } catch (const std::exception& e) {  // bad_alloc, or a thread the upstream client could not start
@@ -934,9 +1025,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
       std::lock_guard lock(mutex_);
       --streaming_;
     }
-    mapping m = fetch(object, info, ec);
-    fetch_done(name);
-    return m;
+    return fetch_whole();
   }
   std::unique_lock lock(answer->mutex);
   answer->given.wait(lock, [&] { return answer->done; });

@@ -28,6 +28,9 @@ Scenarios:
                  a miss and a ranged GET are byte-exact; (sluice upstream only) against a fake
                  upstream, the first bytes of a slow object come before its slow tail, and a tail
                  cut short ends the answer short (never a whole-looking body) without harm to the next
+  full-disk      the cache on a 24 MiB tmpfs (a mount namespace) under a 1 GiB budget: 40 MiB of
+                 misses, streamed, read twice and by 4 readers at once are byte-exact (copies are
+                 evicted for the disk), one larger than the disk is passed through
   hostile        (sluice upstream only) a fake upstream that lies: sizes over the limit, bad ETags,
                  short and long bodies, unordered listings, a HEAD that never answers; each read
                  fails without a crash or hang, and the next honest read is right
@@ -132,11 +135,11 @@ class Harness:
         self.gateways = []
         self.env = clean_env()
 
-    def gateway(self, name, *extra, fabric="off", upstream_flags=True):
+    def gateway(self, name, *extra, fabric="off", upstream_flags=True, root=None, prefix=()):
         flags = ["--upstream", self.upstream.url, "--upstream-access-key", self.upstream.ak,
                  "--upstream-secret-key", self.upstream.sk] if upstream_flags else []
-        gw = Server(self.binary, os.path.join(self.tmp, name), GW_AK, GW_SK,
-                    flags + ["--anonymous", "--grant-socket", "off", "--fabric", fabric] + list(extra))
+        gw = Server(self.binary, root or os.path.join(self.tmp, name), GW_AK, GW_SK,
+                    flags + ["--anonymous", "--grant-socket", "off", "--fabric", fabric] + list(extra), prefix=prefix)
         gw.start()
         self.gateways.append(gw)
         return gw
@@ -191,10 +194,11 @@ def status(url):
         return e.code, e.read()
 
 
-def cached_files(gw):
-    """How many object files the gateway's cache holds."""
+def cached_files(gw, namespace=False):
+    """How many object files the gateway's cache holds (namespace: as its mount namespace sees it)."""
     count = 0
-    for root, _, files in os.walk(os.path.join(gw.root, "cache", "buckets")):
+    top = "/proc/%d/root%s" % (gw.proc.pid, gw.root) if namespace else gw.root
+    for root, _, files in os.walk(os.path.join(top, "cache", "buckets")):
         if os.path.basename(os.path.dirname(root)) == "objects":
             count += len(files)
     return count
@@ -691,9 +695,61 @@ def stream(h):
     liar.shutdown()
 
 
+def full_disk(h):
+    if not shutil.which("unshare"):
+        raise Skip("unshare is not installed")
+    disk = h.out("small-disk")
+    os.makedirs(disk)
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", "mount -t tmpfs -o size=4m tmpfs %s" % disk],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise Skip("cannot mount a tmpfs in a mount namespace here: " + probe.stderr.strip())
+    # The gateway's cache lies on a 24 MiB tmpfs in its own mount namespace (sh mounts it, then
+    # execs the server), with a budget (1 GiB) the disk cannot hold: the disk is the limit.
+    # chunk_bytes 1 MiB: the misses below are streamed, received straight into the cache file.
+    mount_first = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs -o size=24m tmpfs "$0" && exec "$@"', disk]
+    settings = {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4, "cache_bytes": "1 GiB"}}
+    gw = h.gateway("gw", "--config", h.config_file(settings), root=os.path.join(disk, "gw"), prefix=mount_first)
+    h.direct("mb", "s3://gw-full")
+    sources = []
+    for i in range(5):  # 40 MiB in all
+        src = h.file("full-%d" % i, 8 * MIB + i, 300 + i)
+        h.direct("put", src, "s3://gw-full/o%d" % i)
+        with open(src, "rb") as f:
+            sources.append(f.read())
+    for rounds in range(2):
+        for i, want in enumerate(sources):
+            code, body = status(gw.url + "/gw-full/o%d" % i)
+            if code != 200 or body != want:
+                raise AssertionError("o%d (round %d): %d, %d bytes, %s" % (i, rounds, code, len(body),
+                                                                        "byte-exact" if body == want else "other"))
+    expect(True, "5 objects of 8 MiB read twice through a cache on a 24 MiB disk: byte-exact")
+    results = [None] * 4
+
+    def reader(i):
+        results[i] = status(gw.url + "/gw-full/o%d" % i)
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expect(all(r is not None and r[0] == 200 and r[1] == sources[i] for i, r in enumerate(results)),
+           "4 readers of 4 objects at once: byte-exact %s" % [(r[0], len(r[1])) if r else None for r in results])
+    huge = h.file("full-huge", 30 * MIB + 3, 310)
+    h.direct("put", huge, "s3://gw-full/huge")
+    code, body = status(gw.url + "/gw-full/huge")
+    with open(huge, "rb") as f:
+        expect(code == 200 and body == f.read(),
+               "an object larger than the disk (30 MiB) is passed through: %d, %d bytes" % (code, len(body)))
+    copies = cached_files(gw, namespace=True)
+    expect(1 <= copies <= 2, "the cache holds 1 or 2 of the 8 MiB copies: the pass-through evicted none (%d)" % copies)
+    expect(gw.proc.poll() is None, "the gateway is still running")
+
+
 SCENARIOS = {"write-through": write_through, "coherence": coherence, "eviction": eviction, "failure": failure,
              "ttl": ttl, "rdma": rdma, "two-gateways": two_gateways, "conditional": conditional, "kill-put": kill_put,
-             "concurrent": concurrent, "hostile": hostile, "stream": stream}
+             "concurrent": concurrent, "hostile": hostile, "stream": stream,
+             "full-disk": full_disk}
 
 
 def main():

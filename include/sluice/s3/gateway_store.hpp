@@ -100,7 +100,9 @@ struct gateway_store_config {
   bool stale_if_error = false;
   /// Bytes fetched per ranged step from the upstream.
   std::uint64_t chunk_bytes = std::uint64_t{16} << 20;
-  /// Ranged steps of one fetch in flight at once (memory per fetch: this × chunk_bytes).
+  /// Ranged steps of one fetch in flight at once (memory per fetch: this × chunk_bytes, unless the
+  /// kernel has MADV_POPULATE_WRITE: then each step is received straight into the cache file).
+  /// The upstream client gets at least this many io_threads.
   std::uint32_t fetch_streams = 4;
   /// Objects that the cache cannot hold up to this size are served from memory instead.
   std::uint64_t passthrough_bytes = std::uint64_t{256} << 20;
@@ -433,22 +435,34 @@ class gateway_store {
   // else fetches the current version. `need_bytes`: head() asks for info only.
   // `stream`: a miss may answer a mapping still being fetched (fetch_streaming).
   mapping resolve(const object_ref& object, bool need_bytes, error_code& ec, bool stream = false);
+  // A copy being fetched: the file being written and how much of it is there.
+  struct streaming_copy {
+    std::shared_ptr<detail::growing_file> file;
+    std::shared_ptr<detail::fill_progress> fill;
+    object_info info;
+  };
+  // A reader's mapping of a copy being fetched.
+  static mapping reader_of(const streaming_copy& copy);
   // Fetches `info`'s version into the cache (or memory); errors as map. With `fill`, the bytes
-  // written are reported to it, and `started` is called with a mapping of the copy being written
-  // once the fetch has begun (not for a pass-through).
+  // written are reported to it, and `started` is called with the copy being written once the
+  // fetch has begun (not for a pass-through).
   mapping fetch(const object_ref& object, const object_info& info, error_code& ec,
                 const std::shared_ptr<detail::fill_progress>& fill = nullptr,
-                const std::function<void(mapping)>& started = nullptr);
+                const std::function<void(const streaming_copy&)>& started = nullptr);
   // Runs fetch on a thread of its own and answers the mapping of the copy being written as soon
   // as it started (or fetch's result, when it ended first). Ends the fetch of `object`
   // (fetching_) when done. Pre: `object` is in fetching_.
   mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec);
   // Ends the fetch of `name`: readers waiting for it look again.
   void fetch_done(const std::string& name);
-  // pwrite()s n bytes of `data` at `offset` of `fd`; on a full disk evicts the least recently
-  // used copy other than `name` and writes again, until none is left (then ENOSPC).
-  void write_evicting(const std::string& name, int fd, const std::byte* data, std::size_t n, std::uint64_t offset,
-                      error_code& ec);
+  // Evicts the least recently used copy other than `except`; false when there is none.
+  bool evict_oldest(const std::string& except);
+  // Whether the cache's file system has room for every fetch under way (index_.reserved(), this
+  // one's included), after evicting least recently used copies other than `name` while it has not.
+  bool disk_has_room(const std::string& name);
+  // Runs `attempt` (which writes or backs cache bytes); on a full disk evicts the least recently
+  // used copy other than `name` and tries again, until none is left (then ENOSPC).
+  void evicting(const std::string& name, error_code& ec, const std::function<void(error_code&)>& attempt);
   // Reads [offset, offset + length) of the version with `etag` into `out`.
   void fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset, std::span<std::byte> out,
                    error_code& ec);
@@ -467,11 +481,6 @@ class gateway_store {
   std::set<std::string, std::less<>> fetching_;  // names being fetched; others wait on fetched_
   std::condition_variable fetched_;              // also: a streaming fetch's thread ended (streaming_)
   // The copies being fetched by fetch_streaming, by name: readers of the same version join them.
-  struct streaming_copy {
-    std::shared_ptr<detail::growing_file> file;
-    std::shared_ptr<detail::fill_progress> fill;
-    object_info info;
-  };
   std::map<std::string, streaming_copy, std::less<>> streams_;
   std::size_t streaming_ = 0;  // fetch threads running (fetch_streaming); the destructor waits for them
   mutable gateway_statistics stats_;

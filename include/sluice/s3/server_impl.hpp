@@ -691,6 +691,17 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
       co_return work();
     }
   }
+  // Awaits bytes [0, end) of a mapping still being filled (a gateway's miss), off the network
+  // threads; `ec` as the fetch's.
+  template <class Mapping>
+  asio::awaitable<void> await_bytes(Mapping& mapping, std::uint64_t end, error_code& ec) {
+    ec = {};
+    if (mapping.ready(end)) co_return;
+    (void)co_await store_call([&] {
+      mapping.wait_until(end, ec);
+      return 0;
+    });
+  }
   // As offload, on `pool`. A coroutine spawned on the pool runs `work` there, and awaiting it
   // resumes this one on its own executor. (`co_await asio::post(pool, use_awaitable)` would not
   // move it: the completion is dispatched back to the coroutine's executor, so `work` would run
@@ -1939,11 +1950,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   if constexpr (growing) {
     const std::uint64_t first = req.header("x-amz-rdma-token").empty() ? std::min(length, slice) : length;
     const std::uint64_t end = offset - base + first;
-    if (!req.head && !mapping.ready(end)) {
-      (void)co_await store_call([&] {
-        mapping.wait_until(end, ec);
-        return 0;
-      });
+    if (!req.head) {
+      co_await await_bytes(mapping, end, ec);
       if (ec) co_return co_await send_error(req, to_s3(ec));
     }
   }
@@ -2009,16 +2017,10 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   for (std::uint64_t sent = 0; sent < length;) {
     const std::uint64_t n = std::min(slice, length - sent);
     if constexpr (growing) {
-      const std::uint64_t end = offset - base + sent + n;
-      if (!mapping.ready(end)) {
-        (void)co_await store_call([&] {
-          mapping.wait_until(end, ec);
-          return 0;
-        });
-        if (ec) {  // the fetch failed with the answer under way: the body ends short, the connection closes
-          record(req, status, written);
-          co_return false;
-        }
+      co_await await_bytes(mapping, offset - base + sent + n, ec);
+      if (ec) {  // the fetch failed with the answer under way: the body ends short, the connection closes
+        record(req, status, written);
+        co_return false;
       }
     }
     res.body().data = bytes.bytes() + (offset - base) + sent;
