@@ -3,8 +3,10 @@
 # HEAD: a local `sluice serve`, an upstream, a gateway that asks the upstream on every read and
 # one with --revalidate-after 600; 1 GiB GETs through the same-host memfd grant, 5 runs each
 # (the first one of a gateway is its miss), twice in turn.
-#   bench/cpu/gateway_probe.sh BUILD   (SLUICE_PROBE_BYTES: another object size; BUILD holds src/sluice and bench/sluice_s3_bench:
-#                                       build/device, or build/device-carry/cpu on a GPU host)
+#   bench/cpu/gateway_probe.sh BUILD   (BUILD holds src/sluice and bench/sluice_s3_bench: build/device,
+#                                       or build/device-carry/cpu on a GPU host)
+# SLUICE_PROBE_BYTES: another object size; SLUICE_PROBE_PART: another part size (default 8MiB: a
+# 1 GiB GET is 128 ranged GETs, each of which a gateway revalidates).
 set -u
 build=$(cd "${1:-build/device}" && pwd)
 [[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
@@ -32,7 +34,8 @@ upstream=(--upstream "http://127.0.0.1:${upstream_port}" --upstream-access-key A
 gateway_port=$(start gateway --fabric off --grant-socket "${work}/gateway.sock" "${upstream[@]}")
 gateway_ttl_port=$(start gateway-ttl --fabric off --grant-socket "${work}/gateway-ttl.sock" "${upstream[@]}" \
   --revalidate-after 600)
-common=(--bucket bench --key probe --size "${SLUICE_PROBE_BYTES:-1073741824}" --access-key AK --secret-key SK)
+common=(--bucket bench --key probe --size "${SLUICE_PROBE_BYTES:-1073741824}" --part-size "${SLUICE_PROBE_PART:-8MiB}"
+  --access-key AK --secret-key SK)
 "${bench}" --endpoint "http://127.0.0.1:${local_port}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1
 "${bench}" --endpoint "http://127.0.0.1:${upstream_port}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1
 for round in 1 2; do

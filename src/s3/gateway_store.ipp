@@ -582,9 +582,9 @@ bool gateway_store::reserve_room(std::uint64_t incoming, const std::string& exce
 }
 
 void gateway_store::fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset,
-                                std::span<std::byte> out, error_code& ec) {
+                                std::span<std::byte> out, error_code& ec, progress_callback progress) {
   ec = {};
-  get_options options{byte_range{offset, out.size()}};
+  get_options options{byte_range{offset, out.size()}, std::move(progress)};
   options.if_match = etag;
   const std::uint64_t got = upstream_->get_object(
       object.bucket, object.key, region{out.data(), out.size(), memory_kind::host_pageable, -1}, options, ec);
@@ -682,9 +682,16 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   const int fd = staged.native_handle();
   const std::uint64_t data_offset = staged.data_offset();
   std::optional<gateway_impl::write_window> window(std::in_place, fd, data_offset, size);
+  // The written prefix: every step before `whole` is in the file, and got[whole] bytes of it.
   std::mutex progress_mutex;
-  std::vector<bool> written(steps);
-  std::uint64_t prefix = 0;  // steps written from the first on
+  std::vector<std::uint64_t> got(steps);
+  std::uint64_t whole = 0;
+  const auto length_of = [&](std::uint64_t step) { return std::min<std::uint64_t>(chunk, size - step * chunk); };
+  const auto arrived = [&](std::uint64_t step, std::uint64_t bytes) {  // under progress_mutex
+    got[step] = std::max(got[step], bytes);
+    while (whole < steps && got[whole] == length_of(whole)) ++whole;
+    if (fill) fill->advance(std::min(size, whole * chunk + (whole < steps ? got[whole] : 0)));
+  };
   std::atomic<std::uint64_t> next{0};
   error_code first_error;
   const auto work = [&] {
@@ -693,11 +700,17 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
       const std::uint64_t step = next.fetch_add(1);
       if (step >= steps) return;
       const std::uint64_t offset = step * chunk;
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - offset));
+      const auto n = static_cast<std::size_t>(length_of(step));
       error_code e;
       if (std::byte* into = window->data()) {
+        // Received in place: readers may read each MiB as soon as it is there (a retried attempt
+        // writes the same bytes again: every request is conditional on the version's ETag).
         evicting(name, e, [&](error_code& x) { window->back(offset, n, x); });
-        if (!e) fetch_range(object, info.attributes.etag, offset, {into + offset, n}, e);
+        const auto progress = [&](std::uint64_t done, std::uint64_t) {
+          const std::lock_guard lock(progress_mutex);
+          arrived(step, std::min<std::uint64_t>(done, n));
+        };
+        if (!e) fetch_range(object, info.attributes.etag, offset, {into + offset, n}, e, progress);
       } else {
         try {
           if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(chunk);
@@ -716,9 +729,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
         next = steps;  // the others stop after their step
         return;
       }
-      written[step] = true;
-      while (prefix < steps && written[prefix]) ++prefix;
-      if (fill) fill->advance(std::min(size, prefix * chunk));
+      arrived(step, n);
     }
   };
   {

@@ -26,8 +26,9 @@ Scenarios:
   concurrent     8 readers of 24 objects through a 4 MiB cache at once: byte-exact, budget kept
   stream         a miss larger than chunk_bytes is served while it arrives: concurrent readers of
                  a miss and a ranged GET are byte-exact; (sluice upstream only) against a fake
-                 upstream, the first bytes of a slow object come before its slow tail, and a tail
-                 cut short ends the answer short (never a whole-looking body) without harm to the next
+                 upstream, the first bytes of a slow object come before its slow tail (also when
+                 the upstream's answer stalls within a chunk), and a tail cut short ends the answer
+                 short (never a whole-looking body) without harm to the next
   full-disk      the cache on a 24 MiB tmpfs (a mount namespace) under a 1 GiB budget: 40 MiB of
                  misses, streamed, read twice and by 4 readers at once are byte-exact (copies are
                  evicted for the disk), one larger than the disk is passed through
@@ -556,6 +557,16 @@ class Liar(http.server.BaseHTTPRequestHandler):
         if rng:
             headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, length)
         code = 206 if rng else 200
+        if key == "big-stall" and start < self.TAIL <= end and self.command == "GET":  # stops 2 s mid-answer
+            self.send_response(code)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(part[:self.TAIL - start])
+            self.wfile.flush()
+            time.sleep(2)
+            self.wfile.write(part[self.TAIL - start:])
+            return None
         cut = key == "short" or (key == "big-cut" and start >= self.TAIL)
         if cut and self.command == "GET":  # announces the part, sends half, closes
             self.send_response(code)
@@ -662,7 +673,7 @@ def stream(h):
     fake = h.gateway("gw-fake", "--upstream-timeout", "5", "--config", h.config_file(settings))
     port = int(fake.url.rsplit(":", 1)[1])
 
-    def timed_get(key):
+    def timed_get(key, port=port):
         """(status, body, seconds to the first 4 MiB, seconds in all, whether the body was whole)."""
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         started = time.time()
@@ -692,6 +703,13 @@ def stream(h):
     code, body = status(fake.url + "/liar/good")
     expect(code == 200 and body == Liar.GOOD, "and so does a small one")
     expect(fake.proc.poll() is None, "the gateway is still running")
+    # chunk_bytes 8 MiB: the first chunk's answer stops 2 s after 7 MiB; what came before is served.
+    eight = h.gateway("gw-fake-8", "--upstream-timeout", "5",
+                      "--config", h.config_file({"gateway": {"chunk_bytes": "8 MiB", "fetch_streams": 2}}))
+    code, body, early, total, whole = timed_get("big-stall", int(eight.url.rsplit(":", 1)[1]))
+    expect(code == 200 and whole and body == Liar.BIG, "an upstream answer that stalls mid-chunk: byte-exact")
+    expect(early < 1.5 and total >= 2, "the chunk's first 4 MiB were served as they came, before the stall (%.2f s), "
+           "the rest after it (%.2f s)" % (early, total))
     liar.shutdown()
 
 

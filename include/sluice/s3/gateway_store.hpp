@@ -103,7 +103,7 @@ struct gateway_store_config {
   /// Ranged steps of one fetch in flight at once (memory per fetch: this × chunk_bytes, unless the
   /// kernel has MADV_POPULATE_WRITE: then each step is received straight into the cache file).
   /// The upstream client gets at least this many io_threads.
-  std::uint32_t fetch_streams = 4;
+  std::uint32_t fetch_streams = 8;
   /// Objects that the cache cannot hold up to this size are served from memory instead.
   std::uint64_t passthrough_bytes = std::uint64_t{256} << 20;
   std::uint64_t max_object_bytes = 5ULL << 40;  ///< larger upstream objects are refused
@@ -463,9 +463,10 @@ class gateway_store {
   // Runs `attempt` (which writes or backs cache bytes); on a full disk evicts the least recently
   // used copy other than `name` and tries again, until none is left (then ENOSPC).
   void evicting(const std::string& name, error_code& ec, const std::function<void(error_code&)>& attempt);
-  // Reads [offset, offset + length) of the version with `etag` into `out`.
+  // Reads [offset, offset + length) of the version with `etag` into `out` (`progress`: as the
+  // client's, bytes of `out` filled so far).
   void fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset, std::span<std::byte> out,
-                   error_code& ec);
+                   error_code& ec, progress_callback progress = {});
   // Checks an upstream answer's info (size bound, ETag characters).
   [[nodiscard]] bool sane(const object_info& info) const noexcept;
   // Copies the file at `path` (size bytes) into the cache as `object` with `attributes`.

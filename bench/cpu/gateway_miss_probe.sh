@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What shapes a gateway miss: an upstream `sluice serve` holding a 1 GiB object, its own HTTP GET
+# with sluice_s3_bench (the baseline, 3 runs), then for each SETTINGS (the fields of a --config
+# file's "gateway" object, as JSON) 3 runs of one GET through a new, empty gateway (a miss each),
+# over http and by RDMA (shm). Prints each row's median and its ratio to the baseline.
+#   bench/cpu/gateway_miss_probe.sh BUILD [SETTINGS ...]   (default SETTINGS: {})
+# BUILD holds src/sluice and bench/sluice_s3_bench: build/device, or build/device-carry/cpu on a
+# GPU host. Example: gateway_miss_probe.sh build/device '{}' '{"fetch_streams": 8}'
+set -u
+build=$(cd "$1" && pwd)
+shift
+[[ $# -eq 0 ]] && set -- '{}'
+[[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
+sluice=${build}/src/sluice
+bench=${build}/bench/sluice_s3_bench
+work=$(mktemp -d "$( [[ -w /dev/shm ]] && echo /dev/shm || echo /tmp)/sluice-miss-probe.XXXXXX")
+trap 'for f in "${work}"/*.pid; do kill "$(cat "$f")" 2>/dev/null; done; wait; rm -rf "${work}"' EXIT
+start() {  # NAME ARGS...: starts a server on a root of that name, prints its port
+  local name=$1
+  shift
+  "${sluice}" serve --root "${work}/${name}" --listen 127.0.0.1:0 --access-key AK --secret-key SK "$@" \
+    >"${work}/${name}.log" 2>&1 &
+  echo $! >"${work}/${name}.pid"
+  for _ in $(seq 200); do
+    port=$(sed -n 's/^sluice serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "${work}/${name}.log")
+    [[ -n ${port} ]] && echo "${port}" && return
+    sleep 0.05
+  done
+  cat "${work}/${name}.log" >&2
+  exit 1
+}
+stop() {  # NAME
+  kill "$(cat "${work}/$1.pid")" 2>/dev/null
+  wait "$(cat "${work}/$1.pid")" 2>/dev/null
+  rm -rf "${work:?}/$1" "${work}/$1.pid"
+}
+gib_per_s() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])["gib_per_s"])' "$1"; }
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
+common=(--bucket bench --key probe --size 1073741824 --access-key AK --secret-key SK)
+upstream_port=$(start upstream --fabric off --grant-socket off)
+"${bench}" --endpoint "http://127.0.0.1:${upstream_port}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1
+line=$("${bench}" --endpoint "http://127.0.0.1:${upstream_port}" --op get "${common[@]}" --via http --repeat 3 \
+  2>/dev/null | tail -1)
+baseline=$(gib_per_s "${line}")
+echo "upstream's own http GET: ${baseline} GiB/s (median of 3)"
+for settings in "$@"; do
+  python3 -c 'import json, sys; print(json.dumps({"gateway": dict(json.loads(sys.argv[1]),
+    upstream=sys.argv[2], upstream_access_key_id="AK", upstream_secret_access_key="SK")}))' \
+    "${settings}" "http://127.0.0.1:${upstream_port}" >"${work}/config.json" || exit 1
+  for via in http rdma; do
+    runs=()
+    for _ in 1 2 3; do
+      port=$(start gateway --fabric shm --grant-socket off --config "${work}/config.json")
+      line=$("${bench}" --endpoint "http://127.0.0.1:${port}" --op get "${common[@]}" --via "${via}" --fabric shm \
+        --repeat 1 2>/dev/null | tail -1)
+      runs+=("$(gib_per_s "${line}")")
+      stop gateway
+    done
+    m=$(median "${runs[@]}")
+    echo "miss ${via} ${settings}: ${m} GiB/s (runs ${runs[*]}), $(python3 -c "print('%.2f' % (${m} / ${baseline}))")x"
+  done
+done
