@@ -774,6 +774,53 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   return out;
 }
 
+std::optional<gateway_store::mapping> gateway_store::cached_copy(
+    const object_ref& object, const std::string& etag,
+    const std::optional<std::chrono::system_clock::time_point>& last_modified) const {
+  error_code map_error;
+  mapping m;
+  m.cached_ = cache_->map(object, map_error);
+  if (map_error || m.cached_.info().attributes.etag != etag) return std::nullopt;
+  m.info_ = m.cached_.info();
+  if (last_modified) m.info_.last_modified = *last_modified;
+  return m;
+}
+
+std::optional<gateway_store::mapping> gateway_store::map_unconfirmed(const object_ref& object) {
+  if (!is_valid_bucket_name(object.bucket) || !is_valid_object_key(object.key)) return std::nullopt;
+  const std::string name = detail::cache_index::name_of(object);
+  std::string etag;
+  std::optional<std::chrono::system_clock::time_point> last_modified;
+  {
+    std::lock_guard lock(mutex_);
+    const auto* e = index_.find(name);
+    if (e == nullptr || fetching_.contains(name) || streams_.contains(name)) return std::nullopt;
+    if (config_.revalidate_after.count() > 0 && e->validated &&
+        detail::cache_index::clock::now() - *e->validated < config_.revalidate_after) {
+      return std::nullopt;  // trusted: map() asks nobody either
+    }
+    etag = e->etag;
+    last_modified = e->last_modified;
+  }
+  return cached_copy(object, etag, last_modified);
+}
+
+bool gateway_store::confirm(const object_ref& object, const mapping& m) {
+  error_code ec;
+  const object_info current = upstream_->head_object(object.bucket, object.key, ec);
+  if (ec || !sane(current) || current.attributes.etag != m.info().attributes.etag || current.size != m.info().size) {
+    return false;
+  }
+  const std::string name = detail::cache_index::name_of(object);
+  std::lock_guard lock(mutex_);
+  if (const auto* e = index_.find(name); e != nullptr && e->etag == current.attributes.etag) {
+    index_.touch(name, detail::cache_index::clock::now(), gateway_impl::known_time(current.last_modified));
+  }
+  ++stats_.revalidations;
+  ++stats_.hits;
+  return true;
+}
+
 gateway_store::mapping gateway_store::resolve(const object_ref& object, bool need_bytes, error_code& ec, bool stream) {
   ec = {};
   if (!is_valid_bucket_name(object.bucket)) {
@@ -790,15 +837,7 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
   std::optional<std::chrono::system_clock::time_point> held_modified;
   // The cached copy if the file is still the version the index names, with the upstream's
   // Last-Modified when known (else the copy's own).
-  const auto from_cache = [&](const std::string& etag) -> std::optional<mapping> {
-    error_code map_error;
-    mapping m;
-    m.cached_ = cache_->map(object, map_error);
-    if (map_error || m.cached_.info().attributes.etag != etag) return std::nullopt;
-    m.info_ = m.cached_.info();
-    if (held_modified) m.info_.last_modified = *held_modified;
-    return m;
-  };
+  const auto from_cache = [&](const std::string& etag) { return cached_copy(object, etag, held_modified); };
   for (int attempt = 0;; ++attempt) {
     if (stream) {
       // Another reader's fetch is under way: read from it while it arrives, when the upstream

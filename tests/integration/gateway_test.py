@@ -16,7 +16,9 @@ Scenarios:
                  still served
   ttl            revalidate_after_s (set in the --config file's "gateway" object, with the upstream
                  and its keys): a copy is served without asking within the TTL
-  rdma           GET through the gateway --via rdma --fabric tcp: every byte by RDMA from the cache
+  rdma           GET through the gateway --via rdma --fabric tcp: every byte by RDMA from the cache,
+                 and (the copy moves while the upstream is asked) a copy replaced or deleted on the
+                 upstream reads as the upstream says
   conditional    If-Match / If-None-Match: * PUTs through a gateway whose cached copy is stale
                  (--revalidate-after): the upstream decides, so a version replaced behind the
                  gateway's back answers 412 and is kept, for a single and a multipart PUT
@@ -377,6 +379,19 @@ def rdma(h):
         expect(m is not None and int(m.group(1)) == size and int(m.group(3)) == 0,
                "GET --via rdma --fabric tcp through the gateway (%s): %d bytes by RDMA" % (attempt, size))
         expect(md5(got) == md5(src), "byte-exact")
+    # A hit's copy goes into the client's memory while the upstream is asked: a copy replaced or
+    # deleted behind the gateway's back must still end with the upstream's answer.
+    newer = h.file("rd-new", 20 * MIB + 3, 42)
+    h.direct("put", newer, "s3://gw-rd/k")
+    r = h.via_gateway(gw, "get", "s3://gw-rd/k", got, "--via", "rdma", "--fabric", "tcp")
+    m = REPORT.search(r.stdout + r.stderr)
+    expect(md5(got) == md5(newer) and m is not None and int(m.group(1)) == 20 * MIB + 3,
+           "replaced on the upstream: GET --via rdma through the gateway reads the new version by RDMA")
+    h.direct("rm", "s3://gw-rd/k")
+    r = h.cli(gw.url, GW_AK, GW_SK, "get", "s3://gw-rd/k", got, "--via", "rdma", "--fabric", "tcp")
+    said = r.stdout + r.stderr
+    expect(r.returncode != 0 and ("NoSuchKey" in said or "404" in said),
+           "deleted on the upstream: GET --via rdma through the gateway fails with NoSuchKey: %s" % said.strip()[-200:])
 
 
 def put(url, path, headers):

@@ -26,7 +26,9 @@
 //   served. map_streaming (the server's GET) serves an object larger than chunk_bytes while it
 //   arrives: the fetch runs on its own thread, and the mapping (of the file being written) says
 //   how much of it is there (ready, wait_until); 404 → the cached copy is dropped and the answer is NoSuchKey. head()
-//   of an uncached object answers the upstream's HEAD and fetches nothing.
+//   of an uncached object answers the upstream's HEAD and fetches nothing. map_unconfirmed and
+//   confirm split a hit in two for the server's GET into a token's memory: the copy moves while
+//   the HEAD is asked, and a copy the HEAD does not confirm is read again through map().
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -365,6 +367,15 @@ class gateway_store {
   /// As map(), but a miss of an object larger than chunk_bytes answers as soon as the fetch has
   /// started: the mapping's ready()/wait_until() say which bytes are there. The server's GET.
   mapping map_streaming(const object_ref& object, error_code& ec);
+  /// For a transfer that runs while the upstream is asked (the server's GET into an RDMA or grant
+  /// token's memory): the cached copy the index names, without asking the upstream. nullopt when
+  /// there is none, a fetch of it is under way, or it is within revalidate_after (map() asks
+  /// nobody then either). The caller must confirm() it before it answers.
+  std::optional<mapping> map_unconfirmed(const object_ref& object);
+  /// Whether the upstream's HEAD still names `m`'s version (the same ETag and size): then its
+  /// validation is renewed and the read counts as a hit. False on any other answer, an upstream
+  /// failure included: the caller then reads through map(), which decides.
+  bool confirm(const object_ref& object, const mapping& m);
   /// For a GET with `range_header` (Range: bytes=...), streaming as map_streaming: the cached copy
   /// when it is valid, or the copy another reader's fetch is writing; for an
   /// uncached object larger than chunk_bytes of which at most a quarter (and at most
@@ -441,6 +452,10 @@ class gateway_store {
     std::shared_ptr<detail::fill_progress> fill;
     object_info info;
   };
+  // The cached copy if its file is still the version with `etag`, with `last_modified` (the
+  // upstream's, when known) in its info.
+  std::optional<mapping> cached_copy(const object_ref& object, const std::string& etag,
+                                     const std::optional<std::chrono::system_clock::time_point>& last_modified) const;
   // A reader's mapping of a copy being fetched.
   static mapping reader_of(const streaming_copy& copy);
   // Fetches `info`'s version into the cache (or memory); errors as map. With `fill`, the bytes

@@ -41,6 +41,7 @@
 #include <cctype>
 #include <charconv>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -669,7 +670,9 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   asio::awaitable<bool> delete_objects(request& req);
   asio::awaitable<bool> put_object(request& req);
   asio::awaitable<bool> copy_object(request& req);
-  asio::awaitable<bool> get_object(request& req);
+  // `speculate`: a gateway's cached copy may be sent into a token's memory while its upstream is
+  // asked whether it is current (false: the retry after it was not).
+  asio::awaitable<bool> get_object(request& req, bool speculate = true);
   asio::awaitable<bool> delete_object(request& req);
   asio::awaitable<bool> multipart(request& req);
   asio::awaitable<bool> upload_part_copy(request& req);
@@ -1804,8 +1807,28 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
 }
 
 template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
+asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool speculate) {
   error_code ec;
+  // A store that revalidates its copies against an upstream (a gateway) may send its cached copy
+  // into an RDMA or grant token's memory while it asks the upstream whether the copy is current:
+  // the answer waits for both, and a copy that is not current is read again through map(), which
+  // writes the client's memory again before any answer. Only for a GET whose answer depends on
+  // nothing else the copy says (no If-* conditions, no partNumber); any answer other than the
+  // transfer's success is made by the retry, from a confirmed version.
+  const object_ref object{req.where.bucket, req.where.key};
+  bool unconfirmed = false;
+  if constexpr (requires { state_->store->map_unconfirmed(object); }) {
+    speculate = speculate && !req.head && !req.header("x-amz-rdma-token").empty() && !req.where.param("partNumber") &&
+                req.header("If-Match").empty() && req.header("If-None-Match").empty() &&
+                req.header("If-Modified-Since").empty() && req.header("If-Unmodified-Since").empty();
+  } else {
+    speculate = false;
+  }
+  const auto retry = [&]() -> asio::awaitable<bool> {
+    req.rdma_reply.clear();
+    req.decline = {};
+    return get_object(req, false);
+  };
   // A HEAD needs the version's info only: a store that can tell it without the bytes (a gateway,
   // which would otherwise fetch the object from its upstream) is asked for that alone.
   // A ranged GET of a store that can map part of an object (a gateway fetches only the range of
@@ -1813,6 +1836,14 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   // A store that can answer before it has all the bytes (a gateway's miss, map_streaming) is
   // asked so; the bytes are then awaited (mapping.wait_until) before they are sent.
   auto mapped = co_await store_call([&] {
+    if constexpr (requires { state_->store->map_unconfirmed(object); }) {
+      if (speculate) {
+        if (auto cached = state_->store->map_unconfirmed(object)) {
+          unconfirmed = true;
+          return std::move(*cached);
+        }
+      }
+    }
     if constexpr (requires { state_->store->describe(object_ref{}, ec); }) {
       if (req.head) return state_->store->describe({req.where.bucket, req.where.key}, ec);
     }
@@ -1923,6 +1954,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     for (const auto& [field, value] : overridden) fields.set(field, beast::string_view(value.data(), value.size()));
   };
   if (range.present && !range.satisfiable) {
+    if (unconfirmed) co_return co_await retry();
     string_response res{http::status::range_not_satisfiable, 11};
     res.set(http::field::content_range, "bytes */" + std::to_string(size));
     res.set(http::field::content_type, "application/xml");
@@ -1938,6 +1970,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
   if constexpr (requires { mapping.base(); }) base = mapping.base();
   if (!req.head &&
       (offset < base || offset - base > mapping.region().size || length > mapping.region().size - (offset - base))) {
+    if (unconfirmed) co_return co_await retry();
     co_return co_await send_error(req, s3::errc::internal_error);
   }
 
@@ -1962,6 +1995,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
     rdma_token token;
     std::string why;
     const token_verdict verdict = check_token(req, rdma_op::write, length, token, why);
+    if (unconfirmed && verdict != token_verdict::accept) co_return co_await retry();
     if (verdict == token_verdict::reject) co_return co_await send_error(req, s3::errc::invalid_rdma_token, why);
     req.rdma_reply = "501";
     if (verdict == token_verdict::accept) {
@@ -1971,8 +2005,27 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req) {
         source.file = mapping.native_handle();
         source.file_offset = mapping.data_offset();
       }
-      const error_code moved = co_await offload_to(
-          state_->rdma, [&] { return state_->config.rdma->write_from(requester(req), token, source); });
+      bool current = true;
+      const error_code moved = co_await offload_to(state_->rdma, [&] {
+        if constexpr (requires { state_->store->confirm(object, mapping); }) {
+          if (unconfirmed) {  // the upstream's HEAD on the blocking pool while the bytes move
+            std::packaged_task<bool()> ask([&] { return state_->store->confirm(object, mapping); });
+            std::future<bool> answer = ask.get_future();
+            asio::post(state_->blocking, std::move(ask));
+            error_code e;
+            try {
+              e = state_->config.rdma->write_from(requester(req), token, source);
+            } catch (...) {
+              answer.wait();  // it refers to this frame
+              throw;
+            }
+            current = answer.get();
+            return e;
+          }
+        }
+        return state_->config.rdma->write_from(requester(req), token, source);
+      });
+      if (!current) co_return co_await retry();
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
         answer_headers(res.base(), offset, length);
