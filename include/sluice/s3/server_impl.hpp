@@ -1835,32 +1835,33 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   // an uncached object) is asked for that part; the mapping's base() says where it starts.
   // A store that can answer before it has all the bytes (a gateway's miss, map_streaming) is
   // asked so; the bytes are then awaited (mapping.wait_until) before they are sent.
-  auto mapped = co_await store_call([&] {
-    if constexpr (requires { state_->store->map_unconfirmed(object); }) {
-      if (speculate) {
-        if (auto cached = state_->store->map_unconfirmed(object)) {
-          unconfirmed = true;
-          return std::move(*cached);
+  using mapping_t = std::remove_cvref_t<decltype(state_->store->map(object, ec))>;
+  std::optional<mapping_t> mapped;
+  if constexpr (requires { state_->store->map_unconfirmed(object); }) {
+    // In place, as a local store's map(): it asks nobody.
+    if (speculate) mapped = state_->store->map_unconfirmed(object);
+    unconfirmed = mapped.has_value();
+  }
+  if (!mapped) {
+    mapped = co_await store_call([&] {
+      if constexpr (requires { state_->store->describe(object_ref{}, ec); }) {
+        if (req.head) return state_->store->describe({req.where.bucket, req.where.key}, ec);
+      }
+      if constexpr (requires { state_->store->map_range(object_ref{}, std::string_view{}, ec); }) {
+        if (!req.header("Range").empty() && !req.where.param("partNumber")) {
+          return state_->store->map_range({req.where.bucket, req.where.key}, req.header("Range"), ec);
         }
       }
-    }
-    if constexpr (requires { state_->store->describe(object_ref{}, ec); }) {
-      if (req.head) return state_->store->describe({req.where.bucket, req.where.key}, ec);
-    }
-    if constexpr (requires { state_->store->map_range(object_ref{}, std::string_view{}, ec); }) {
-      if (!req.header("Range").empty() && !req.where.param("partNumber")) {
-        return state_->store->map_range({req.where.bucket, req.where.key}, req.header("Range"), ec);
+      if constexpr (requires { state_->store->map_streaming(object_ref{}, ec); }) {
+        if (!req.head) return state_->store->map_streaming({req.where.bucket, req.where.key}, ec);
       }
-    }
-    if constexpr (requires { state_->store->map_streaming(object_ref{}, ec); }) {
-      if (!req.head) return state_->store->map_streaming({req.where.bucket, req.where.key}, ec);
-    }
-    return state_->store->map({req.where.bucket, req.where.key}, ec);
-  });
+      return state_->store->map({req.where.bucket, req.where.key}, ec);
+    });
+  }
   if (ec) co_return co_await send_error(req, to_s3(ec));
   // Shared: an RDMA write still in flight when its transfer gives up (a peer that vanished) keeps
   // this version of the object mapped until libfabric completes it.
-  const auto mapping_owner = std::make_shared<const decltype(mapped)>(std::move(mapped));
+  const auto mapping_owner = std::make_shared<const mapping_t>(std::move(*mapped));
   const auto& mapping = *mapping_owner;
   const object_info& info = mapping.info();
   const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);
