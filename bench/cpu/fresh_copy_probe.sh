@@ -6,25 +6,10 @@
 #   bench/cpu/fresh_copy_probe.sh BUILD   (BUILD holds src/sluice and bench/sluice_s3_bench:
 #                                          build/device, or build/device-carry/cpu on a GPU host)
 set -u
-build=$(cd "$1" && pwd)
-[[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
-sluice=${build}/src/sluice
-bench=${build}/bench/sluice_s3_bench
-work=$(mktemp -d "$( [[ -w /dev/shm ]] && echo /dev/shm || echo /tmp)/sluice-fresh-probe.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "${work}"' EXIT
-port_of() {  # LOG: the port a server printed
-  for _ in $(seq 200); do
-    p=$(sed -n 's/^sluice serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$1")
-    [[ -n ${p} ]] && echo "${p}" && return
-    sleep 0.05
-  done
-  cat "$1" >&2
-  exit 1
-}
+source "$(dirname "$0")/probe_lib.sh"
+probe_setup "$1" fresh-probe
 keys=(--access-key AK --secret-key SK)
-"${sluice}" serve --root "${work}/up" --listen 127.0.0.1:0 "${keys[@]}" --fabric off --grant-socket off \
-  >"${work}/up.log" 2>&1 &
-port=$(port_of "${work}/up.log")
+port=$(start up --fabric off --grant-socket off)
 url=http://127.0.0.1:${port}
 common=(--bucket bench --key probe --size 1073741824 "${keys[@]}")
 "${bench}" --endpoint "${url}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1
@@ -39,9 +24,8 @@ for run in 1 2 3; do
   rm -f "${work}/copy"
 done
 for run in 1 2 3; do
-  "${sluice}" serve --root "${work}/gw${run}" --listen 127.0.0.1:0 "${keys[@]}" --fabric off --grant-socket off \
-    --upstream "${url}" --upstream-access-key AK --upstream-secret-key SK >"${work}/gw${run}.log" 2>&1 &
-  gw=$(port_of "${work}/gw${run}.log")
+  gw=$(start "gw${run}" --fabric off --grant-socket off --upstream "${url}" --upstream-access-key AK \
+    --upstream-secret-key SK)
   echo -n "gateway miss (http), run ${run}: "
   "${bench}" --endpoint "http://127.0.0.1:${gw}" --op get "${common[@]}" --via http --repeat 1 2>/dev/null | tail -1 |
     python3 -c 'import json, sys; d = json.load(sys.stdin); print("%.2f GiB/s" % d["gib_per_s"])'

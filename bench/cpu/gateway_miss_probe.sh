@@ -10,30 +10,8 @@ set -u
 build=$(cd "$1" && pwd)
 shift
 [[ $# -eq 0 ]] && set -- '{}'
-[[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
-sluice=${build}/src/sluice
-bench=${build}/bench/sluice_s3_bench
-work=$(mktemp -d "$( [[ -w /dev/shm ]] && echo /dev/shm || echo /tmp)/sluice-miss-probe.XXXXXX")
-trap 'for f in "${work}"/*.pid; do kill "$(cat "$f")" 2>/dev/null; done; wait; rm -rf "${work}"' EXIT
-start() {  # NAME ARGS...: starts a server on a root of that name, prints its port
-  local name=$1
-  shift
-  "${sluice}" serve --root "${work}/${name}" --listen 127.0.0.1:0 --access-key AK --secret-key SK "$@" \
-    >"${work}/${name}.log" 2>&1 &
-  echo $! >"${work}/${name}.pid"
-  for _ in $(seq 200); do
-    port=$(sed -n 's/^sluice serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "${work}/${name}.log")
-    [[ -n ${port} ]] && echo "${port}" && return
-    sleep 0.05
-  done
-  cat "${work}/${name}.log" >&2
-  exit 1
-}
-stop() {  # NAME
-  kill "$(cat "${work}/$1.pid")" 2>/dev/null
-  wait "$(cat "${work}/$1.pid")" 2>/dev/null
-  rm -rf "${work:?}/$1" "${work}/$1.pid"
-}
+source "$(dirname "$0")/probe_lib.sh"
+probe_setup "${build}" miss-probe
 gib_per_s() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])["gib_per_s"])' "$1"; }
 median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 common=(--bucket bench --key probe --size 1073741824 --access-key AK --secret-key SK)

@@ -8,26 +8,8 @@
 # SLUICE_PROBE_BYTES: another object size; SLUICE_PROBE_PART: another part size (default 8MiB: a
 # 1 GiB GET is 128 ranged GETs, each of which a gateway revalidates).
 set -u
-build=$(cd "${1:-build/device}" && pwd)
-[[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
-sluice=${build}/src/sluice
-bench=${build}/bench/sluice_s3_bench
-work=$(mktemp -d "$( [[ -w /dev/shm ]] && echo /dev/shm || echo /tmp)/sluice-gateway-probe.XXXXXX")
-trap 'for f in "${work}"/*.pid; do kill "$(cat "$f")" 2>/dev/null; done; wait; rm -rf "${work}"' EXIT
-start() {  # ROOT ARGS...: starts a server, prints its port
-  local root=$1
-  shift
-  "${sluice}" serve --root "${work}/${root}" --listen 127.0.0.1:0 --access-key AK --secret-key SK "$@" \
-    >"${work}/${root}.log" 2>&1 &
-  echo $! >"${work}/${root}.pid"
-  for _ in $(seq 200); do
-    port=$(sed -n 's/^sluice serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "${work}/${root}.log")
-    [[ -n ${port} ]] && echo "${port}" && return
-    sleep 0.05
-  done
-  cat "${work}/${root}.log" >&2
-  exit 1
-}
+source "$(dirname "$0")/probe_lib.sh"
+probe_setup "${1:-build/device}" gateway-probe
 local_port=$(start local --fabric off --grant-socket "${work}/local.sock")
 upstream_port=$(start upstream --fabric off --grant-socket off)
 upstream=(--upstream "http://127.0.0.1:${upstream_port}" --upstream-access-key AK --upstream-secret-key SK)

@@ -1,0 +1,32 @@
+# Sourced by the bench/cpu probes: `probe_setup BUILD NAME` sets sluice, bench (the binaries of
+# BUILD: build/device, or build/device-carry/cpu on a GPU host) and work (a new directory on
+# /dev/shm when it is writable, removed at exit with every server started there);
+# `start ROOT ARGS...` starts `sluice serve` on work/ROOT (user AK/SK) and prints its port;
+# `stop ROOT` stops it and removes its root.
+probe_setup() {
+  build=$(cd "$1" && pwd)
+  [[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
+  sluice=${build}/src/sluice
+  bench=${build}/bench/sluice_s3_bench
+  work=$(mktemp -d "$( [[ -w /dev/shm ]] && echo /dev/shm || echo /tmp)/sluice-$2.XXXXXX")
+  trap 'for f in "${work}"/*.pid; do kill "$(cat "$f")" 2>/dev/null; done; wait; rm -rf "${work}"' EXIT
+}
+start() {
+  local root=$1
+  shift
+  "${sluice}" serve --root "${work}/${root}" --listen 127.0.0.1:0 --access-key AK --secret-key SK "$@" \
+    >"${work}/${root}.log" 2>&1 &
+  echo $! >"${work}/${root}.pid"
+  for _ in $(seq 200); do
+    port=$(sed -n 's/^sluice serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "${work}/${root}.log")
+    [[ -n ${port} ]] && echo "${port}" && return
+    sleep 0.05
+  done
+  cat "${work}/${root}.log" >&2
+  exit 1
+}
+stop() {
+  kill "$(cat "${work}/$1.pid")" 2>/dev/null
+  wait "$(cat "${work}/$1.pid")" 2>/dev/null
+  rm -rf "${work:?}/$1" "${work}/$1.pid"
+}
