@@ -3,11 +3,13 @@ small helpers (assertions that print, deterministic test files, MD5 of a file)."
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import urllib.request
 
 MIB = 1024 * 1024
 
@@ -92,6 +94,15 @@ def file_digest(path, algorithm):
         for block in iter(lambda: f.read(MIB), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def gateway_counts(server):
+    """(hits, misses) from a gateway's /metrics on its --admin-listen port."""
+    port = next(int(m.group(1)) for m in (re.search(r"admin on [^ ]+:(\d+)", line) for line in server.banner) if m)
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as r:
+        text = r.read().decode()
+    counts = {m.group(1): float(m.group(2)) for m in re.finditer(r"^sluice_gateway_(hits|misses)_total (\S+)$", text, re.M)}
+    return counts.get("hits", -1), counts.get("misses", -1)
 
 
 def free_port():

@@ -4,7 +4,10 @@ script is the client. It opens sessions on `sluice serve`'s grant socket (SOCK_S
 proofs), passes memfds with SCM_RIGHTS, writes x-amz-rdma-token by hand and signs the S3 requests
 with botocore's SigV4. Then it tries what a hostile local user would.
 
-usage: grant_test.py SLUICE_BINARY
+usage: grant_test.py SLUICE_BINARY [gateway]
+With `gateway`, the server is a gateway (`--upstream`) in front of a second `sluice serve`: every
+object is cached by its write-through PUT, so each token meets a cache hit, whose copy moves into
+the granted memory while the upstream is asked.
 Exit 0: passed; 77: skipped (with the reason).
 """
 import base64
@@ -27,10 +30,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect  # noqa: E402
+from common import MIB, Server, expect, gateway_counts  # noqa: E402
 
 SKIP = 77
 USERS = {"alice": "alice-secret-key", "bob": "bob-secret-key"}
+UP_AK, UP_SK = "SLUICEUPSTREAMAK", "sluice-upstream-secret"  # the upstream of `grant_test.py BINARY gateway`
 HELLO, CHALLENGE, AUTH, WELCOME, MEMFD, DEVICE, GRANTED, RELEASE, ERROR = 1, 2, 3, 4, 5, 6, 7, 8, 0x7F
 
 
@@ -136,10 +140,10 @@ def mapped_memfds(pid, name):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["gateway"]):
         print(__doc__)
         return 2
-    binary = sys.argv[1]
+    binary, gateway = sys.argv[1], sys.argv[2:] == ["gateway"]
     try:
         import botocore  # noqa: F401
     except ImportError:
@@ -151,9 +155,17 @@ def main():
     with open(config, "w") as f:
         json.dump({"users": [{"access_key_id": k, "secret_access_key": v} for k, v in USERS.items()]}, f)
     sock_path = os.path.join(tmp, "grants.sock")
+    upstream, extra = None, []
+    if gateway:
+        upstream = Server(binary, os.path.join(tmp, "upstream"), UP_AK, UP_SK,
+                          extra=["--fabric", "off", "--grant-socket", "off"]).start()
+        extra = ["--upstream", upstream.url, "--upstream-access-key", UP_AK, "--upstream-secret-key", UP_SK,
+                 "--admin-listen", "127.0.0.1:0"]
     server = Server(binary, os.path.join(tmp, "root"), "alice", USERS["alice"],
-                    extra=["--config", config, "--grant-socket", sock_path, "--fabric", "tcp"]).start()
+                    extra=["--config", config, "--grant-socket", sock_path, "--fabric", "tcp"] + extra).start()
     try:
+        if gateway:
+            expect("gateway to " + upstream.url in server.ready_line, "a gateway: " + server.ready_line)
         print("sluice serve on %s (%s)" % (server.url, "; ".join(server.banner)))
         expect(any("grants: " + sock_path in line for line in server.banner), "the server announces its grant socket")
         expect(oct(os.stat(sock_path).st_mode & 0o777) == "0o666", "any local user may try to authenticate")
@@ -214,8 +226,11 @@ def main():
                                         "x-amz-content-sha256": hashlib.sha256(put_tok.encode()).hexdigest()})
         etag = headers_etag(headers)
         expect(status == 200 and headers.get("x-amz-rdma-reply") == "200", "PUT by grant without Content-MD5: 200 (%d %s)" % (status, body[:200]))
-        expect(len(etag) == 26 and all(c in "abcdefghijklmnopqrstuvwxyz234567" for c in etag) and any(c > "f" for c in etag),
-               "its ETag is 26 base32 characters, not an MD5 (%r)" % etag)
+        if gateway:  # the upstream's ETag: it received the bytes over HTTP and took their MD5
+            expect(etag == hashlib.md5(put_payload).hexdigest(), "through a gateway its ETag is the upstream's (%r)" % etag)
+        else:
+            expect(len(etag) == 26 and all(c in "abcdefghijklmnopqrstuvwxyz234567" for c in etag) and any(c > "f" for c in etag),
+                   "its ETag is 26 base32 characters, not an MD5 (%r)" % etag)
         status, headers, body = signed(server, "GET", "/bucket-alice/put-nomd5", "alice", {"x-amz-checksum-mode": "ENABLED"})
         crc = headers.get("x-amz-checksum-crc32c", "")
         expect(status == 200 and body == put_payload and headers_etag(headers) == etag, "it stored exactly the granted bytes")
@@ -322,12 +337,17 @@ def main():
         time.sleep(0.3)
         expect(mapped_memfds(pid, "grant-alice") == 0, "a closed session's grants are unmapped")
         expect(server.proc.poll() is None, "the server is alive")
+        if gateway:  # the objects were cached by their write-through PUTs: every GET met its copy
+            hits, misses = gateway_counts(server)
+            expect(hits >= 8 and misses == 0, "every GET met the gateway's cached copy: %d hits, %d misses" % (hits, misses))
         server.stop()
         print("PASSED: grants")
         return 0
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
+        if upstream:
+            upstream.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

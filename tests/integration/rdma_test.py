@@ -13,6 +13,10 @@ Scenarios (each one CTest test):
                 the server keeps serving, gets its staging buffers back, stays bounded and stops on SIGTERM
   hostile.P     tokens with a garbage endpoint, a wrong key, an address outside the registration: each
                 request fails or is declined, the server lives, the next GET goes by RDMA at once
+  gateway-probe.P, gateway-hostile.P
+                probe.P and hostile.P against a gateway (`sluice serve --upstream` in front of a
+                second `sluice serve`): the objects are cached by their write-through PUT, so each
+                token meets a cache hit, whose copy moves while the upstream is asked
   netns         server and client in two network namespaces joined by a veth pair, tcp;ofi_rxm
   netns_multihomed  as netns, with a second interface on the client's side that the server cannot reach
 P is tcp or shm. Exit 0: passed; 77: skipped (a missing tool or privilege, with the reason);
@@ -28,9 +32,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, make_file, sha256  # noqa: E402
+from common import MIB, Server, expect, gateway_counts, make_file, sha256  # noqa: E402
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
+UP_AK, UP_SK = "SLUICEUPSTREAMAK", "sluice-upstream-secret"  # a gateway's upstream (gateway-* scenarios)
 SKIP = 77
 PROVIDER = {"tcp": "tcp;ofi_rxm", "shm": "shm"}
 REPORT = re.compile(r"rdma (\d+) bytes in (\d+) requests, http (\d+) bytes in (\d+) requests"
@@ -561,7 +566,7 @@ def main():
     sys.stdout.reconfigure(line_buffering=True)  # interleave with the tools' output in order
     test, _, fabric = scenario.partition(".")
     tmp = tempfile.mkdtemp(prefix="sluice-rdma-")
-    server = None
+    server = upstream = None
     started = time.monotonic()
     try:
         if test == "netns":
@@ -581,8 +586,17 @@ def main():
                 for path in (stale, live):
                     with open(path, "wb") as f:
                         f.write(b"x")
-            server = Server(binary, os.path.join(tmp, "root"), AK, SK, extra=["--fabric", server_fabric]).start()
+            gateway = []
+            if test.startswith("gateway-"):
+                test = test[len("gateway-"):]
+                upstream = Server(binary, os.path.join(tmp, "upstream"), UP_AK, UP_SK,
+                                  extra=["--fabric", "off", "--grant-socket", "off"]).start()
+                gateway = ["--upstream", upstream.url, "--upstream-access-key", UP_AK, "--upstream-secret-key", UP_SK,
+                           "--admin-listen", "127.0.0.1:0"]
+            server = Server(binary, os.path.join(tmp, "root"), AK, SK, extra=["--fabric", server_fabric] + gateway).start()
             PIDS.append(server.proc.pid)
+            if gateway:
+                expect("gateway to " + upstream.url in server.ready_line, "a gateway over %s: %s" % (upstream.url, server.ready_line))
             print("sluice serve --fabric %s on %s (%s)" % (server_fabric, server.url, "; ".join(server.banner)))
             if stale:
                 expect(not os.path.exists(stale) and os.path.exists(live),
@@ -600,6 +614,10 @@ def main():
              "probe": lambda: test_probe(h, fabric),
              "vanish": lambda: test_vanish(h, fabric),
              "hostile": lambda: test_hostile(h, fabric)}[test]()
+            if gateway:
+                hits, misses = gateway_counts(server)
+                expect(hits > 0 and misses == 0, "every GET met the gateway's cached copy: %d hits, %d misses" %
+                       (hits, misses))
             stop(server)
         print("PASSED: rdma %s (%.1f s)" % (scenario, time.monotonic() - started))
         return 0
@@ -613,6 +631,8 @@ def main():
             except RuntimeError as e:  # killed; the test has failed already, keep its error
                 print("and: sluice serve %s" % e)
             server.proc.wait()
+        if upstream:
+            upstream.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         remove_shm_leftovers()
 
