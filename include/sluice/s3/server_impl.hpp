@@ -1813,13 +1813,14 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   // into an RDMA or grant token's memory while it asks the upstream whether the copy is current:
   // the answer waits for both, and a copy that is not current is read again through map(), which
   // writes the client's memory again before any answer. Only for a GET whose answer depends on
-  // nothing else the copy says (no If-* conditions, no partNumber); any answer other than the
-  // transfer's success is made by the retry, from a confirmed version.
+  // nothing but the copy's ETag and size, which the upstream confirms: no partNumber (the part
+  // layout), no If-Modified-Since or If-Unmodified-Since (Last-Modified). If-Match is what every
+  // part of a parallel download after the first carries. Any answer other than the transfer's
+  // success is made by the retry, from a confirmed version (`unless_unconfirmed`).
   const object_ref object{req.where.bucket, req.where.key};
   bool unconfirmed = false;
   if constexpr (requires { state_->store->map_unconfirmed(object); }) {
     speculate = speculate && !req.head && !req.header("x-amz-rdma-token").empty() && !req.where.param("partNumber") &&
-                req.header("If-Match").empty() && req.header("If-None-Match").empty() &&
                 req.header("If-Modified-Since").empty() && req.header("If-Unmodified-Since").empty();
   } else {
     speculate = false;
@@ -1828,6 +1829,10 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     req.rdma_reply.clear();
     req.decline = {};
     return get_object(req, false);
+  };
+  // `answer()`, or the retry when the copy it would be made from is not confirmed.
+  const auto unless_unconfirmed = [&](auto answer) -> asio::awaitable<bool> {
+    return unconfirmed ? retry() : answer();
   };
   // A HEAD needs the version's info only: a store that can tell it without the bytes (a gateway,
   // which would otherwise fetch the object from its upstream) is asked for that alone.
@@ -1870,7 +1875,9 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   auto etag_matches = [&](std::string_view list) { return etag_list_matches(list, info.attributes.etag); };
   const auto if_match = req.header("If-Match");
   const auto if_none_match = req.header("If-None-Match");
-  if (!if_match.empty() && !etag_matches(if_match)) co_return co_await send_error(req, s3::errc::precondition_failed);
+  if (!if_match.empty() && !etag_matches(if_match)) {
+    co_return co_await unless_unconfirmed([&] { return send_error(req, s3::errc::precondition_failed); });
+  }
   if (if_match.empty()) {
     if (auto t = xml::parse_http_date(req.header("If-Unmodified-Since")); t && last_modified > *t) {
       co_return co_await send_error(req, s3::errc::precondition_failed);
@@ -1883,7 +1890,9 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     res.set(http::field::last_modified, xml::http_date(info.last_modified));
     return res;
   };
-  if (!if_none_match.empty() && etag_matches(if_none_match)) co_return co_await send(req, not_modified());
+  if (!if_none_match.empty() && etag_matches(if_none_match)) {
+    co_return co_await unless_unconfirmed([&] { return send(req, not_modified()); });
+  }
   if (if_none_match.empty()) {
     if (auto t = xml::parse_http_date(req.header("If-Modified-Since")); t && last_modified <= *t) {
       co_return co_await send(req, not_modified());
@@ -1905,12 +1914,16 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     const auto value = req.where.param(name);
     if (!value) continue;
     if (!req.auth) {
-      co_return co_await send_error(req, s3::errc::invalid_request,
-                                    "Request specific response headers cannot be used for anonymous GET requests.");
+      co_return co_await unless_unconfirmed([&] {
+        return send_error(req, s3::errc::invalid_request,
+                          "Request specific response headers cannot be used for anonymous GET requests.");
+      });
     }
     if (!is_safe_header_value(*value)) {
-      co_return co_await send_error(req, s3::errc::invalid_argument,
-                                    "The " + std::string(name) + " value holds a character a header cannot carry.");
+      co_return co_await unless_unconfirmed([&] {
+        return send_error(req, s3::errc::invalid_argument,
+                          "The " + std::string(name) + " value holds a character a header cannot carry.");
+      });
     }
     overridden.emplace_back(field, *value);
   }
@@ -1971,8 +1984,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   if constexpr (requires { mapping.base(); }) base = mapping.base();
   if (!req.head &&
       (offset < base || offset - base > mapping.region().size || length > mapping.region().size - (offset - base))) {
-    if (unconfirmed) co_return co_await retry();
-    co_return co_await send_error(req, s3::errc::internal_error);
+    co_return co_await unless_unconfirmed([&] { return send_error(req, s3::errc::internal_error); });
   }
 
   // A mapping still being filled (a gateway's miss): bytes [0, end) of its region are awaited
