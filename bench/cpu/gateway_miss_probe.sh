@@ -22,9 +22,7 @@ line=$("${bench}" --endpoint "http://127.0.0.1:${upstream_port}" --op get "${com
 baseline=$(gib_per_s "${line}")
 echo "upstream's own http GET: ${baseline} GiB/s (median of 3)"
 for settings in "$@"; do
-  python3 -c 'import json, sys; print(json.dumps({"gateway": dict(json.loads(sys.argv[1]),
-    upstream=sys.argv[2], upstream_access_key_id="AK", upstream_secret_access_key="SK")}))' \
-    "${settings}" "http://127.0.0.1:${upstream_port}" >"${work}/config.json" || exit 1
+  gateway_config "${settings}" "${upstream_port}" >"${work}/config.json" || exit 1
   for via in http rdma; do
     runs=()
     for _ in 1 2 3; do

@@ -2,7 +2,8 @@
 # BUILD: build/device, or build/device-carry/cpu on a GPU host) and work (a new directory on
 # /dev/shm when it is writable, removed at exit with every server started there);
 # `start ROOT ARGS...` starts `sluice serve` on work/ROOT (user AK/SK) and prints its port;
-# `stop ROOT` stops it and removes its root.
+# `stop ROOT` stops it and removes its root; `gateway_config SETTINGS PORT` prints a --config file
+# for a gateway over the upstream on PORT (SETTINGS: the fields of its "gateway" object, as JSON).
 probe_setup() {
   build=$(cd "$1" && pwd)
   [[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
@@ -29,4 +30,9 @@ stop() {
   kill "$(cat "${work}/$1.pid")" 2>/dev/null
   wait "$(cat "${work}/$1.pid")" 2>/dev/null
   rm -rf "${work:?}/$1" "${work}/$1.pid"
+}
+gateway_config() {
+  python3 -c 'import json, sys; print(json.dumps({"gateway": dict(json.loads(sys.argv[1]),
+    upstream=sys.argv[2], upstream_access_key_id="AK", upstream_secret_access_key="SK")}))' \
+    "$1" "http://127.0.0.1:$2"
 }
