@@ -1920,10 +1920,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
       });
     }
     if (!is_safe_header_value(*value)) {
-      co_return co_await unless_unconfirmed([&] {
-        return send_error(req, s3::errc::invalid_argument,
-                          "The " + std::string(name) + " value holds a character a header cannot carry.");
-      });
+      const std::string why = "The " + std::string(name) + " value holds a character a header cannot carry.";
+      co_return co_await unless_unconfirmed([&] { return send_error(req, s3::errc::invalid_argument, why); });
     }
     overridden.emplace_back(field, *value);
   }
