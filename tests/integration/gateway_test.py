@@ -768,6 +768,13 @@ def full_disk(h):
         t.join()
     expect(all(r is not None and r[0] == 200 and r[1] == sources[i] for i, r in enumerate(results)),
            "4 readers of 4 objects at once: byte-exact %s" % [(r[0], len(r[1])) if r else None for r in results])
+    # How many copies the 4 readers left depends on timing (under ASan, 3 runs in 4 left none:
+    # an evicted copy that a reader still maps frees no space until it is unmapped, the likely
+    # cause). One GET alone then caches o4 again, and the pass-through must leave every copy there.
+    code, body = status(gw.url + "/gw-full/o4")
+    expect(code == 200 and body == sources[4], "o4 alone afterwards: byte-exact")
+    before = cached_files(gw, namespace=True)
+    expect(1 <= before <= 2, "the cache holds 1 or 2 of the 8 MiB copies (%d)" % before)
     huge = h.file("full-huge", 30 * MIB + 3, 310)
     h.direct("put", huge, "s3://gw-full/huge")
     code, body = status(gw.url + "/gw-full/huge")
@@ -775,7 +782,7 @@ def full_disk(h):
         expect(code == 200 and body == f.read(),
                "an object larger than the disk (30 MiB) is passed through: %d, %d bytes" % (code, len(body)))
     copies = cached_files(gw, namespace=True)
-    expect(1 <= copies <= 2, "the cache holds 1 or 2 of the 8 MiB copies: the pass-through evicted none (%d)" % copies)
+    expect(copies == before, "the pass-through evicted none of them (%d before, %d after)" % (before, copies))
     expect(gw.proc.poll() is None, "the gateway is still running")
 
 
