@@ -96,12 +96,15 @@ def file_digest(path, algorithm):
     return h.hexdigest()
 
 
-def gateway_counts(server):
-    """(hits, misses) from a gateway's /metrics on its --admin-listen port."""
+def gateway_counts(server, everything=False):
+    """(hits, misses) from a gateway's /metrics on its --admin-listen port; everything: and passthroughs."""
     port = next(int(m.group(1)) for m in (re.search(r"admin on [^ ]+:(\d+)", line) for line in server.banner) if m)
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as r:
         text = r.read().decode()
-    counts = {m.group(1): float(m.group(2)) for m in re.finditer(r"^sluice_gateway_(hits|misses)_total (\S+)$", text, re.M)}
+    counts = {m.group(1): float(m.group(2))
+              for m in re.finditer(r"^sluice_gateway_(hits|misses|passthroughs)_total (\S+)$", text, re.M)}
+    if everything:
+        return counts.get("hits", -1), counts.get("misses", -1), counts.get("passthroughs", -1)
     return counts.get("hits", -1), counts.get("misses", -1)
 
 

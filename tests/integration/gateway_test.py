@@ -55,7 +55,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, ensure_s3rver, expect, free_port, make_file, md5  # noqa: E402
+from common import MIB, Server, ensure_s3rver, expect, free_port, gateway_counts, make_file, md5  # noqa: E402
 
 SKIP = 77
 GW_AK, GW_SK = "SLUICEGATEWAYAK", "sluice-gateway-secret"  # the gateway's users
@@ -742,7 +742,8 @@ def full_disk(h):
     # chunk_bytes 1 MiB: the misses below are streamed, received straight into the cache file.
     mount_first = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs -o size=24m tmpfs "$0" && exec "$@"', disk]
     settings = {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4, "cache_bytes": "1 GiB"}}
-    gw = h.gateway("gw", "--config", h.config_file(settings), root=os.path.join(disk, "gw"), prefix=mount_first)
+    gw = h.gateway("gw", "--config", h.config_file(settings), "--admin-listen", "127.0.0.1:0",
+                   root=os.path.join(disk, "gw"), prefix=mount_first)
     h.direct("mb", "s3://gw-full")
     sources = []
     for i in range(5):  # 40 MiB in all
@@ -773,6 +774,14 @@ def full_disk(h):
     # cause). One GET alone then caches o4 again, and the pass-through must leave every copy there.
     code, body = status(gw.url + "/gw-full/o4")
     expect(code == 200 and body == sources[4], "o4 alone afterwards: byte-exact")
+    # A streamed miss's answer may end before its copy is committed, which is when it is counted:
+    # wait until each of the 15 GETs is counted as a hit, a miss or a pass-through.
+    deadline = time.time() + 30
+    while sum(gateway_counts(gw, everything=True)) < 15 and time.time() < deadline:
+        time.sleep(0.05)
+    counts = gateway_counts(gw, everything=True)
+    expect(sum(counts) == 15, "all 15 GETs are counted, so every fill has ended (hits, misses, pass-throughs: %s)"
+           % (counts,))
     before = cached_files(gw, namespace=True)
     expect(1 <= before <= 2, "the cache holds 1 or 2 of the 8 MiB copies (%d)" % before)
     huge = h.file("full-huge", 30 * MIB + 3, 310)
