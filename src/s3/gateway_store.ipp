@@ -224,6 +224,10 @@ class write_window {
     if (!populate) return;
     error_code ignored;
     data_ = detail::map_file_data(fd, data_offset, size, PROT_READ | PROT_WRITE, base_, length_, ignored);
+    // 2 MiB pages where the file system offers them on advice (tmpfs mounted huge=advise): each
+    // insertion into the file's page cache then adds 512 pages, which is what bounds a miss into
+    // 4 KiB tmpfs pages (docs/gateway.md). A tmpfs mounted huge=within_size needs no advice.
+    if (data_ != nullptr) (void)::madvise(base_, length_, MADV_HUGEPAGE);
   }
   write_window(const write_window&) = delete;
   write_window& operator=(const write_window&) = delete;
