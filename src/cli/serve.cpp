@@ -64,13 +64,11 @@ std::optional<std::string> read_config_text(const std::string& file) {
   return text.str();
 }
 
-// The server configuration of the --config file, or nullopt after saying why not.
-std::optional<s3::server_config> read_server_config(const std::string& file) {
-  const auto text = read_config_text(file);
-  if (!text) return std::nullopt;
+// The server configuration in `text`, the --config file's, or nullopt after saying why not.
+std::optional<s3::server_config> parse_server_config(const std::string& file, const std::string& text) {
   error_code ec;
   config_error error;
-  auto config = s3::parse_server_config(*text, ec, error);
+  auto config = s3::parse_server_config(text, ec, error);
   if (ec) {
     std::fprintf(stderr, "sluice serve: %s: %s\n", file.c_str(), error.message().c_str());
     return std::nullopt;
@@ -78,15 +76,29 @@ std::optional<s3::server_config> read_server_config(const std::string& file) {
   return config;
 }
 
-// The "gateway" object of the --config file; false after saying what is wrong with it.
-bool read_gateway_config(const std::string& file, std::optional<s3::gateway_store_config>& out) {
+// The server configuration of the --config file, or nullopt after saying why not.
+std::optional<s3::server_config> read_server_config(const std::string& file) {
+  const auto text = read_config_text(file);
+  if (!text) return std::nullopt;
+  return parse_server_config(file, *text);
+}
+
+// The server configuration and the "gateway" object of the --config file, from one read of it
+// (so both come from the same version of the file); false after saying what is wrong.
+bool read_config(const std::string& file, s3::server_config& server, std::optional<s3::gateway_store_config>& gateway) {
   const auto text = read_config_text(file);
   if (!text) return false;
+  auto parsed = parse_server_config(file, *text);
+  if (!parsed) return false;
   error_code ec;
   config_error error;
-  out = s3::parse_gateway_config(*text, default_gateway_config(), ec, error);
-  if (ec) std::fprintf(stderr, "sluice serve: %s: %s\n", file.c_str(), error.message().c_str());
-  return !ec;
+  gateway = s3::parse_gateway_config(*text, default_gateway_config(), ec, error);
+  if (ec) {
+    std::fprintf(stderr, "sluice serve: %s: %s\n", file.c_str(), error.message().c_str());
+    return false;
+  }
+  server = std::move(*parsed);
+  return true;
 }
 
 // /metrics: the same-host grant plane's sessions and grants.
@@ -342,11 +354,7 @@ s3::metrics_source gateway_metrics(const s3::gateway_store& store) {
 int serve(const serve_options& o) {
   s3::server_config config;
   std::optional<s3::gateway_store_config> gateway_file;
-  if (o.config_file) {
-    auto read = read_server_config(*o.config_file);
-    if (!read || !read_gateway_config(*o.config_file, gateway_file)) return 1;
-    config = std::move(*read);
-  }
+  if (o.config_file && !read_config(*o.config_file, config, gateway_file)) return 1;
   if (!apply(o, config)) return 2;
   const std::string listen = o.listen.value_or(config.listen_address + ":" + std::to_string(config.port));
 
