@@ -8,8 +8,9 @@ SCENARIO: framing | limits | names | full | tls
            request hidden in the body never runs; chunked, pipelining, HTTP/1.0 and bad
            Content-Lengths keep their answers; malformed presigned parameters are S3's
            AuthorizationQueryParametersError
-  limits   a stalled header section is dropped after read_timeout while an idle connection lives
-           until idle_timeout; one client address holds at most max_connections_per_address
+  limits   a stalled header section is dropped after read_timeout, and so is a GET whose reader
+           stops reading its 32 MiB body, while an idle connection lives until idle_timeout; one
+           client address holds at most max_connections_per_address
   names    keys a plain listing cannot carry (NUL, control characters, invalid UTF-8) are refused
            at PUT and the listing stays parseable; AWS's reserved bucket names are refused;
            `sluice ls` prints keys with control characters escaped
@@ -239,6 +240,35 @@ def test_limits(server):
         s_.close()
     time.sleep(0.3)
     expect(status_of(port, "GET", host, "/")[0] == 200, "once they close, the address is served again")
+    # A GET whose reader stops reading: the body waits for room in the socket at most
+    # read_timeout, then the connection is dropped; a reader that reads gets it all.
+    big = os.urandom(32 << 20)  # more than loopback's socket buffers hold
+    expect(status_of(port, "PUT", host, "/limits")[0] == 200, "CreateBucket")
+    expect(status_of(port, "PUT", host, "/limits/big", body=big)[0] == 200, "PUT 32 MiB")
+    lazy = socket.create_connection(("127.0.0.1", port))
+    lazy.sendall(signed("GET", host, "/limits/big"))
+    time.sleep(5)  # read_timeout 2 s
+    lazy.settimeout(10)
+    got, start = b"", time.time()
+    try:
+        while time.time() - start < 10:
+            chunk = lazy.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    lazy.close()
+    expect(b"HTTP/1.1 200" in got[:64] and len(got) < len(big) and time.time() - start < 10,
+           "a reader that stops reading is dropped after read_timeout (%d of %d bytes came)" % (len(got), len(big)))
+    eager = socket.create_connection(("127.0.0.1", port))
+    eager.sendall(signed("GET", host, "/limits/big", extra_unsigned=[("Connection", "close")]))
+    eager.settimeout(30)
+    reply = bytearray()  # read as fast as it comes (bytes += would copy it all at every chunk)
+    while chunk := eager.recv(1 << 20):
+        reply += chunk
+    eager.close()
+    expect(statuses(bytes(reply[:64])) == [200] and reply.endswith(big), "the next reader of it gets all of it, byte-exact")
 
 
 def test_names(server, binary):
