@@ -5,9 +5,11 @@
 //   fallocate ahead one thread at a time fallocate()s what is not yet allocated, then as above;
 //   fallocate all  the whole file fallocate()d first, then as above;
 //   write faults   the threads write, and the faults allocate.
+// With a third argument `huge`, each mapping is madvise(MADV_HUGEPAGE)d first (what a tmpfs
+// mounted huge=advise needs to give the file 2 MiB pages).
 // Not built by CMake (a probe of the machine, not of sluice):
 //   g++ -O2 -std=c++20 -pthread bench/cpu/page_fill_probe.cpp -o page_fill_probe
-//   ./page_fill_probe /dev/shm 8
+//   ./page_fill_probe /dev/shm 8 [huge]
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -36,6 +38,7 @@ double seconds() { return std::chrono::duration<double>(std::chrono::steady_cloc
 int main(int argc, char** argv) {
   const std::string path = std::string(argc > 1 ? argv[1] : "/dev/shm") + "/page_fill_probe.tmp";
   const int threads = argc > 2 ? std::atoi(argv[2]) : 8;
+  const bool huge = argc > 3 && std::string(argv[3]) == "huge";
   const char* names[] = {"populate", "fallocate ahead", "fallocate all", "write faults"};
   for (int mode = 0; mode < 4; ++mode) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
       std::perror("mmap");
       return 1;
     }
+    if (huge && ::madvise(mapped, total, MADV_HUGEPAGE) != 0) std::perror("madvise(MADV_HUGEPAGE)");
     auto* data = static_cast<char*>(mapped);
     std::atomic<std::size_t> next{0};
     std::mutex allocating;

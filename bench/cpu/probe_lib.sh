@@ -1,7 +1,8 @@
 # Sourced by the bench/cpu probes: `probe_setup BUILD NAME` sets sluice, bench (the binaries of
 # BUILD: build/device, or build/device-carry/cpu on a GPU host) and work (a new directory on
 # /dev/shm when it is writable, removed at exit with every server started there);
-# `start ROOT ARGS...` starts `sluice serve` on work/ROOT (user AK/SK) and prints its port;
+# `start ROOT ARGS...` starts `sluice serve` on work/ROOT (user AK/SK) and prints its port (on
+# DIR/ROOT instead when the environment names probe_dir_ROOT=DIR, e.g. probe_dir_gateway=/mnt/x);
 # `stop ROOT` stops it and removes its root; `gateway_config SETTINGS PORT` prints a --config file
 # for a gateway over the upstream on PORT (SETTINGS: the fields of its "gateway" object, as JSON).
 probe_setup() {
@@ -12,10 +13,14 @@ probe_setup() {
   work=$(mktemp -d "$( [[ -w /dev/shm ]] && echo /dev/shm || echo /tmp)/sluice-$2.XXXXXX")
   trap 'for f in "${work}"/*.pid; do kill "$(cat "$f")" 2>/dev/null; done; wait; rm -rf "${work}"' EXIT
 }
+root_of() {
+  local dir=probe_dir_$1
+  echo "${!dir:-${work}}/$1"
+}
 start() {
   local root=$1
   shift
-  "${sluice}" serve --root "${work}/${root}" --listen 127.0.0.1:0 --access-key AK --secret-key SK "$@" \
+  "${sluice}" serve --root "$(root_of "${root}")" --listen 127.0.0.1:0 --access-key AK --secret-key SK "$@" \
     >"${work}/${root}.log" 2>&1 &
   echo $! >"${work}/${root}.pid"
   for _ in $(seq 200); do
@@ -29,7 +34,7 @@ start() {
 stop() {
   kill "$(cat "${work}/$1.pid")" 2>/dev/null
   wait "$(cat "${work}/$1.pid")" 2>/dev/null
-  rm -rf "${work:?}/$1" "${work}/$1.pid"
+  rm -rf "$(root_of "$1")" "${work:?}/$1.pid"
 }
 gateway_config() {
   python3 -c 'import json, sys; print(json.dumps({"gateway": dict(json.loads(sys.argv[1]),
