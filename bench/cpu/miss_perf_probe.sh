@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# A system-wide perf profile of one 1 GiB gateway miss over http (kernel symbols included).
+# A perf profile of the gateway over one 1 GiB miss over http (kernel symbols included); with
+# PERF_ALL=1, of the whole machine (every process, idle included), reported per process too.
+# probe_dir_gateway=DIR puts the gateway's cache on DIR (probe_lib.sh).
 #   bench/cpu/miss_perf_probe.sh BUILD PERF_DIR   (PERF_DIR: perf and its libraries)
 set -u
 build=$(cd "$1" && pwd)
@@ -13,7 +15,9 @@ upstream_port=$(start upstream --fabric off --grant-socket off)
 port=$(start gateway --fabric off --grant-socket off --upstream "http://127.0.0.1:${upstream_port}" \
   --upstream-access-key AK --upstream-secret-key SK)
 gw=$(cat "${work}/gateway.pid")
-(LD_LIBRARY_PATH=${perf_dir}/lib exec "${perf_dir}/perf" record -g -o "${work}/perf.data" -p "${gw}" \
+scope=(-p "${gw}")
+[[ ${PERF_ALL:-0} == 1 ]] && scope=(-a)
+(LD_LIBRARY_PATH=${perf_dir}/lib exec "${perf_dir}/perf" record -g -o "${work}/perf.data" "${scope[@]}" \
   2>"${work}/perf.err") &
 pp=$!
 sleep 1
@@ -24,3 +28,9 @@ tail -3 "${work}/perf.err"
 perf report -i "${work}/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -40
 echo "-- with children"
 perf report -i "${work}/perf.data" --children --sort sym --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -60
+if [[ ${PERF_ALL:-0} == 1 ]]; then
+  echo "-- per process (gateway ${gw}, upstream $(cat "${work}/upstream.pid"); the recording began 1 s before the GET)"
+  perf report -i "${work}/perf.data" --no-children --sort pid --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -20
+  echo "-- per process and symbol"
+  perf report -i "${work}/perf.data" --no-children --sort pid,sym --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -60
+fi
