@@ -12,8 +12,6 @@ rounds=${3:-3}
 source "$(dirname "$0")/probe_lib.sh"
 probe_setup "${build}" ab-http
 new=${sluice}
-field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
-median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 common=(--bucket bench --key probe --size 1073741824 --access-key AK --secret-key SK)
 port=$(start store --fabric off --grant-socket off)
 "${bench}" --endpoint "http://127.0.0.1:${port}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1

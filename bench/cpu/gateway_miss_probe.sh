@@ -12,14 +12,12 @@ shift
 [[ $# -eq 0 ]] && set -- '{}'
 source "$(dirname "$0")/probe_lib.sh"
 probe_setup "${build}" miss-probe
-gib_per_s() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])["gib_per_s"])' "$1"; }
-median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 common=(--bucket bench --key probe --size 1073741824 --access-key AK --secret-key SK)
 upstream_port=$(start upstream --fabric off --grant-socket off)
 "${bench}" --endpoint "http://127.0.0.1:${upstream_port}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1
 line=$("${bench}" --endpoint "http://127.0.0.1:${upstream_port}" --op get "${common[@]}" --via http --repeat 3 \
   2>/dev/null | tail -1)
-baseline=$(gib_per_s "${line}")
+baseline=$(field "${line}" gib_per_s)
 echo "upstream's own http GET: ${baseline} GiB/s (median of 3)"
 for settings in "$@"; do
   gateway_config "${settings}" "${upstream_port}" >"${work}/config.json" || exit 1
@@ -29,7 +27,7 @@ for settings in "$@"; do
       port=$(start gateway --fabric shm --grant-socket off --config "${work}/config.json")
       line=$("${bench}" --endpoint "http://127.0.0.1:${port}" --op get "${common[@]}" --via "${via}" --fabric shm \
         --repeat 1 2>/dev/null | tail -1)
-      runs+=("$(gib_per_s "${line}")")
+      runs+=("$(field "${line}" gib_per_s)")
       stop gateway
     done
     m=$(median "${runs[@]}")

@@ -4,7 +4,8 @@
 # `start ROOT ARGS...` starts `sluice serve` on work/ROOT (user AK/SK) and prints its port (on
 # DIR/ROOT instead when the environment names probe_dir_ROOT=DIR, e.g. probe_dir_gateway=/mnt/x);
 # `stop ROOT` stops it and removes its root; `gateway_config SETTINGS PORT` prints a --config file
-# for a gateway over the upstream on PORT (SETTINGS: the fields of its "gateway" object, as JSON).
+# for a gateway over the upstream on PORT (SETTINGS: the fields of its "gateway" object, as JSON);
+# `field JSON NAME` prints a field of sluice_s3_bench's JSON line; `median N...` the median.
 probe_setup() {
   build=$(cd "$1" && pwd)
   [[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
@@ -41,3 +42,5 @@ gateway_config() {
     upstream=sys.argv[2], upstream_access_key_id="AK", upstream_secret_access_key="SK")}))' \
     "$1" "http://127.0.0.1:$2"
 }
+field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
