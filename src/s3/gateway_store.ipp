@@ -83,6 +83,36 @@ object_ref cache_index::object_of(std::string_view name) {
   return {std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
 }
 
+// -- the steps of a fetch ---------------------------------------------------------------------
+
+fetch_plan::fetch_plan(std::uint64_t size, std::uint64_t chunk, std::size_t streams, bool ramp) noexcept
+    : size_(size), chunk_(std::max<std::uint64_t>(chunk, 1)) {
+  if (ramp && streams > 1 && size_ > 0) {
+    first_ = std::max(chunk_ / 16, std::min(chunk_, mib));
+    per_round_ = streams;
+    for (std::uint64_t n = first_; n < chunk_ && ramp_bytes_ < size_; n *= 2) {
+      ramp_steps_ += per_round_;
+      ramp_bytes_ += per_round_ * n;
+    }
+  }
+  if (size_ > ramp_bytes_) {
+    steps_ = ramp_steps_ + (size_ - ramp_bytes_ + chunk_ - 1) / chunk_;
+  } else {
+    while (steps_ < ramp_steps_ && offset(steps_) < size_) ++steps_;
+  }
+}
+
+std::uint64_t fetch_plan::offset(std::uint64_t step) const noexcept {
+  if (step >= ramp_steps_) return ramp_bytes_ + (step - ramp_steps_) * chunk_;
+  const std::uint64_t round = step / per_round_;
+  return per_round_ * first_ * ((std::uint64_t{1} << round) - 1) + (step % per_round_) * (first_ << round);
+}
+
+std::uint64_t fetch_plan::length(std::uint64_t step) const noexcept {
+  const std::uint64_t n = step >= ramp_steps_ ? chunk_ : first_ << (step / per_round_);
+  return std::min(n, size_ - offset(step));
+}
+
 // -- a copy being fetched ---------------------------------------------------------------------
 
 void fill_progress::wait_until(std::uint64_t end, error_code& ec) const {
@@ -670,11 +700,13 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   };
   if (!cacheable || ec) return pass_through();
 
-  // Ranged steps of chunk_bytes, read by fetch_streams workers: each takes the next step and
-  // receives it from the upstream straight into its place in the file, through a writable mapping
-  // (else into its buffer, then pwrite()). The written prefix is reported to `fill`.
-  const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(config_.chunk_bytes, size));
-  const std::uint64_t steps = size == 0 ? 0 : (size + chunk - 1) / chunk;
+  // Ranged steps of chunk_bytes (ramped up to it when readers wait for the written prefix), read
+  // by fetch_streams workers: each takes the next step and receives it from the upstream straight
+  // into its place in the file, through a writable mapping (else into its buffer, then pwrite()).
+  // The written prefix is reported to `fill`.
+  const detail::fetch_plan plan(size, std::min<std::uint64_t>(config_.chunk_bytes, size), config_.fetch_streams,
+                                static_cast<bool>(started));
+  const std::uint64_t steps = plan.steps();
   const std::size_t streams = static_cast<std::size_t>(std::min<std::uint64_t>(config_.fetch_streams, steps));
   if (started) {  // streaming: readers get a mapping of the file being written
     streaming_copy growing{detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec), fill,
@@ -690,11 +722,10 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   std::mutex progress_mutex;
   std::vector<std::uint64_t> got(steps);
   std::uint64_t whole = 0;
-  const auto length_of = [&](std::uint64_t step) { return std::min<std::uint64_t>(chunk, size - step * chunk); };
   const auto arrived = [&](std::uint64_t step, std::uint64_t bytes) {  // under progress_mutex
     got[step] = std::max(got[step], bytes);
-    while (whole < steps && got[whole] == length_of(whole)) ++whole;
-    if (fill) fill->advance(std::min(size, whole * chunk + (whole < steps ? got[whole] : 0)));
+    while (whole < steps && got[whole] == plan.length(whole)) ++whole;
+    if (fill) fill->advance(whole < steps ? plan.offset(whole) + got[whole] : size);
   };
   std::atomic<std::uint64_t> next{0};
   error_code first_error;
@@ -703,8 +734,8 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     for (;;) {
       const std::uint64_t step = next.fetch_add(1);
       if (step >= steps) return;
-      const std::uint64_t offset = step * chunk;
-      const auto n = static_cast<std::size_t>(length_of(step));
+      const std::uint64_t offset = plan.offset(step);
+      const auto n = static_cast<std::size_t>(plan.length(step));
       error_code e;
       if (std::byte* into = window->data()) {
         // Received in place: readers may read each MiB as soon as it is there (a retried attempt
@@ -717,7 +748,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
         if (!e) fetch_range(object, info.attributes.etag, offset, {into + offset, n}, e, progress);
       } else {
         try {
-          if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(chunk);
+          if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(plan.longest());
           fetch_range(object, info.attributes.etag, offset, {buffer.get(), n}, e);
         } catch (const std::bad_alloc&) {
           e = gateway_impl::errno_code(ENOMEM);

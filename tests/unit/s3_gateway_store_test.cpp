@@ -134,6 +134,63 @@ TEST_CASE("gateway fill_progress: readers wait for their bytes, and a failure wa
   CHECK(!ec);
 }
 
+TEST_CASE("gateway fetch_plan: steps cover the object once, in order; a ramp starts small and doubles") {
+  using sluice::s3::detail::fetch_plan;
+  constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+  // Contiguous from 0, each step 1..chunk bytes, ending at the size.
+  const auto covers = [](const fetch_plan& plan, std::uint64_t size, std::uint64_t chunk) {
+    std::uint64_t at = 0;
+    for (std::uint64_t step = 0; step < plan.steps(); ++step) {
+      if (plan.offset(step) != at || plan.length(step) == 0 || plan.length(step) > chunk) return false;
+      at += plan.length(step);
+    }
+    return at == size;
+  };
+
+  const fetch_plan plain(1024 * mib, 16 * mib, 8, false);
+  CHECK(plain.steps() == 64);
+  CHECK(plain.length(0) == 16 * mib);
+  CHECK(plain.offset(63) == 1008 * mib);
+
+  const fetch_plan ramp(1024 * mib, 16 * mib, 8, true);
+  CHECK(ramp.steps() == 89);  // 8 × 1, 2, 4, 8 MiB (120 MiB), then 57 × 16 MiB
+  CHECK(ramp.length(0) == mib);
+  CHECK(ramp.length(7) == mib);
+  CHECK(ramp.length(8) == 2 * mib);
+  CHECK(ramp.offset(8) == 8 * mib);
+  CHECK(ramp.length(31) == 8 * mib);
+  CHECK(ramp.offset(32) == 120 * mib);
+  CHECK(ramp.length(32) == 16 * mib);
+  CHECK(ramp.length(88) == 8 * mib);  // 1024 - 120 = 56 × 16 + 8
+  CHECK(ramp.longest() == 16 * mib);
+
+  // An object that ends inside the ramp: 8 × 1, 2, 4 MiB (56 MiB), then 8 MiB steps to 100 MiB.
+  const fetch_plan short_ramp(100 * mib, 16 * mib, 8, true);
+  CHECK(short_ramp.steps() == 30);
+  CHECK(short_ramp.length(29) == 4 * mib);
+  // 1 MiB chunks cannot ramp; one stream does not need to.
+  CHECK(fetch_plan(24 * mib, mib, 8, true).steps() == 24);
+  CHECK(fetch_plan(1024 * mib, 16 * mib, 1, true).steps() == 64);
+  CHECK(fetch_plan(0, 16 * mib, 8, true).steps() == 0);
+
+  for (const std::uint64_t size : {std::uint64_t{1}, mib - 1, mib, 5 * mib + 3, 17 * mib, 100 * mib, 120 * mib,
+                                   120 * mib + 1, 1000 * mib + 12345, std::uint64_t{5} << 40}) {
+    for (const std::uint64_t chunk : {mib, 3 * mib, 16 * mib, std::uint64_t{1} << 32}) {
+      for (const std::size_t streams : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{64}}) {
+        for (const bool ramped : {false, true}) {
+          const std::uint64_t c = std::min(chunk, size);
+          if (size > (std::uint64_t{1} << 36) && c < (std::uint64_t{1} << 32)) continue;  // too many steps to walk
+          CAPTURE(size);
+          CAPTURE(chunk);
+          CAPTURE(streams);
+          CAPTURE(ramped);
+          CHECK(covers(fetch_plan(size, c, streams, ramped), size, c));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("gateway growing_file: maps the final size of a file still being written, and outlives it") {
   const auto path = std::filesystem::temp_directory_path() / ("sluice-growing-" + std::to_string(::getpid()));
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
