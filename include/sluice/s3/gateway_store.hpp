@@ -210,10 +210,10 @@ class fetch_plan {
  private:
   std::uint64_t size_;
   std::uint64_t chunk_;
-  std::uint64_t first_ = 0;        // the first ramp step's length; 0: no ramp
-  std::uint64_t per_round_ = 1;    // steps of each ramp length
-  std::uint64_t ramp_steps_ = 0;   // steps before the first one of `chunk`
-  std::uint64_t ramp_bytes_ = 0;   // bytes of the ramp steps (even beyond the object's end)
+  std::uint64_t first_ = 0;       // the first ramp step's length; 0: no ramp
+  std::uint64_t per_round_ = 1;   // steps of each ramp length
+  std::uint64_t ramp_steps_ = 0;  // steps before the first one of `chunk`
+  std::uint64_t ramp_bytes_ = 0;  // bytes of the ramp steps (even beyond the object's end)
   std::uint64_t steps_ = 0;
 };
 
