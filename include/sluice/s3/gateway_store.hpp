@@ -22,7 +22,8 @@
 //   upstream. Otherwise the upstream is asked (HEAD): the same ETag and size as the cached copy
 //   → the copy is served and its validation renewed; another version → it is fetched (ranged
 //   GETs of chunk_bytes, fetch_streams of them in flight, each conditional on the ETag of the
-//   HEAD, so the copy is one version) into an fs_store writer, published atomically, then
+//   HEAD, so the copy is one version; smaller first steps when GETs wait on it, fetch_plan)
+//   into an fs_store writer, published atomically, then
 //   served. map_streaming (the server's GET) serves an object larger than chunk_bytes while it
 //   arrives: the fetch runs on its own thread, and the mapping (of the file being written) says
 //   how much of it is there (ready, wait_until); 404 → the cached copy is dropped and the answer is NoSuchKey. head()
