@@ -6,12 +6,8 @@
 # BUILD holds src/sluice (the new build) and bench/sluice_s3_bench: build/device, or
 # build/device-carry/cpu on a GPU host; OLD_SLUICE is the other build's sluice binary.
 set -u
-build=$(cd "$1" && pwd)
-old=$(realpath "$2")
-rounds=${3:-3}
 source "$(dirname "$0")/probe_lib.sh"
-probe_setup "${build}" ab-http
-new=${sluice}
+ab_setup ab-http "$@"
 common=(--bucket bench --key probe --size 1073741824 --access-key AK --secret-key SK)
 port=$(start store --fabric off --grant-socket off)
 "${bench}" --endpoint "http://127.0.0.1:${port}" --op put "${common[@]}" --repeat 1 >/dev/null 2>&1

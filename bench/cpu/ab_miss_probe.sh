@@ -11,12 +11,8 @@
 # goes where probe_dir_gateway says (probe_lib.sh), e.g. a tmpfs mounted huge=within_size; with
 # probe_keep=DIR each gateway's access log is kept there (ROUND-BUILD-VIA.access).
 set -u
-build=$(cd "$1" && pwd)
-old=$(realpath "$2")
-rounds=${3:-3}
 source "$(dirname "$0")/probe_lib.sh"
-probe_setup "${build}" ab-miss
-new=${sluice}
+ab_setup ab-miss "$@"
 common=(--bucket bench --key probe --size 1073741824 --access-key AK --secret-key SK)
 log_args=(--access-log-format json --access-log)
 upstream_port=$(start upstream --fabric off --grant-socket off)

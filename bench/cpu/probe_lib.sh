@@ -5,7 +5,9 @@
 # DIR/ROOT instead when the environment names probe_dir_ROOT=DIR, e.g. probe_dir_gateway=/mnt/x);
 # `stop ROOT` stops it and removes its root; `gateway_config SETTINGS PORT` prints a --config file
 # for a gateway over the upstream on PORT (SETTINGS: the fields of its "gateway" object, as JSON);
-# `field JSON NAME` prints a field of sluice_s3_bench's JSON line; `median N...` the median.
+# `field JSON NAME` prints a field of sluice_s3_bench's JSON line; `median N...` the median;
+# `ab_setup NAME BUILD OLD_SLUICE [ROUNDS]` reads an A/B probe's arguments: old (the other
+# build's sluice), rounds (default 3), then probe_setup, and new (BUILD's sluice).
 probe_setup() {
   build=$(cd "$1" && pwd)
   [[ -d ${build}/../lib ]] && export LD_LIBRARY_PATH=${build}/../lib:${LD_LIBRARY_PATH:-}
@@ -44,3 +46,9 @@ gateway_config() {
 }
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
+ab_setup() {
+  old=$(realpath "$3")
+  rounds=${4:-3}
+  probe_setup "$2" "$1"
+  new=${sluice}
+}
