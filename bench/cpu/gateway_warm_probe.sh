@@ -7,6 +7,8 @@
 #   bench/cpu/gateway_warm_probe.sh BUILD [VIA]   (default VIA: http)
 # BUILD holds src/sluice and bench/sluice_s3_bench: build/device, or build/device-carry/cpu on a
 # GPU host. The cache goes where probe_dir_gateway says (probe_lib.sh).
+# Per-step times of each fetch and each GET: `git apply bench/cpu/gateway_trace.patch`, build,
+# and run with SLUICE_GATEWAY_TRACE=1 (the servers print them on stderr; not for main).
 set -u
 build=$(cd "$1" && pwd)
 via=${2:-http}
