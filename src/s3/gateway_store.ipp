@@ -1121,6 +1121,9 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
 
 gateway_store::mapping gateway_store::map_range(const object_ref& object, std::string_view range_header,
                                                 error_code& ec) {
+  // A range from the first byte (the first part of a parallel download) caches the object whole,
+  // as below, whatever the object's size: one HEAD, not one to describe it and one to fetch it.
+  if (range_header.starts_with("bytes=0-")) return resolve(object, true, ec, true);
   mapping described = resolve(object, false, ec, true);
   if (ec) return {};
   // A valid cached copy, or one being fetched for another reader (a parallel download's parts).
