@@ -733,6 +733,19 @@ def stream(h):
         expect(r.status == 206 and r.read() == Liar.BIG[:MIB], "the first MiB of an uncached object: byte-exact")
     expect(Liar.heads.get("big-first") == 1, "and the upstream was asked one HEAD for it (%s)"
            % Liar.heads.get("big-first"))
+    # Garbage after that prefix: whatever the answer, whole or refused, never a cut body or a 5xx,
+    # and the next request reads right.
+    for bad in ("bytes=0-x", "bytes=0-5,7-", "bytes=0-99999999999999999999999"):
+        request = urllib.request.Request(fake.url + "/liar/big-bad", headers={"Range": bad})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                code, body = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            code, body = e.code, b""
+        expect(code == 416 or (code == 200 and body == Liar.BIG) or (code == 206 and Liar.BIG.startswith(body)),
+               "Range %r on an uncached object: %d, %d bytes" % (bad, code, len(body)))
+    code, body = status(fake.url + "/liar/good")
+    expect(code == 200 and body == Liar.GOOD and fake.proc.poll() is None, "and the next GET reads byte-exact")
     expect(fake.proc.poll() is None, "the gateway is still running")
     # chunk_bytes 8 MiB: the first chunk's answer stops 2 s after 7 MiB; what came before is served.
     eight = h.gateway("gw-fake-8", "--upstream-timeout", "5",
