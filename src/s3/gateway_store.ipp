@@ -828,8 +828,11 @@ std::optional<gateway_store::mapping> gateway_store::map_unconfirmed(const objec
   std::optional<std::chrono::system_clock::time_point> last_modified;
   {
     std::lock_guard lock(mutex_);
+    // A fetch under way (the rest of a parallel download of a miss): its version, confirmed as a
+    // cached copy's is, and read while it arrives.
+    if (const auto s = streams_.find(name); s != streams_.end()) return reader_of(s->second);
     const auto* e = index_.find(name);
-    if (e == nullptr || fetching_.contains(name) || streams_.contains(name)) return std::nullopt;
+    if (e == nullptr || fetching_.contains(name)) return std::nullopt;
     if (config_.revalidate_after.count() > 0 && e->validated &&
         detail::cache_index::clock::now() - *e->validated < config_.revalidate_after) {
       return std::nullopt;  // trusted: map() asks nobody either

@@ -9,8 +9,9 @@ UPSTREAM: sluice (default) or s3rver (skipped, exit 77, when node/npm cannot ins
 Scenarios:
   write-through  PUT through the gateway, GET straight from the upstream (and the reverse); a PUT
                  the upstream refuses is not cached
-  coherence      an object replaced on the upstream behind the gateway's back is served new; one
-                 deleted there is 404 through the gateway; DELETE and LIST go to the upstream
+  coherence      an object replaced on the upstream behind the gateway's back is served new (a GET
+                 with If-Match of the stale copy is 412 or cut short, never whole); one deleted
+                 there is 404 through the gateway; DELETE and LIST go to the upstream
   eviction       30 objects of 1 MiB through a 4 MiB cache: all readable, byte-exact, budget kept
   failure        upstream killed: 503 ServiceUnavailable; with --stale-if-error the cached copy is
                  still served
@@ -216,6 +217,21 @@ def head(url, field="Last-Modified"):
         return None
 
 
+def ranged_get(url, first, last, if_match):
+    """(status, body, whether the body was whole) of an anonymous ranged GET with If-Match."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("GET", "/" + url.split("//", 1)[1].split("/", 1)[1],
+                 headers={"Range": "bytes=%d-%d" % (first, last), "If-Match": if_match})
+    r = conn.getresponse()
+    try:
+        body, whole = r.read(), True
+    except http.client.IncompleteRead as e:
+        body, whole = e.partial, False
+    conn.close()
+    return r.status, body, whole
+
+
 def write_through(h):
     gw = h.gateway("gw")
     h.via_gateway(gw, "mb", "s3://gw-wt")
@@ -281,6 +297,34 @@ def coherence(h):
     expect(code == 206 and body == want and extent == "bytes %d-%d/%d" % (30 * MIB + 7, 31 * MIB + 6, 40 * MIB + 5),
            "a 1 MiB range of an uncached 40 MiB object: 206, byte-exact (%s)" % extent)
     expect(cached_files(gw) == before + 1, "and the object was not fetched whole into the cache")
+    # If-Match (every part of a parallel download but the first): the cached copy is sent while the
+    # upstream is asked, and only a copy the upstream confirms makes a whole answer.
+    v1, v2 = h.file("v1", 12 * MIB + 3, 15), h.file("v2", 12 * MIB + 3, 16)
+    h.direct("put", v1, "s3://gw-co/v")
+    code, _ = status(gw.url + "/gw-co/v")
+    etag1 = head(gw.url + "/gw-co/v", "ETag")
+    expect(code == 200 and etag1, "a 12 MiB object read through the gateway (%d, ETag %s)" % (code, etag1))
+    with open(v1, "rb") as f:
+        want1 = f.read()
+    with open(v2, "rb") as f:
+        want2 = f.read()
+    code, body, whole = ranged_get(gw.url + "/gw-co/v", MIB, 12 * MIB + 2, etag1)
+    expect(code == 206 and whole and body == want1[MIB:], "If-Match of the cached copy's ETag: 206, byte-exact (%d)"
+           % code)
+    h.direct("put", v2, "s3://gw-co/v")  # behind the gateway's back
+    code, body, whole = ranged_get(gw.url + "/gw-co/v", MIB, 12 * MIB + 2, etag1)
+    expect(code == 412 or (code == 206 and not whole and len(body) < len(want1) - MIB),
+           "replaced upstream, 11 MiB with If-Match of the cached ETag: 412 or cut short, never whole (%d, %d bytes)"
+           % (code, len(body)))
+    code, body, whole = ranged_get(gw.url + "/gw-co/v", 0, MIB - 1, etag1)
+    expect(code == 412, "and 1 MiB of it (one slice, answered once the upstream was asked): 412 (%d)" % code)
+    etag2 = head(h.upstream.url + "/gw-co/v", "ETag")
+    code, body, whole = ranged_get(gw.url + "/gw-co/v", MIB, 12 * MIB + 2, etag2)
+    expect(code == 206 and whole and body == want2[MIB:], "If-Match of the upstream's new ETag: 206, version two (%d)"
+           % code)
+    got = h.out("got-v")
+    h.via_gateway(gw, "get", "s3://gw-co/v", got)
+    expect(md5(got) == md5(v2), "a parallel download through the gateway: version two")
     h.direct("rm", "s3://gw-co/k")
     code, body = status(gw.url + "/gw-co/k")
     expect(code == 404 and b"NoSuchKey" in body, "deleted on the upstream: 404 NoSuchKey through the gateway")

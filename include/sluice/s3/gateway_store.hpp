@@ -28,8 +28,9 @@
 //   arrives: the fetch runs on its own thread, and the mapping (of the file being written) says
 //   how much of it is there (ready, wait_until); 404 → the cached copy is dropped and the answer is NoSuchKey. head()
 //   of an uncached object answers the upstream's HEAD and fetches nothing. map_unconfirmed and
-//   confirm split a hit in two for the server's GET into a token's memory: the copy moves while
-//   the HEAD is asked, and a copy the HEAD does not confirm is read again through map().
+//   confirm split a read in two for the server's GET into a token's memory or with If-Match: the
+//   copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the HEAD does
+//   not confirm is read again through map() (or its HTTP answer is cut short).
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -394,9 +395,10 @@ class gateway_store {
   /// started: the mapping's ready()/wait_until() say which bytes are there. The server's GET.
   mapping map_streaming(const object_ref& object, error_code& ec);
   /// For a transfer that runs while the upstream is asked (the server's GET into an RDMA or grant
-  /// token's memory): the cached copy the index names, without asking the upstream. nullopt when
-  /// there is none, a fetch of it is under way, or it is within revalidate_after (map() asks
-  /// nobody then either). The caller must confirm() it before it answers.
+  /// token's memory, or with If-Match): the copy a streaming fetch is writing (as map_streaming
+  /// would join it), else the cached copy the index names, without asking the upstream. nullopt
+  /// when there is neither, another fetch of it is under way, or it is within revalidate_after
+  /// (map() asks nobody then either). The caller must confirm() it before it answers.
   std::optional<mapping> map_unconfirmed(const object_ref& object);
   /// Whether the upstream's HEAD still names `m`'s version (the same ETag and size): then its
   /// validation is renewed and the read counts as a hit. False on any other answer, an upstream

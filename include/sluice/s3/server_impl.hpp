@@ -41,7 +41,6 @@
 #include <cctype>
 #include <charconv>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -714,6 +713,47 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
     using result_type = std::invoke_result_t<Work>;
     co_return co_await asio::co_spawn(
         pool.get_executor(), [&work]() -> asio::awaitable<result_type> { co_return work(); }, asio::use_awaitable);
+  }
+
+  // The upstream's answer to whether a speculatively mapped copy (map_unconfirmed) is current,
+  // asked on the blocking pool while the answer's bytes move. The job owns what it reads (the
+  // mapping, the object's name), so a request that ends first does not wait for it.
+  struct confirmation {
+    explicit confirmation(const asio::any_io_executor& here) : wake(here) {}
+    asio::steady_timer wake;  // cancelled on this connection's strand when the answer is in
+    bool done = false;
+    bool current = false;
+  };
+  template <class Mapping>
+  asio::awaitable<std::shared_ptr<confirmation>> start_confirmation(object_ref object,
+                                                                    std::shared_ptr<const Mapping> mapping) {
+    const asio::any_io_executor here = co_await asio::this_coro::executor;
+    auto asked = std::make_shared<confirmation>(here);
+    // The store outlives the blocking pool (server::stop joins it), and holding the server's state
+    // here could make this job its last owner.
+    asio::post(state_->blocking,
+               [store = state_->store, object = std::move(object), mapping = std::move(mapping), asked, here] {
+                 bool current = false;
+                 try {
+                   current = store->confirm(object, *mapping);
+                 } catch (...) {
+                   // not confirmed: the request is answered from a confirmed version, or not at all
+                 }
+                 asio::post(here, [asked, current] {
+                   asked->done = true;
+                   asked->current = current;
+                   asked->wake.cancel();
+                 });
+               });
+    co_return asked;
+  }
+  static asio::awaitable<bool> confirmed(confirmation& asked) {
+    while (!asked.done) {
+      asked.wake.expires_at(asio::steady_timer::time_point::max());
+      error_code cancelled;
+      co_await asked.wake.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
+    }
+    co_return asked.current;
   }
 
   bool owns(const request& req, std::string_view bucket) const;
@@ -1809,19 +1849,27 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
 template <class Store, class Stream>
 asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool speculate) {
   error_code ec;
-  // A store that revalidates its copies against an upstream (a gateway) may send its cached copy
-  // into an RDMA or grant token's memory while it asks the upstream whether the copy is current:
-  // the answer waits for both, and a copy that is not current is read again through map(), which
-  // writes the client's memory again before any answer. Only for a GET whose answer depends on
-  // nothing but the copy's ETag and size, which the upstream confirms: no partNumber (the part
-  // layout), no If-Modified-Since or If-Unmodified-Since (Last-Modified). If-Match is what every
-  // part of a parallel download after the first carries. Any answer other than the transfer's
-  // success is made by the retry, from a confirmed version (`unless_unconfirmed`).
+  // A store that revalidates its copies against an upstream (a gateway) may send its copy (cached,
+  // or a fetch under way) while it asks the upstream whether that copy is current:
+  // - into an RDMA or grant token's memory: the answer waits for both, and a copy that is not
+  //   current is read again through map(), which writes the client's memory again before any
+  //   answer;
+  // - as an HTTP body, only for a GET with If-Match (what every part of a parallel download after
+  //   the first carries): the body's last slice waits for the upstream's answer, and a copy that
+  //   is not current ends the answer short (the connection closes), so no whole answer is made
+  //   from it. Its version then fails the client's If-Match, as a confirmed answer would have.
+  // Only for a GET whose answer depends on nothing but the copy's ETag and size, which the upstream
+  // confirms: no partNumber (the part layout), no If-Modified-Since or If-Unmodified-Since
+  // (Last-Modified). Any answer other than the transfer's success is made by the retry, from a
+  // confirmed version (`unless_unconfirmed`).
   const object_ref object{req.where.bucket, req.where.key};
   bool unconfirmed = false;
+  std::shared_ptr<confirmation> asked;  // the upstream's answer for an unconfirmed copy
   if constexpr (requires { state_->store->map_unconfirmed(object); }) {
-    speculate = speculate && !req.head && !req.header("x-amz-rdma-token").empty() && !req.where.param("partNumber") &&
-                req.header("If-Modified-Since").empty() && req.header("If-Unmodified-Since").empty();
+    speculate = speculate && !req.head &&
+                (!req.header("x-amz-rdma-token").empty() || !req.header("If-Match").empty()) &&
+                !req.where.param("partNumber") && req.header("If-Modified-Since").empty() &&
+                req.header("If-Unmodified-Since").empty();
   } else {
     speculate = false;
   }
@@ -1868,6 +1916,9 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   // this version of the object mapped until libfabric completes it.
   const auto mapping_owner = std::make_shared<const mapping_t>(std::move(*mapped));
   const auto& mapping = *mapping_owner;
+  if constexpr (requires { state_->store->confirm(object, mapping); }) {
+    if (unconfirmed) asked = co_await start_confirmation(object, mapping_owner);
+  }
   const object_info& info = mapping.info();
   const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);
 
@@ -2016,27 +2067,13 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
         source.file = mapping.native_handle();
         source.file_offset = mapping.data_offset();
       }
-      bool current = true;
-      const error_code moved = co_await offload_to(state_->rdma, [&] {
-        if constexpr (requires { state_->store->confirm(object, mapping); }) {
-          if (unconfirmed) {  // the upstream's HEAD on the blocking pool while the bytes move
-            std::packaged_task<bool()> ask([&] { return state_->store->confirm(object, mapping); });
-            std::future<bool> answer = ask.get_future();
-            asio::post(state_->blocking, std::move(ask));
-            error_code e;
-            try {
-              e = state_->config.rdma->write_from(requester(req), token, source);
-            } catch (...) {
-              answer.wait();  // it refers to this frame
-              throw;
-            }
-            current = answer.get();
-            return e;
-          }
-        }
-        return state_->config.rdma->write_from(requester(req), token, source);
-      });
-      if (!current) co_return co_await retry();
+      const error_code moved = co_await offload_to(
+          state_->rdma, [&] { return state_->config.rdma->write_from(requester(req), token, source); });
+      if (asked) {  // the upstream's HEAD, asked while the bytes moved
+        if (!co_await confirmed(*asked)) co_return co_await retry();
+        unconfirmed = false;
+        asked.reset();
+      }
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
         answer_headers(res.base(), offset, length);
@@ -2059,6 +2096,14 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     }
   }
 
+  // An unconfirmed copy as an HTTP body (If-Match): retried from a confirmed version if the upstream
+  // already said no, or if the body is one slice (its headers wait for the answer, so that no
+  // answer is cut short for nothing).
+  if (asked && (asked->done || length <= slice || req.header("If-Match").empty())) {
+    if (!co_await confirmed(*asked)) co_return co_await retry();
+    unconfirmed = false;
+    asked.reset();
+  }
   http::response<http::buffer_body> res{range.present ? http::status::partial_content : http::status::ok, 11};
   common_headers(req, res.base());
   answer_headers(res.base(), offset, length);
@@ -2086,6 +2131,13 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
         record(req, status, written);
         co_return false;
       }
+    }
+    if (asked && sent + n == length) {  // the last slice goes only from a version the upstream confirms
+      if (!co_await confirmed(*asked)) {
+        record(req, status, written);
+        co_return false;  // the body ends short: the connection closes
+      }
+      asked.reset();
     }
     res.body().data = bytes.bytes() + (offset - base) + sent;
     res.body().size = static_cast<std::size_t>(n);
