@@ -846,10 +846,20 @@ std::optional<gateway_store::mapping> gateway_store::map_unconfirmed(const objec
 bool gateway_store::confirm(const object_ref& object, const mapping& m) {
   error_code ec;
   const object_info current = upstream_->head_object(object.bucket, object.key, ec);
+  const std::string name = detail::cache_index::name_of(object);
+  if (from_upstream(ec) == s3::errc::service_unavailable && config_.stale_if_error) {
+    // The upstream is down: a cached copy is served as map() would serve it (a fetch under way is
+    // no cached copy; it fails on its own).
+    std::lock_guard lock(mutex_);
+    const auto* e = index_.find(name);
+    if (e == nullptr || e->etag != m.info().attributes.etag || streams_.contains(name)) return false;
+    index_.touch(name);
+    ++stats_.stale_served;
+    return true;
+  }
   if (ec || !sane(current) || current.attributes.etag != m.info().attributes.etag || current.size != m.info().size) {
     return false;
   }
-  const std::string name = detail::cache_index::name_of(object);
   std::lock_guard lock(mutex_);
   if (const auto* e = index_.find(name); e != nullptr && e->etag == current.attributes.etag) {
     index_.touch(name, detail::cache_index::clock::now(), gateway_impl::known_time(current.last_modified));

@@ -14,7 +14,7 @@ Scenarios:
                  there is 404 through the gateway; DELETE and LIST go to the upstream
   eviction       30 objects of 1 MiB through a 4 MiB cache: all readable, byte-exact, budget kept
   failure        upstream killed: 503 ServiceUnavailable; with --stale-if-error the cached copy is
-                 still served
+                 still served (a parallel download's If-Match parts included)
   ttl            revalidate_after_s (set in the --config file's "gateway" object, with the upstream
                  and its keys): a copy is served without asking within the TTL
   rdma           GET through the gateway --via rdma --fabric tcp: every byte by RDMA from the cache,
@@ -369,10 +369,27 @@ def failure(h):
     h.direct("mb", "s3://gw-fa")
     src = h.file("fa", 3 * MIB, 21)
     h.direct("put", src, "s3://gw-fa/k")
+    # Large enough for a parallel download (its parts after the first carry If-Match).
+    large = h.file("fa-large", 20 * MIB + 9, 22)
+    h.direct("put", large, "s3://gw-fa/large")
     for gw in (plain, stale):
         code, body = status(gw.url + "/gw-fa/k")
         expect(code == 200 and len(body) == 3 * MIB, "read through %s while the upstream is up" % gw.root)
+        code, body = status(gw.url + "/gw-fa/large")
+        expect(code == 200 and len(body) == 20 * MIB + 9, "and the 20 MiB one (%d)" % code)
+    etag = head(stale.url + "/gw-fa/large", "ETag")
     h.upstream.kill()
+    got = h.out("fa-large-got")
+    h.via_gateway(stale, "get", "s3://gw-fa/large", got)
+    expect(md5(got) == md5(large), "--stale-if-error: a parallel download of the cached copy is byte-exact")
+    code, body, whole = ranged_get(stale.url + "/gw-fa/large", MIB, 12 * MIB, etag)
+    expect(code == 206 and whole and len(body) == 11 * MIB + 1, "--stale-if-error: If-Match of the cached copy, "
+           "11 MiB: 206, whole (%d, %d bytes)" % (code, len(body)))
+    code, body, whole = ranged_get(plain.url + "/gw-fa/large", MIB, 12 * MIB, etag)
+    expect(code == 503 or (code == 206 and not whole),
+           "without it, If-Match of the cached copy: 503 or cut short, never whole (%d, %d bytes)" % (code, len(body)))
+    r = h.cli(plain.url, GW_AK, GW_SK, "get", "s3://gw-fa/large", h.out("fa-large-plain"))
+    expect(r.returncode != 0, "and a parallel download through it fails")
     code, body = status(plain.url + "/gw-fa/k")
     expect(code == 503 and b"ServiceUnavailable" in body, "upstream killed: 503 ServiceUnavailable")
     code, body = status(plain.url + "/gw-fa/other")

@@ -401,8 +401,9 @@ class gateway_store {
   /// (map() asks nobody then either). The caller must confirm() it before it answers.
   std::optional<mapping> map_unconfirmed(const object_ref& object);
   /// Whether the upstream's HEAD still names `m`'s version (the same ETag and size): then its
-  /// validation is renewed and the read counts as a hit. False on any other answer, an upstream
-  /// failure included: the caller then reads through map(), which decides.
+  /// validation is renewed and the read counts as a hit. With stale_if_error, also when the
+  /// upstream cannot be reached and `m` is the cached copy (served stale, as map() would). False
+  /// on any other answer: the caller then reads through map(), which decides.
   bool confirm(const object_ref& object, const mapping& m);
   /// For a GET with `range_header` (Range: bytes=...), streaming as map_streaming: the cached copy
   /// when it is valid, or the copy another reader's fetch is writing; for an
