@@ -5,6 +5,9 @@
 #   bench/cpu/ab_http_probe.sh BUILD OLD_SLUICE [ROUNDS]
 # BUILD holds src/sluice (the new build) and bench/sluice_s3_bench: build/device, or
 # build/device-carry/cpu on a GPU host; OLD_SLUICE is the other build's sluice binary.
+# Each side's serve flags for its planes (default "--fabric off --grant-socket off") come from
+# ab_flags_old and ab_flags_new: with OLD_SLUICE the same binary, one build with and without a
+# plane (e.g. ab_flags_new="--fabric shm,tcp").
 set -u
 source "$(dirname "$0")/probe_lib.sh"
 ab_setup ab-http "$@"
@@ -19,8 +22,9 @@ ended "$(cat "${work}/store.pid")"
 declare -A rates cpu
 for round in $(seq "${rounds}"); do
   for which in old new; do
-    if [[ ${which} == old ]]; then sluice=${old}; else sluice=${new}; fi
-    port=$(start store --fabric off --grant-socket off)
+    if [[ ${which} == old ]]; then sluice=${old} flags=${ab_flags_old:-}; else sluice=${new} flags=${ab_flags_new:-}; fi
+    # shellcheck disable=SC2086
+    port=$(start store ${flags:---fabric off --grant-socket off})
     pid=$(cat "${work}/store.pid")
     before=$(awk '{print $14 + $15}' "/proc/${pid}/stat")
     line=$("${bench}" --endpoint "http://127.0.0.1:${port}" --op get "${common[@]}" --via http --repeat 3 \
