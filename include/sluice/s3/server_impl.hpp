@@ -2047,7 +2047,9 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     const std::uint64_t end = offset - base + first;
     if (!req.head) {
       co_await await_bytes(mapping, end, ec);
-      if (ec) co_return co_await send_error(req, to_s3(ec));
+      // A fetch joined before the upstream was asked (map_unconfirmed) that failed (its version
+      // replaced during it, say): the retry asks, and answers from what the upstream holds.
+      if (ec) co_return co_await unless_unconfirmed([&] { return send_error(req, to_s3(ec)); });
     }
   }
 
