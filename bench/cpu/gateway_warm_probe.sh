@@ -4,7 +4,7 @@
 # each object in turn (three misses of one process), by VIA (http or rdma). Prints each miss's
 # rate and, from the gateway's access log, how many 8 MiB parts had been answered after each
 # 10 ms of it (a miss that starts slowly shows as a flat beginning).
-#   bench/cpu/gateway_warm_probe.sh BUILD [VIA]   (default VIA: http)
+#   bench/cpu/gateway_warm_probe.sh BUILD [VIA]   (default VIA: http; warm_probe_delay below)
 # BUILD holds src/sluice and bench/sluice_s3_bench: build/device, or build/device-carry/cpu on a
 # GPU host. The cache goes where probe_dir_gateway says (probe_lib.sh).
 # Per-step times of each fetch and each GET: `git apply bench/cpu/gateway_trace.patch`, build,
@@ -26,6 +26,9 @@ echo "upstream's own http GET: $(field "${line}" gib_per_s) GiB/s (median of 3)"
 gateway_config '{}' "${upstream_port}" >"${work}/config.json" || exit 1
 port=$(start gateway --fabric shm --grant-socket off --config "${work}/config.json" --access-log-format json \
   --access-log "${work}/gateway.access")
+# warm_probe_delay=SECONDS: the gateway idles this long before its first miss (is it the first
+# miss, or a young process, that is late?).
+sleep "${warm_probe_delay:-0}"
 for key in a b c; do
   line=$("${bench}" --endpoint "http://127.0.0.1:${port}" --op get "${common[@]}" --key "${key}" --via "${via}" \
     --fabric shm --repeat 1 2>/dev/null | tail -1)
