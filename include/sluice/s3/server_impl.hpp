@@ -2100,8 +2100,10 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
 
   // An unconfirmed copy as an HTTP body (If-Match): retried from a confirmed version if the upstream
   // already said no, or if the body is one slice (its headers wait for the answer, so that no
-  // answer is cut short for nothing).
-  if (asked && (asked->done || length <= slice || req.header("If-Match").empty())) {
+  // answer is cut short for nothing). The body goes before the answer only when If-Match names
+  // the copy's ETag alone: then another version fails it. `*` or a list may hold that version too,
+  // which must get a whole answer.
+  if (asked && (asked->done || length <= slice || req.header("If-Match") != "\"" + info.attributes.etag + "\"")) {
     if (!co_await confirmed(*asked)) co_return co_await retry();
     unconfirmed = false;
     asked.reset();
