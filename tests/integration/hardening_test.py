@@ -29,6 +29,7 @@ import re
 import shutil
 import socket
 import subprocess
+import struct
 import sys
 import tempfile
 import time
@@ -269,6 +270,27 @@ def test_limits(server):
         reply += chunk
     eager.close()
     expect(statuses(bytes(reply[:64])) == [200] and reply.endswith(big), "the next reader of it gets all of it, byte-exact")
+    # Readers that go away mid-body (a reset, with bytes unread) while the body is sent from the
+    # store's file (sendfile, which has no MSG_NOSIGNAL): the server lives on and serves the next.
+    # A half-closed one (its FIN first, then the reset) makes the next write fail with EPIPE.
+    for half_closed in (False, True, False, True):
+        gone = socket.create_connection(("127.0.0.1", port))
+        gone.sendall(signed("GET", host, "/limits/big"))
+        if half_closed:
+            gone.shutdown(socket.SHUT_WR)
+        expect(gone.recv(1 << 20).startswith(b"HTTP/1.1 200"), "a GET's answer begins")
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()
+    time.sleep(0.5)
+    expect(server.proc.poll() is None, "the server lives after readers reset their connections mid-body")
+    again = socket.create_connection(("127.0.0.1", port))
+    again.sendall(signed("GET", host, "/limits/big", extra_unsigned=[("Connection", "close")]))
+    again.settimeout(30)
+    reply = bytearray()
+    while chunk := again.recv(1 << 20):
+        reply += chunk
+    again.close()
+    expect(statuses(bytes(reply[:64])) == [200] and reply.endswith(big), "and serves the object whole to the next")
 
 
 def test_names(server, binary):

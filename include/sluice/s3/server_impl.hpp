@@ -3,6 +3,9 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
@@ -300,6 +303,32 @@ object_version_id version_of(const Mapping& mapping) {
     }
   }
   return {};
+}
+
+/// sendfile(2) without SIGPIPE. sendfile has no MSG_NOSIGNAL: to a peer that closed, it raises
+/// SIGPIPE in the calling thread, which ends a process that does not ignore it (an embedding host
+/// need not), and may do so while still returning the bytes it moved before the peer went. The
+/// signal is blocked in this thread around the call, and one the call raised is taken off the
+/// thread's pending set before the mask is restored. As sendfile, errno included.
+inline ssize_t sendfile_nosignal(int socket, int file, off_t* at, std::size_t count) noexcept {
+  sigset_t pipe;
+  sigset_t old;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  const ssize_t n = ::sendfile(socket, file, at, count);
+  const int error = errno;
+  if (!was_pending && (n < 0 ? error == EPIPE : sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1)) {
+    const timespec now{};
+    while (sigtimedwait(&pipe, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = error;
+  return n;
 }
 
 /// Whether a token's endpoint lies on `host` (the HTTP peer): for sockaddr_in/sockaddr_in6
@@ -769,6 +798,10 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  // Sends `length` bytes from `position` of the file `fd` to the peer with sendfile(2), which
+  // hands the file's pages to TCP instead of copying them into the socket's buffer: the plain-HTTP
+  // body of an object the store keeps in a file. A peer that takes nothing for read_timeout ends it.
+  asio::awaitable<error_code> send_file(int fd, std::uint64_t position, std::uint64_t length);
 
   std::shared_ptr<server_state<Store>> state_;
   Stream stream_;
@@ -2124,8 +2157,15 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     co_return !ec && keep;
   }
 
-  // The body straight from the store's mapping, in slices (no copy in user space).
+  // The body straight from the store's mapping, in slices (no copy in user space). Over plain
+  // HTTP, from the store's file by sendfile(2) when it has one: no copy into the socket either.
   const region bytes = mapping.region();
+  int file = -1;
+  std::uint64_t file_offset = 0;
+  if constexpr (!tls && requires { mapping.data_offset(); }) {
+    file = mapping.native_handle();
+    file_offset = mapping.data_offset() + (offset - base);
+  }
   std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
     const std::uint64_t n = std::min(slice, length - sent);
@@ -2143,6 +2183,15 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
       }
       asked.reset();
     }
+    if (file >= 0) {
+      ec = co_await send_file(file, file_offset + sent, n);
+      if (ec) {
+        record(req, status, written);
+        co_return false;
+      }
+      written = sent += n;
+      continue;
+    }
     res.body().data = bytes.bytes() + (offset - base) + sent;
     res.body().size = static_cast<std::size_t>(n);
     sent += n;
@@ -2156,13 +2205,51 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     }
     written = sent;
   }
-  if (!sr.is_done()) {
+  if (file < 0 && !sr.is_done()) {
     res.body().data = nullptr;
     res.body().more = false;
     co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
   }
   record(req, status, written);
   co_return !ec && keep;
+}
+
+template <class Store, class Stream>
+asio::awaitable<error_code> connection<Store, Stream>::send_file(int fd, std::uint64_t position, std::uint64_t length) {
+  tcp::socket& socket = lowest().socket();
+  error_code ec;
+  socket.native_non_blocking(true, ec);
+  if (ec) co_return ec;
+  // Waits for room in the socket's buffer are bounded by a timer that cancels the wait; `waiting`
+  // keeps a timer that fires as the wait ends from cancelling a later operation.
+  asio::steady_timer deadline(stream_.get_executor());
+  auto waiting = std::make_shared<bool>(false);
+  while (length > 0) {
+    auto at = static_cast<off_t>(position);
+    const ssize_t n =
+        sendfile_nosignal(socket.native_handle(), fd, &at, static_cast<std::size_t>(std::min(length, gib)));
+    if (n > 0) {
+      position += static_cast<std::uint64_t>(n);
+      length -= static_cast<std::uint64_t>(n);
+      continue;
+    }
+    if (n == 0) co_return make_error_code(sluice::errc::protocol_violation);  // the file is shorter than its object
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) co_return error_code(errno, boost::system::system_category());
+    *waiting = true;
+    deadline.expires_after(state_->config.read_timeout);
+    deadline.async_wait([self = this->shared_from_this(), waiting](error_code e) {
+      if (!e && *waiting) {
+        error_code ignored;
+        self->lowest().socket().cancel(ignored);
+      }
+    });
+    co_await socket.async_wait(tcp::socket::wait_write, asio::redirect_error(asio::use_awaitable, ec));
+    *waiting = false;
+    deadline.cancel();
+    if (ec) co_return ec;
+  }
+  co_return error_code{};
 }
 
 template <class Store, class Stream>
