@@ -97,6 +97,13 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
                                  : text == "stderr" ? access_log_target::standard_error
                                                     : access_log_target::file;
       if (config.access_log.target == access_log_target::file) config.access_log.path = std::string(text);
+    } else if (key == "sendfile") {
+      if (value.get(text) != simdjson::SUCCESS || (text != "remote" && text != "always" && text != "never")) {
+        return fail(key, "expected \"remote\", \"always\" or \"never\"");
+      }
+      config.sendfile = text == "remote"   ? http_sendfile::remote
+                        : text == "always" ? http_sendfile::always
+                                           : http_sendfile::never;
     } else if (key == "access_log_format") {
       if (value.get(text) != simdjson::SUCCESS || (text != "text" && text != "json")) {
         return fail(key, "expected \"text\" or \"json\"");

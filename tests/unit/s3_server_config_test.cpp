@@ -60,3 +60,23 @@ TEST_CASE("server config: the gateway object is left to parse_gateway_config, ot
   CHECK(ec == sluice::errc::invalid_config);
   CHECK(error.field == "gatway");
 }
+
+TEST_CASE("server config: sendfile is remote unless set, and names its field when wrong") {
+  sluice::error_code ec;
+  sluice::config_error error;
+  auto config = parse("{}", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.sendfile == sluice::s3::http_sendfile::remote);
+  for (const auto& [json, want] : {std::pair{R"({"sendfile":"always"})", sluice::s3::http_sendfile::always},
+                                   std::pair{R"({"sendfile":"never"})", sluice::s3::http_sendfile::never},
+                                   std::pair{R"({"sendfile":"remote"})", sluice::s3::http_sendfile::remote}}) {
+    config = parse(json, ec, error);
+    REQUIRE_MESSAGE(!ec, json);
+    CHECK(config.sendfile == want);
+  }
+  for (const char* json : {R"({"sendfile":true})", R"({"sendfile":"Always"})", R"({"sendfile":""})"}) {
+    (void)parse(json, ec, error);
+    CHECK_MESSAGE(ec == sluice::errc::invalid_config, json);
+    CHECK(error.field == "sendfile");
+  }
+}

@@ -798,6 +798,15 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  // Whether the peer runs on this host: a loopback address, or the address it reached us at
+  // (peer_ has IPv4-mapped IPv6 as IPv4 already).
+  bool peer_on_this_host() {
+    error_code ignored;
+    auto local = lowest().socket().local_endpoint(ignored).address();
+    if (local.is_v6() && local.to_v6().is_v4_mapped())
+      local = asio::ip::make_address_v4(asio::ip::v4_mapped, local.to_v6());
+    return peer_.is_loopback() || peer_ == local;
+  }
   // Sends `length` bytes from `position` of the file `fd` to the peer with sendfile(2), which
   // hands the file's pages to TCP instead of copying them into the socket's buffer: the plain-HTTP
   // body of an object the store keeps in a file. A peer that takes nothing for read_timeout ends it.
@@ -2163,8 +2172,11 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   int file = -1;
   std::uint64_t file_offset = 0;
   if constexpr (!tls && requires { mapping.data_offset(); }) {
-    file = mapping.native_handle();
-    file_offset = mapping.data_offset() + (offset - base);
+    const http_sendfile when = state_->config.sendfile;
+    if (when == http_sendfile::always || (when == http_sendfile::remote && !peer_on_this_host())) {
+      file = mapping.native_handle();
+      file_offset = mapping.data_offset() + (offset - base);
+    }
   }
   std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
