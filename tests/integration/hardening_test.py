@@ -246,6 +246,17 @@ def test_limits(server):
     readers_that_stop(server)
 
 
+def whole_get(port, host, path):
+    """A GET on a connection of its own, read until the server closes it: the whole answer."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(signed("GET", host, path, extra_unsigned=[("Connection", "close")]))
+        s.settimeout(30)
+        reply = bytearray()  # read as fast as it comes (bytes += would copy it all at every chunk)
+        while chunk := s.recv(1 << 20):
+            reply += chunk
+    return reply
+
+
 def readers_that_stop(server):
     """Against a server with read_timeout 2 s."""
     port, host = server.port, "127.0.0.1:%d" % server.port
@@ -270,13 +281,7 @@ def readers_that_stop(server):
     lazy.close()
     expect(b"HTTP/1.1 200" in got[:64] and len(got) < len(big) and time.time() - start < 10,
            "a reader that stops reading is dropped after read_timeout (%d of %d bytes came)" % (len(got), len(big)))
-    eager = socket.create_connection(("127.0.0.1", port))
-    eager.sendall(signed("GET", host, "/limits/big", extra_unsigned=[("Connection", "close")]))
-    eager.settimeout(30)
-    reply = bytearray()  # read as fast as it comes (bytes += would copy it all at every chunk)
-    while chunk := eager.recv(1 << 20):
-        reply += chunk
-    eager.close()
+    reply = whole_get(port, host, "/limits/big")
     expect(statuses(bytes(reply[:64])) == [200] and reply.endswith(big), "the next reader of it gets all of it, byte-exact")
     # Readers that go away mid-body (a reset, with bytes unread): the server lives on and serves the
     # next (sendfile, which has no MSG_NOSIGNAL, raised SIGPIPE here before the server blocked it).
@@ -291,13 +296,7 @@ def readers_that_stop(server):
         gone.close()
     time.sleep(0.5)
     expect(server.proc.poll() is None, "the server lives after readers reset their connections mid-body")
-    again = socket.create_connection(("127.0.0.1", port))
-    again.sendall(signed("GET", host, "/limits/big", extra_unsigned=[("Connection", "close")]))
-    again.settimeout(30)
-    reply = bytearray()
-    while chunk := again.recv(1 << 20):
-        reply += chunk
-    again.close()
+    reply = whole_get(port, host, "/limits/big")
     expect(statuses(bytes(reply[:64])) == [200] and reply.endswith(big), "and serves the object whole to the next")
 
 
