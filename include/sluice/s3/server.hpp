@@ -89,9 +89,9 @@ struct server_config {
   /// When a plain-HTTP GET's body goes by sendfile(2) from the store's file (a store whose mapping
   /// has one, fs_store), instead of being written from its mapping: for peers on other hosts
   /// (remote, the default), every peer (always), or none (never). sendfile saves the server its
-  /// copy into the socket (0.15 against 0.35 s of server CPU per GiB), but on one host it makes the
-  /// receiver copy from the file's pages in memory rather than from hot socket buffers: a loopback
-  /// reader measured 0.75× as fast (docs/performance.md). HTTPS always writes (it encrypts).
+  /// copy into the socket (0.15 against 0.35 s of server CPU per GiB), but a reader on the same
+  /// host measured 0.75× as fast (docs/performance.md; likely because its copy then reads the
+  /// file's pages from memory, not socket buffers still in the cache). HTTPS always writes.
   http_sendfile sendfile = http_sendfile::remote;
   /// One line per request (see docs/s3.md, "Operating sluice serve"); off by default.
   access_log_config access_log;

@@ -799,13 +799,16 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
   // Whether the peer runs on this host: a loopback address, or the address it reached us at
-  // (peer_ has IPv4-mapped IPv6 as IPv4 already).
+  // (peer_ has IPv4-mapped IPv6 as IPv4 already). Asked once per connection.
   bool peer_on_this_host() {
-    error_code ignored;
-    auto local = lowest().socket().local_endpoint(ignored).address();
-    if (local.is_v6() && local.to_v6().is_v4_mapped())
-      local = asio::ip::make_address_v4(asio::ip::v4_mapped, local.to_v6());
-    return peer_.is_loopback() || peer_ == local;
+    if (!peer_on_this_host_) {
+      error_code ignored;
+      auto local = lowest().socket().local_endpoint(ignored).address();
+      if (local.is_v6() && local.to_v6().is_v4_mapped())
+        local = asio::ip::make_address_v4(asio::ip::v4_mapped, local.to_v6());
+      peer_on_this_host_ = peer_.is_loopback() || peer_ == local;
+    }
+    return *peer_on_this_host_;
   }
   // Sends `length` bytes from `position` of the file `fd` to the peer with sendfile(2), which
   // hands the file's pages to TCP instead of copying them into the socket's buffer: the plain-HTTP
@@ -820,6 +823,7 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   static constexpr std::size_t body_buffer_bytes = 256 * kib;
   std::unique_ptr<std::byte[]> body_buffer_;
   asio::ip::address peer_;  // counted in state_->per_address while the connection lives
+  std::optional<bool> peer_on_this_host_;
 };
 
 /// RFC 9112 §6.1 on a request's Transfer-Encoding (every field of that name, in order): null
