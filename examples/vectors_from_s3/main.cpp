@@ -207,7 +207,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 int fail(const char* step, const error_code& ec) {
   std::fprintf(stderr, "vectors_from_s3: %s: %s\n", step, ec.message().c_str());
-  if (ec == s3::errc::no_such_key || ec == s3::errc::no_such_bucket) {
+  if (ec == sluice::condition::not_found) {
     std::fprintf(stderr, "  (run with --upload to generate and PUT the vector set first)\n");
   } else if (ec == s3::errc::rdma_not_supported) {
     std::fprintf(stderr, "  (the server declined RDMA: start it with `sluice serve --fabric auto`)\n");

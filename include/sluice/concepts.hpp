@@ -108,8 +108,8 @@ concept object_writer = std::move_constructible<W> &&
 };
 
 /// Server-side storage: buckets and objects, ranged reads into a caller's buffer, atomic
-/// publish through a writer. Calls are blocking (local storage); servers run them off the
-/// network thread.
+/// publish through a writer. Calls are blocking. What runs where is the caller's choice; the S3
+/// server's is written at servable_store.
 template <class S>
 concept object_store = object_writer<typename S::writer_type> &&
     requires(S& s, const object_ref& obj, std::string_view bucket, std::uint64_t offset, std::span<std::byte> out,
@@ -153,5 +153,21 @@ concept multipart_store = object_store<S> && object_writer<typename S::part_writ
   { s.complete_upload(obj, upload_id, chosen, attrs, ec) } -> std::same_as<object_info>;
   s.abort_upload(obj, upload_id, ec);
 };
+
+/// What `s3::server<Store>` serves: a multipart store whose objects it can map (GET bodies,
+/// RDMA writes and same-host grants read the mapping in place; copies and ranged reads too).
+/// Which thread calls what:
+/// - calls that answer from memory or the page cache run on the connection's network thread:
+///   head, map, list, list_buckets, remove, create_upload, begin_put, begin_part and a writer's
+///   write. A local store must answer them without waiting for a flush to disk or a network;
+/// - calls that may wait for the disk run on the server's blocking pool: a writer's commit
+///   (fsync), complete_upload, and the copies of CopyObject and UploadPartCopy;
+/// - a store that declares `static constexpr bool remote = true` (gateway_store: a read may ask
+///   its upstream) has every call run on the blocking pool.
+/// Optional members the server uses when a store has them (docs/requirements/object_store.md):
+/// map_unconfirmed/confirm, describe, map_range, map_streaming, and on a mapping
+/// native_handle/data_offset (sendfile) and ready (a mapping still being filled).
+template <class S>
+concept servable_store = multipart_store<S> && mappable_store<S>;
 
 }  // namespace sluice

@@ -16,6 +16,44 @@ using error_code = boost::system::error_code;
 /// Thrown by the throwing overloads of blocking calls.
 using system_error = boost::system::system_error;
 
+/// What an error means to a caller, whichever tier raised it: compare any error_code with these
+/// (`ec == sluice::condition::not_found`). Each tier's category maps its own values here: the
+/// core's errc, s3::errc (NoSuchKey is not_found, RdmaNotSupported declined) and every
+/// libfabric error (fabric_failed).
+enum class condition : int {
+  not_found = 1,  ///< the bucket, object or multipart upload does not exist
+  declined,       ///< this path was declined or cannot use this memory; another path may serve it
+  fabric_failed,  ///< the RDMA data plane failed: a libfabric error, or a transfer the server reported failed
+};
+
+namespace detail {
+
+class condition_category_impl final : public boost::system::error_category {
+ public:
+  [[nodiscard]] const char* name() const noexcept override { return "sluice.condition"; }
+  [[nodiscard]] std::string message(int value) const override {
+    switch (static_cast<condition>(value)) {
+      case condition::not_found: return "not found";
+      case condition::declined: return "path declined";
+      case condition::fabric_failed: return "RDMA data plane failed";
+    }
+    return "unknown sluice condition";
+  }
+};
+
+}  // namespace detail
+
+/// The category of sluice::condition values; its name() is "sluice.condition".
+inline const boost::system::error_category& condition_category() noexcept {
+  static const detail::condition_category_impl category;
+  return category;
+}
+
+/// Makes `condition` values comparable with any error_code.
+inline boost::system::error_condition make_error_condition(condition c) noexcept {
+  return {static_cast<int>(c), condition_category()};
+}
+
 /// Conditions that originate in sluice itself.
 enum class errc : int {
   region_too_small = 1,  ///< the local region cannot hold (or does not hold) the bytes asked for
@@ -68,6 +106,18 @@ class sluice_category_impl final : public boost::system::error_category {
     }
     return "unknown sluice error";
   }
+  [[nodiscard]] bool equivalent(int value, const boost::system::error_condition& cond) const noexcept override {
+    if (cond.category() != condition_category()) return error_category::equivalent(value, cond);
+    switch (static_cast<condition>(cond.value())) {
+      case condition::not_found:
+        return value == static_cast<int>(errc::no_such_bucket) || value == static_cast<int>(errc::no_such_object) ||
+               value == static_cast<int>(errc::no_such_upload);
+      case condition::declined:
+        return value == static_cast<int>(errc::declined) || value == static_cast<int>(errc::unsupported_memory);
+      case condition::fabric_failed: return false;
+    }
+    return false;
+  }
 };
 
 }  // namespace detail
@@ -93,3 +143,5 @@ inline void throw_on_error(const error_code& ec, const char* what) {
 
 template <>
 struct boost::system::is_error_code_enum<sluice::errc> : std::true_type {};
+template <>
+struct boost::system::is_error_condition_enum<sluice::condition> : std::true_type {};

@@ -46,17 +46,11 @@ class first_error {
   std::atomic<bool> failed_{false};
 };
 
-/// A libfabric error (sluice::fabric's category), named so that this tier needs no libfabric.
-bool is_fabric_error(const error_code& ec) { return std::string_view(ec.category().name()) == "fabric"; }
-
 /// Whether a direct transfer's failure means "take the staged path": the plane cannot register
 /// device memory (no FI_HMEM, or the provider's CUDA support failed to load: a fabric error), the
 /// object is larger than one PUT, or the server cannot reach the memory or declined. An S3 answer
 /// (NoSuchKey, AccessDenied, ...) would be the same staged, so it ends the transfer.
-bool stage_instead(const error_code& ec) {
-  return ec == errc::unsupported_memory || ec == s3::errc::rdma_not_supported || ec == s3::errc::rdma_transfer_failed ||
-         is_fabric_error(ec);
-}
+bool stage_instead(const error_code& ec) { return ec == condition::declined || ec == condition::fabric_failed; }
 
 stager_config ring_for(const device_transfer_options& options, const region& device_memory) {
   stager_config config = options.staging;

@@ -33,6 +33,13 @@ class fabric_category_impl final : public boost::system::error_category {
  public:
   [[nodiscard]] const char* name() const noexcept override { return "fabric"; }
   [[nodiscard]] std::string message(int value) const override { return fi_strerror(value); }
+  // Every libfabric error is a failure of the data plane (sluice::condition::fabric_failed).
+  [[nodiscard]] bool equivalent(int value, const boost::system::error_condition& cond) const noexcept override {
+    if (cond.category() == sluice::condition_category()) {
+      return cond.value() == static_cast<int>(sluice::condition::fabric_failed);
+    }
+    return error_category::equivalent(value, cond);
+  }
 };
 
 constexpr std::uint32_t api_version = FI_VERSION(1, 14);

@@ -100,6 +100,17 @@ class s3_category_impl final : public boost::system::error_category {
     const auto* entry = find(static_cast<errc>(value));
     return entry ? std::string(entry->code) : "unknown S3 error " + std::to_string(value);
   }
+  [[nodiscard]] bool equivalent(int value, const boost::system::error_condition& cond) const noexcept override {
+    if (cond.category() != sluice::condition_category()) return error_category::equivalent(value, cond);
+    const auto e = static_cast<errc>(value);
+    switch (static_cast<sluice::condition>(cond.value())) {
+      case sluice::condition::not_found:
+        return e == errc::no_such_bucket || e == errc::no_such_key || e == errc::no_such_upload;
+      case sluice::condition::declined: return e == errc::rdma_not_supported;
+      case sluice::condition::fabric_failed: return e == errc::rdma_transfer_failed;
+    }
+    return false;
+  }
 };
 
 }  // namespace

@@ -39,6 +39,7 @@ static_assert(negotiator<local_negotiator<memory_store>>);
 static_assert(!negotiator<loopback_transport>);
 static_assert(object_store<memory_store>);
 static_assert(mappable_store<memory_store>);
+static_assert(servable_store<memory_store>);
 static_assert(!object_store<host_registrar>);
 static_assert(object_writer<memory_store::writer_type>);
 

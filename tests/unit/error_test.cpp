@@ -4,6 +4,7 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <cerrno>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -103,4 +104,27 @@ TEST_CASE("throw_on_error throws only for errors") {
     CHECK(e.code() == errc::declined);
     CHECK(std::string(e.what()).find("negotiate") != std::string::npos);
   }
+}
+
+TEST_CASE("core errors compare with the shared conditions") {
+  using sluice::condition;
+  for (const errc e : {errc::no_such_bucket, errc::no_such_object, errc::no_such_upload}) {
+    CAPTURE(static_cast<int>(e));
+    CHECK(sluice::error_code(e) == condition::not_found);
+    CHECK(sluice::error_code(e) != condition::declined);
+  }
+  CHECK(sluice::error_code(errc::declined) == condition::declined);
+  CHECK(sluice::error_code(errc::unsupported_memory) == condition::declined);
+  for (const errc e : {errc::region_too_small, errc::bad_range, errc::invalid_argument, errc::protocol_violation}) {
+    CAPTURE(static_cast<int>(e));
+    CHECK(sluice::error_code(e) != condition::not_found);
+    CHECK(sluice::error_code(e) != condition::declined);
+    CHECK(sluice::error_code(e) != condition::fabric_failed);
+  }
+  // Success and other categories' values are no condition.
+  CHECK(sluice::error_code{} != condition::not_found);
+  const sluice::error_code enoent{ENOENT, boost::system::generic_category()};
+  CHECK(enoent != condition::not_found);
+  CHECK(std::string(sluice::condition_category().name()) == "sluice.condition");
+  CHECK(sluice::make_error_condition(condition::declined).message() == "path declined");
 }

@@ -53,3 +53,15 @@ TEST_CASE("fabric errors are not confused with generic errno values") {
   CHECK(fabric.value() == generic.value());
   CHECK(fabric != generic);
 }
+
+TEST_CASE("every fabric error is the core's fabric_failed condition, and nothing else") {
+  for (const int code : {int{FI_EAGAIN}, int{FI_EINVAL}, int{FI_ENOKEY}, int{FI_ECANCELED}, int{FI_EOPNOTSUPP}}) {
+    CAPTURE(code);
+    const sluice::error_code ec = sluice::fabric::make_fabric_error(-code);
+    CHECK(ec == sluice::condition::fabric_failed);
+    CHECK(ec != sluice::condition::declined);
+    CHECK(ec != sluice::condition::not_found);
+  }
+  const sluice::error_code generic{FI_EAGAIN, boost::system::generic_category()};
+  CHECK(generic != sluice::condition::fabric_failed);
+}

@@ -99,3 +99,31 @@ TEST_CASE("s3 and sluice errors with the same value differ") {
   CHECK(s3_error == errc::access_denied);
   CHECK(s3_error != sluice::errc::region_too_small);
 }
+
+TEST_CASE("s3 errors compare with the core's shared conditions") {
+  using sluice::condition;
+  for (const errc e : {errc::no_such_bucket, errc::no_such_key, errc::no_such_upload}) {
+    CAPTURE(static_cast<int>(e));
+    const sluice::error_code ec = e;
+    CHECK(ec == condition::not_found);
+    CHECK(ec != condition::declined);
+  }
+  CHECK(sluice::error_code(errc::rdma_not_supported) == condition::declined);
+  CHECK(sluice::error_code(errc::rdma_transfer_failed) == condition::fabric_failed);
+  CHECK(sluice::error_code(errc::rdma_transfer_failed) != condition::declined);
+  for (int v = first_value; v <= last_value; ++v) {
+    const auto e = static_cast<errc>(v);
+    if (e == errc::no_such_bucket || e == errc::no_such_key || e == errc::no_such_upload ||
+        e == errc::rdma_not_supported || e == errc::rdma_transfer_failed) {
+      continue;
+    }
+    CAPTURE(v);
+    const sluice::error_code ec = e;
+    CHECK(ec != condition::not_found);
+    CHECK(ec != condition::declined);
+    CHECK(ec != condition::fabric_failed);
+  }
+  // The same meaning from either tier: a caller tests once.
+  CHECK(sluice::error_code(errc::no_such_key) == sluice::make_error_condition(condition::not_found));
+  CHECK(sluice::error_code(sluice::errc::no_such_object) == sluice::make_error_condition(condition::not_found));
+}

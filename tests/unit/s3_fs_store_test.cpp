@@ -45,6 +45,7 @@ using errc = sluice::errc;
 static_assert(sluice::object_store<fs_store>);
 static_assert(sluice::mappable_store<fs_store>);
 static_assert(sluice::multipart_store<fs_store>);
+static_assert(sluice::servable_store<fs_store>);
 static_assert(!std::is_copy_constructible_v<fs_store::writer>);
 static_assert(!std::is_copy_constructible_v<fs_store::mapping>);
 static_assert(!std::is_copy_constructible_v<fs_store>);

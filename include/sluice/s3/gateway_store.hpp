@@ -535,6 +535,7 @@ class gateway_store {
 static_assert(object_store<gateway_store>);
 static_assert(mappable_store<gateway_store>);
 static_assert(multipart_store<gateway_store>);
+static_assert(servable_store<gateway_store>);
 
 /// Compiled once, in the s3 tier (`sluice serve --upstream`).
 extern template class server<gateway_store>;

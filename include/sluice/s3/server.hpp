@@ -124,7 +124,7 @@ struct server_state;
 /// Serves one store over S3. Start with listen(); stop() closes the listener and every
 /// connection. Runs its own io_context on `config.io_threads` threads, so it can be embedded in
 /// any program; the store must outlive the server.
-template <multipart_store Store>
+template <servable_store Store>
 class server {
  public:
   /// Throws std::invalid_argument when `config` is invalid.

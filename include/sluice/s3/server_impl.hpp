@@ -2567,7 +2567,7 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server_state<Store>> state, tc
 
 namespace sluice::s3 {
 
-template <multipart_store Store>
+template <servable_store Store>
 server<Store>::server(Store& store, server_config config)
     : state_(std::make_shared<detail::server_state<Store>>(store, std::move(config))) {
   if (auto error = state_->config.validate()) throw std::invalid_argument(error->message());
@@ -2589,12 +2589,12 @@ server<Store>::server(Store& store, server_config config)
   }
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 server<Store>::~server() {
   stop();
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 void server<Store>::listen(error_code& ec) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
@@ -2662,32 +2662,32 @@ void server<Store>::listen(error_code& ec) {
   for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([st = state_] { st->io.run(); });
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 void server<Store>::listen() {
   error_code ec;
   listen(ec);
   sluice::detail::throw_on_error(ec, "sluice s3 server listen");
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 boost::asio::ip::tcp::endpoint server<Store>::local_endpoint() const {
   error_code ec;
   return state_->acceptor.local_endpoint(ec);
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 boost::asio::ip::tcp::endpoint server<Store>::tls_endpoint() const {
   error_code ec;
   return state_->tls_acceptor.local_endpoint(ec);
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 boost::asio::ip::tcp::endpoint server<Store>::admin_endpoint() const {
   error_code ec;
   return state_->admin_acceptor.local_endpoint(ec);
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 void server<Store>::set_users(std::vector<user> users) {
   for (const auto& u : users) {
     if (u.access_key_id.empty() || u.secret_access_key.empty()) {
@@ -2699,7 +2699,7 @@ void server<Store>::set_users(std::vector<user> users) {
   state_->users = std::move(fresh);
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 void server<Store>::reopen_access_log(error_code& ec) {
   ec = {};
   if (!state_->log) return;
@@ -2708,7 +2708,7 @@ void server<Store>::reopen_access_log(error_code& ec) {
   if (e) ec = error_code(e.value(), boost::system::generic_category());
 }
 
-template <multipart_store Store>
+template <servable_store Store>
 void server<Store>::stop() {
   auto& s = *state_;
   if (s.stopping.exchange(true)) return;
