@@ -1109,7 +1109,8 @@ class Harness:
     ] + [(sid, sid + ".upstream", what + " ÷ upstream's own http GET beside each run")
          for sid, what in GATEWAY_MISSES] + [
         (sid, "gw.upstream_http", what + " ÷ upstream's own http GET, measured once (3 warm GETs)")
-        for sid, what in GATEWAY_MISSES] + [("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
+        for sid, what in GATEWAY_MISSES] + [
+        ("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
 
     def gateway(self):
         """`sluice serve --upstream` (gateway_store) in front of a second `sluice serve`: cache hits

@@ -18,7 +18,7 @@ using system_error = boost::system::system_error;
 
 /// What an error means to a caller, whichever tier raised it: compare any error_code with these
 /// (`ec == sluice::condition::not_found`). Each tier's category maps its own values here: the
-/// core's errc, s3::errc (NoSuchKey is not_found, RdmaNotSupported declined) and every
+/// core's errc, s3::errc (NoSuchKey is not_found, RDMANotSupported declined) and every
 /// libfabric error (fabric_failed).
 enum class condition : int {
   not_found = 1,  ///< the bucket, object or multipart upload does not exist
@@ -108,12 +108,11 @@ class sluice_category_impl final : public boost::system::error_category {
   }
   [[nodiscard]] bool equivalent(int value, const boost::system::error_condition& cond) const noexcept override {
     if (cond.category() != condition_category()) return error_category::equivalent(value, cond);
+    const auto e = static_cast<errc>(value);
     switch (static_cast<condition>(cond.value())) {
       case condition::not_found:
-        return value == static_cast<int>(errc::no_such_bucket) || value == static_cast<int>(errc::no_such_object) ||
-               value == static_cast<int>(errc::no_such_upload);
-      case condition::declined:
-        return value == static_cast<int>(errc::declined) || value == static_cast<int>(errc::unsupported_memory);
+        return e == errc::no_such_bucket || e == errc::no_such_object || e == errc::no_such_upload;
+      case condition::declined: return e == errc::declined || e == errc::unsupported_memory;
       case condition::fabric_failed: return false;
     }
     return false;
