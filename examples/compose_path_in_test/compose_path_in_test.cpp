@@ -1,38 +1,185 @@
-// How to compose a whole sluice path inside a unit test, with no network and no GPU.
+// How to compose a whole sluice path inside a unit test, and run the same test body against
+// the in-process path and against a real S3 server.
 //
 // A path is one negotiator (who agrees what moves), one registrar (makes memory reachable) and
-// one transport (moves the bytes). For a test, all three run in this process:
-//   local_negotiator<memory_store>  the "server" is an object store in memory
-//   host_registrar                  host memory needs no registration
-//   loopback_transport              the bytes move by memcpy
-// Swap any one part for a real one (s3_rdma, the cuda registrar, the fabric transport) and the
-// test code around it stays the same. Run: ./compose_path_in_test  (doctest options apply).
+// one transport (moves the bytes). The test bodies below are written once, against a fixture
+// that owns a path, and run with three:
+//   in_process    local_negotiator<memory_store> × host_registrar × loopback_transport
+//                 (the "server" is an object store in memory, the bytes move by memcpy)
+//   s3_over_http  s3::negotiator × host_registrar × s3::http_transport, against `sluice serve`
+//   s3_over_rdma  s3::negotiator × host_registrar × s3::rdma_transport, the same server, the
+//                 bytes by libfabric RMA (tcp;ofi_rxm) into the test's memory (x-amz-rdma-token)
+// The S3 fixtures start `sluice serve` (the binary named by $SLUICE, else `sluice` on PATH) on
+// an ephemeral loopback port with a store in a temporary directory.
+// Run: ./compose_path_in_test  (doctest options apply; -tc='*in_process*' for one path).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <sluice/sluice.hpp>
 
 #include <doctest/doctest.h>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
+
+#ifdef SLUICE_EXAMPLE_S3
+#include <sluice/fabric/s3_plane.hpp>
+#include <sluice/s3/path.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#endif
 
 namespace {
 
-// The parts, named once for the whole test file.
+// -- The fixtures: each owns one path and a bucket named "segments" ---------------------------
+
 using store_type = sluice::memory_store;
-using test_path =
+using local_path =
     sluice::path<sluice::local_negotiator<store_type>, sluice::host_registrar, sluice::loopback_transport>;
 
-// A fixture that owns the store and a path to it, with one bucket ready.
 struct in_process {
+  using path_type = local_path;
+  static constexpr const char* name = "in_process";
+  in_process() {
+    sluice::error_code ec;
+    store.create_bucket("segments", ec);
+    REQUIRE(!ec);
+  }
+  path_type make_path() {
+    return path_type{sluice::local_negotiator<store_type>{store}, sluice::host_registrar{},
+                     sluice::loopback_transport{}};
+  }
   store_type store{sluice::memory_store_config{.max_bytes = 64 * sluice::mib, .max_object_bytes = 16 * sluice::mib}};
-  test_path path{sluice::local_negotiator<store_type>{store}, sluice::host_registrar{}, sluice::loopback_transport{}};
-
-  in_process() { store.create_bucket("segments", ec); }
-  sluice::error_code ec;
+  path_type path = make_path();
 };
+
+#ifdef SLUICE_EXAMPLE_S3
+
+// `sluice serve` on 127.0.0.1 (an ephemeral port), one per test program: started by the first
+// fixture that needs it, stopped (SIGTERM) and its store removed when the program ends.
+class sluice_serve {
+ public:
+  static sluice_serve& instance() {
+    static sluice_serve server;
+    return server;
+  }
+  [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
+  sluice_serve(const sluice_serve&) = delete;
+  sluice_serve& operator=(const sluice_serve&) = delete;
+  ~sluice_serve() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+ private:
+  sluice_serve() {
+    const char* binary = std::getenv("SLUICE");  // NOLINT(concurrency-mt-unsafe): before any thread
+    const std::string program = binary != nullptr ? binary : "sluice";
+    std::string dir_template = (std::filesystem::temp_directory_path() / "compose-path-XXXXXX").string();
+    REQUIRE(::mkdtemp(dir_template.data()) != nullptr);
+    dir_ = dir_template;
+    const std::string root = (dir_ / "store").string();
+    const std::string log = (dir_ / "serve.log").string();
+    std::vector<std::string> args = {program,       "serve",        "--root",         root,           "--listen",
+                                     "127.0.0.1:0", "--access-key", "AKEXAMPLE",      "--secret-key", "example-secret",
+                                     "--fabric",    "tcp",          "--grant-socket", "off"};
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int rc = ::posix_spawnp(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    REQUIRE_MESSAGE(rc == 0, "cannot start " << program << " (set $SLUICE to the sluice binary)");
+    // Ready when it says "listening on 127.0.0.1:PORT, ...".
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::string said;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(log);
+      std::stringstream text;
+      text << in.rdbuf();
+      said = text.str();
+      if (const auto at = said.find("listening on 127.0.0.1:"); at != std::string::npos) {
+        const auto port_at = at + std::string_view("listening on 127.0.0.1:").size();
+        endpoint_ = "http://127.0.0.1:" + said.substr(port_at, said.find_first_not_of("0123456789", port_at) - port_at);
+        return;
+      }
+      int status = 0;
+      REQUIRE_MESSAGE(::waitpid(pid_, &status, WNOHANG) == 0, "sluice serve exited: " << said);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL("sluice serve did not say it listens within 60 s: " << said);
+  }
+
+  pid_t pid_ = -1;
+  std::filesystem::path dir_;
+  std::string endpoint_;
+};
+
+// A client of that server, and an S3 path over it: the bucket is made fresh for each test.
+template <class Transport, bool Rdma>
+struct s3_fixture {
+  using path_type = sluice::path<sluice::s3::negotiator, sluice::host_registrar, Transport>;
+  s3_fixture() : client(config()), path(sluice::s3::negotiator{client}, sluice::host_registrar{}, Transport{client}) {
+    sluice::error_code ec;  // the last test's bucket, emptied and removed (none the first time)
+    for (const auto& object : client.list_all_objects("segments", {}, ec).objects) {
+      client.delete_object("segments", object.key);
+    }
+    client.delete_bucket("segments", ec);
+    client.create_bucket("segments");
+  }
+  static sluice::s3::client_config config() {
+    sluice::s3::client_config c;
+    c.endpoint = sluice_serve::instance().endpoint();
+    c.creds = {"AKEXAMPLE", "example-secret"};
+    if constexpr (Rdma) {
+      sluice::fabric::client_plane_config plane;
+      plane.fabric.provider = "tcp;ofi_rxm";
+      plane.fabric.node = "127.0.0.1";
+      sluice::error_code ec;
+      c.rdma = sluice::fabric::client_plane::open(plane, true, ec);
+      REQUIRE_MESSAGE(!ec, ec.message());
+    }
+    return c;
+  }
+  sluice::s3::client client;
+  path_type path;
+};
+
+struct s3_over_http : s3_fixture<sluice::s3::http_transport, false> {
+  static constexpr const char* name = "s3_over_http";
+};
+struct s3_over_rdma : s3_fixture<sluice::s3::rdma_transport, true> {
+  static constexpr const char* name = "s3_over_rdma";
+};
+#define SLUICE_EXAMPLE_PATHS in_process, s3_over_http, s3_over_rdma
+#else
+#define SLUICE_EXAMPLE_PATHS in_process
+#endif
 
 std::vector<float> make_vectors(std::size_t count) {
   std::vector<float> v(count);
@@ -42,43 +189,49 @@ std::vector<float> make_vectors(std::size_t count) {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(in_process, "upload an index segment, read it back whole and in ranges") {
-  REQUIRE(!ec);
+// -- The test bodies: written once, run with every fixture --------------------------------------
+
+TEST_CASE_TEMPLATE("upload an index segment, read it back whole and in ranges", Fixture, SLUICE_EXAMPLE_PATHS) {
+  Fixture f;
   auto segment = make_vectors(std::size_t{128} * 1024);  // 512 KiB of float32
 
   // Blocking put: throws sluice::system_error on failure; returns what moved and how.
-  const sluice::transfer_result put = path.put({"segments", "seg-0001"}, sluice::host_region(segment));
+  const sluice::transfer_result put = f.path.put({"segments", "seg-0001"}, sluice::host_region(segment));
   CHECK(put.bytes == segment.size() * sizeof(float));
-  CHECK(put.negotiator == "local");
-  CHECK(put.transport == "loopback");
+  MESSAGE(std::string(Fixture::name) << ": " << put.negotiator << " × " << put.transport);
 
   // Whole object into fresh memory.
   std::vector<float> loaded(segment.size());
-  path.get({"segments", "seg-0001"}, sluice::host_region(loaded));
+  f.path.get({"segments", "seg-0001"}, sluice::host_region(loaded));
   CHECK(loaded == segment);
 
   // Just the vectors 1000..1999: a byte range.
   std::vector<float> slice(1000);
-  path.get({"segments", "seg-0001"}, sluice::host_region(slice),
-           sluice::byte_range{1000 * sizeof(float), 1000 * sizeof(float)});
+  f.path.get({"segments", "seg-0001"}, sluice::host_region(slice),
+             sluice::byte_range{1000 * sizeof(float), 1000 * sizeof(float)});
   CHECK(slice.front() == segment[1000]);
   CHECK(slice.back() == segment[1999]);
 }
 
-TEST_CASE_FIXTURE(in_process, "errors come back as error codes a test can assert on") {
+TEST_CASE_TEMPLATE("errors come back as error codes a test can assert on", Fixture, SLUICE_EXAMPLE_PATHS) {
+  Fixture f;
+  sluice::error_code ec;
   std::vector<std::byte> small(10);
-  path.get({"segments", "missing"}, sluice::host_region(small), ec);
-  CHECK(ec == sluice::errc::no_such_object);
+  f.path.get({"segments", "missing"}, sluice::host_region(small), ec);
+  CHECK(ec == sluice::condition::not_found);  // the store's "no such object", S3's NoSuchKey
 
   std::vector<std::byte> data(100, std::byte{1});
-  path.put({"segments", "k"}, sluice::host_region(data));
-  path.get({"segments", "k"}, sluice::host_region(small), ec);  // 100 bytes do not fit in 10
+  f.path.put({"segments", "k"}, sluice::host_region(data));
+  f.path.get({"segments", "k"}, sluice::host_region(small), ec);  // 100 bytes do not fit in 10
   CHECK(ec == sluice::errc::region_too_small);
+  f.path.get({"segments", "k"}, sluice::host_region(small), sluice::byte_range{95, 10}, ec);  // past the end
+  CHECK(ec == sluice::errc::bad_range);
 }
 
-TEST_CASE_FIXTURE(in_process, "asynchronous use: many reads in flight on one io_context") {
+TEST_CASE_TEMPLATE("asynchronous use: many reads in flight on one io_context", Fixture, SLUICE_EXAMPLE_PATHS) {
+  Fixture f;
   auto segment = make_vectors(std::size_t{64} * 1024);
-  path.put({"segments", "seg-async"}, sluice::host_region(segment));
+  f.path.put({"segments", "seg-async"}, sluice::host_region(segment));
 
   boost::asio::io_context io;
   std::vector<float> out(segment.size());
@@ -86,26 +239,30 @@ TEST_CASE_FIXTURE(in_process, "asynchronous use: many reads in flight on one io_
   const std::size_t part_bytes = out.size() * sizeof(float) / parts;
   int done = 0;
   for (std::size_t i = 0; i < parts; ++i) {
-    const sluice::region whole = sluice::host_region(out);
-    const sluice::region part = whole.subregion(i * part_bytes, part_bytes, ec);
-    path.async_get({"segments", "seg-async"}, part, sluice::byte_range{i * part_bytes, part_bytes},
-                   boost::asio::bind_executor(io, [&](sluice::error_code e, sluice::transfer_result r) {
-                     CHECK(!e);
-                     CHECK(r.bytes == part_bytes);
-                     ++done;
-                   }));
+    sluice::error_code ec;
+    const sluice::region part = sluice::host_region(out).subregion(i * part_bytes, part_bytes, ec);
+    f.path.async_get({"segments", "seg-async"}, part, sluice::byte_range{i * part_bytes, part_bytes},
+                     boost::asio::bind_executor(io, [&](sluice::error_code e, sluice::transfer_result r) {
+                       CHECK(!e);
+                       CHECK(r.bytes == part_bytes);
+                       ++done;
+                     }));
   }
   io.run();
   CHECK(done == static_cast<int>(parts));
   CHECK(out == segment);
 }
 
-TEST_CASE_FIXTURE(in_process, "choose the path at run time through any_path") {
+TEST_CASE_TEMPLATE("choose the path at run time through any_path", Fixture, SLUICE_EXAMPLE_PATHS) {
+  Fixture f;
   std::vector<sluice::any_path> choices;
-  choices.emplace_back(
-      test_path{sluice::local_negotiator<store_type>{store}, sluice::host_registrar{}, sluice::loopback_transport{}});
+  choices.emplace_back(std::move(f.path));
   sluice::any_path& chosen = choices.front();
   std::vector<std::byte> data(4096, std::byte{9});
   CHECK(chosen.put({"segments", "erased"}, sluice::host_region(data)).bytes == 4096);
-  CHECK(chosen.transport_name() == "loopback");
+  std::vector<std::byte> back(4096);
+  CHECK(chosen.get({"segments", "erased"}, sluice::host_region(back)).bytes == 4096);
+  CHECK(back == data);
+  MESSAGE(std::string(Fixture::name) << ": any_path over " << chosen.negotiator_name() << " × "
+                                     << chosen.transport_name());
 }

@@ -3,6 +3,7 @@
 
 #include <sluice/region.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -16,6 +17,9 @@ class host_buffer {
   [[nodiscard]] sluice::region region() { return host_region(bytes_); }
   [[nodiscard]] std::vector<std::byte> contents() const { return bytes_; }
   void fill(std::span<const std::byte> data) { bytes_.assign(data.begin(), data.end()); }
+  void fill_at(std::size_t offset, std::span<const std::byte> data) {
+    std::copy(data.begin(), data.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(offset));
+  }
 
  private:
   std::vector<std::byte> bytes_;

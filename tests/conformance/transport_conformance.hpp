@@ -6,7 +6,8 @@
 //   using transport_type, registrar_type;
 //   transport_type transport; registrar_type registrar;
 //   local_type make_local(std::size_t size)   -> .region(), .contents() -> std::vector<std::byte>,
-//                                                .fill(std::span<const std::byte>)
+//                                                .fill(std::span<const std::byte>),
+//                                                .fill_at(std::size_t offset, std::span<const std::byte>)
 //   remote_type make_remote(std::span<const std::byte> initial)
 //                                             -> .descriptor(), .contents() -> std::vector<std::byte>
 // Local and remote memory may live anywhere (host, GPU, another process); the suite only sees
@@ -80,6 +81,10 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
   using registration_type = typename Fixture::registrar_type::registration_type;
   static_assert(sluice::transport<transport_type, registration_type>);
 
+  // Transports whose far end is an object written whole (an S3 PUT) declare
+  // `writes_whole_objects`: a write must then cover the remote, from offset 0.
+  constexpr bool whole_objects = requires { requires transport_type::writes_whole_objects; };
+
   Fixture f;
   auto register_local = [&](auto& local) {
     error_code ec;
@@ -117,18 +122,39 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
     for (std::size_t n : conformance_sizes) {
       CAPTURE(n);
       const auto data = random_bytes(n, static_cast<std::uint32_t>(n) + 7);
-      auto remote = f.make_remote(poisoned(n + 2 * guard_bytes));
-      auto local = f.make_local(n);
-      local.fill(data);
+      // A transport that writes whole objects replaces the remote: no guard bytes around it.
+      const std::size_t guard = whole_objects ? 0 : guard_bytes;
+      auto remote = f.make_remote(poisoned(n + 2 * guard));
+      auto local = f.make_local(n + guard);
+      local.fill(poisoned(n + guard));
+      local.fill_at(guard, data);
       auto reg = register_local(local);
-      const auto out = write(reg, remote, {0, guard_bytes, n});
+      const auto out = write(reg, remote, {guard, guard, n});
       REQUIRE_MESSAGE(!out.ec, out.ec.message());
       CHECK(out.bytes == n);
       CHECK(out.completions == 1);
       const auto got = remote.contents();
-      CHECK(all_poison(std::span(got).first(guard_bytes)));
-      CHECK(std::equal(data.begin(), data.end(), got.begin() + guard_bytes));
-      CHECK(all_poison(std::span(got).last(guard_bytes)));
+      REQUIRE(got.size() == n + 2 * guard);
+      CHECK(all_poison(std::span(got).first(guard)));
+      CHECK(std::equal(data.begin(), data.end(), got.begin() + static_cast<std::ptrdiff_t>(guard)));
+      CHECK(all_poison(std::span(got).last(guard)));
+    }
+  }
+
+  if constexpr (whole_objects) {
+    SUBCASE("whole-object writes: a span that is not the whole remote is invalid_argument, nothing written") {
+      auto sink = f.make_remote(poisoned(4096));
+      auto local = f.make_local(4096);
+      local.fill(random_bytes(4096, 10));
+      auto reg = register_local(local);
+      for (auto span : {transfer_span{0, 0, 4095}, transfer_span{0, 1, 4095}, transfer_span{0, 0, 0}}) {
+        CAPTURE(span.remote_offset);
+        CAPTURE(span.length);
+        const auto out = write(reg, sink, span);
+        CHECK(out.ec == errc::invalid_argument);
+        CHECK(out.completions == 1);
+        CHECK(all_poison(sink.contents()));
+      }
     }
   }
 

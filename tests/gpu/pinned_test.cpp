@@ -32,6 +32,9 @@ struct pinned_loopback_fixture {
     void fill(std::span<const std::byte> data) {
       std::copy(data.begin(), data.end(), static_cast<std::byte*>(buffer_.native_handle()));
     }
+    void fill_at(std::size_t offset, std::span<const std::byte> data) {
+      std::copy(data.begin(), data.end(), static_cast<std::byte*>(buffer_.native_handle()) + offset);
+    }
 
    private:
     cuda::pinned_buffer buffer_;

@@ -1,0 +1,217 @@
+// An S3 server as the far end of a path<N, R, T>: the negotiator and the transports that
+// compose sluice::s3::client into the pipeline negotiate → register → move → complete.
+//
+//   path<s3::negotiator, host_registrar, s3::http_transport>   bytes in HTTP bodies
+//   path<s3::negotiator, host_registrar, s3::rdma_transport>   bytes by RDMA (x-amz-rdma-token)
+//
+// The negotiator asks the server what the object is (HEAD: size and ETag) and resolves the range
+// against it; the transports move the bytes with the client's GET and PUT, every GET conditional
+// on that ETag, so a transfer read in several moves stays one version of the object. The same
+// test body runs against these paths and against the in-process one
+// (examples/compose_path_in_test).
+//
+// Registration. An S3 token grants the server one operation on a range until an expiry, so the
+// client's RDMA plane makes it per request (rdma_client_plane::grant_access, whose registration
+// cache makes a repeat free); the path's registrar only checks that the memory is host memory the
+// client can reach. Device memory goes through sluice::cuda's entry points.
+#pragma once
+
+#include <sluice/concepts.hpp>
+#include <sluice/detail/completion.hpp>
+#include <sluice/s3/client.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_executor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace sluice::s3 {
+
+/// The far end of an S3 path: one object, and the version of it a get reads.
+struct object_remote {
+  std::string bucket;
+  std::string key;
+  std::uint64_t size = 0;  ///< the object's size (get), or the size the put writes
+  std::string etag;        ///< get: the version every move reads (If-Match); put: empty
+};
+
+/// Negotiates transfers with an S3 server through `client`: a get HEADs the object (size,
+/// ETag) and resolves the range against it; a put agrees to write the whole source. The
+/// transport's PUT publishes the object atomically (the server's rule), so completing only checks
+/// that every byte moved. The client must outlive the negotiator and its sessions.
+class negotiator {
+ public:
+  using remote_type = object_remote;
+  static constexpr std::string_view name = "s3";
+
+  /// One agreed transfer: the object version and the span to move.
+  class session {
+   public:
+    [[nodiscard]] const object_remote& remote() const noexcept { return remote_; }
+    [[nodiscard]] transfer_span span() const noexcept { return span_; }
+
+   private:
+    friend class negotiator;
+    object_remote remote_;
+    transfer_span span_{};
+  };
+  using session_type = session;
+
+  explicit negotiator(client& c) noexcept : client_(&c) {}
+
+  /// Completion: `void(error_code, session_type)`. Errors of a get: what the HEAD answered
+  /// (s3::errc::no_such_key, access_denied, ...; a missing object compares equal to
+  /// sluice::condition::not_found), errc::bad_range for a range outside the object. A put's range
+  /// must be {0, size}: else errc::invalid_argument.
+  template <class CompletionToken>
+  auto async_negotiate(const transfer_request& request, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, session_type)>(
+        [owner = this](auto handler, transfer_request req) { owner->start(std::move(req), std::move(handler)); }, token, request);
+  }
+
+  /// Ends `s` after the transport finished with `transport_error` having moved `bytes`: a
+  /// transport that succeeded but moved fewer bytes than agreed is sluice::errc::protocol_violation.
+  /// Completion: `void(error_code, transfer_result)`.
+  template <class CompletionToken>
+  auto async_complete(session_type&& s, error_code transport_error, std::uint64_t bytes, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
+        [](auto handler, const session_type& owned, error_code ec, std::uint64_t n) {
+          if (!ec && n != owned.span_.length) ec = sluice::errc::protocol_violation;
+          sluice::detail::post_completion(std::move(handler), ec, transfer_result{n, name, {}});
+        },
+        token, std::move(s), transport_error, bytes);
+  }
+
+ private:
+  template <class Handler>
+  void start(transfer_request request, Handler handler) {
+    session_type s;
+    s.remote_.bucket = std::move(request.object.bucket);
+    s.remote_.key = std::move(request.object.key);
+    if (request.dir == direction::put) {
+      error_code ec;
+      if (request.range.offset != 0 || !request.range.length) {
+        ec = sluice::errc::invalid_argument;  // a put names the whole source: {0, size}
+      } else {
+        s.remote_.size = *request.range.length;
+        s.span_ = {0, 0, s.remote_.size};
+      }
+      sluice::detail::post_completion(std::move(handler), ec, std::move(s));
+      return;
+    }
+    const auto executor = boost::asio::get_associated_executor(handler, client_->get_executor());
+    std::string bucket = s.remote_.bucket;
+    std::string key = s.remote_.key;
+    client_->async_head_object(
+        std::move(bucket), std::move(key),
+        boost::asio::bind_executor(executor, [h = std::move(handler), s = std::move(s), range = request.range](
+                                                 error_code ec, const object_info& info) mutable {
+          if (!ec) {
+            const extent e = resolve(range, info.size, ec);
+            s.remote_.size = info.size;
+            s.remote_.etag = info.attributes.etag;
+            s.span_ = {0, e.offset, e.length};
+          }
+          std::move(h)(ec, std::move(s));
+        }));
+  }
+
+  client* client_;
+};
+
+/// Moves the bytes of an S3 path with `client`'s GET (async_read: a ranged GET into the
+/// local bytes, If-Match the remote's ETag) and PUT (async_write: the whole object, multipart
+/// when it is larger than the client's multipart_threshold), by the path `Via` names:
+/// transfer_via::http (the body) or transfer_via::rdma (a token; a server that declines fails
+/// the move with s3::errc::rdma_not_supported, so a caller can fall back to HTTP).
+///
+/// An S3 object is written whole: a write's span must start at remote offset 0 and cover the
+/// remote's size, else errc::invalid_argument (`writes_whole_objects`, see
+/// docs/requirements/transport.md). Errors checked before any request, in this order (nothing
+/// moves): region_too_small (span outside the local region), bad_range (outside the remote
+/// object), invalid_argument. Then the client's errors. The client must outlive the transport.
+template <transfer_via Via>
+class object_transport {
+ public:
+  using remote_type = object_remote;
+  static constexpr std::string_view name = Via == transfer_via::rdma ? "s3-rdma" : "s3-http";
+  static constexpr bool writes_whole_objects = true;
+
+  explicit object_transport(client& c) noexcept : client_(&c) {}
+
+  /// Reads `span.length` bytes of `remote` at `span.remote_offset` into `local` at
+  /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`; a remote replaced
+  /// since it was negotiated is s3::errc::precondition_failed.
+  template <registration G, class CompletionToken>
+  auto async_read(const G& local, const object_remote& remote, transfer_span span, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+        [this](auto handler, region here, object_remote there, transfer_span s) {
+          error_code ec = check(here, there, s, direction::get);
+          if (ec || s.length == 0) {
+            sluice::detail::post_completion(std::move(handler), ec, std::size_t{0});
+            return;
+          }
+          get_options options{byte_range{s.remote_offset, s.length}};
+          options.via = Via;
+          options.if_match = std::move(there.etag);
+          const region into = here.subregion(s.local_offset, s.length, ec);
+          client_->async_get_object(std::move(there.bucket), std::move(there.key), into, std::move(options),
+                                    forward_bytes(std::move(handler)));
+        },
+        token, local.region(), remote, span);
+  }
+
+  /// Writes `local` at `span.local_offset` as the whole of `remote`, published atomically when
+  /// the server acknowledges. Completion: `void(error_code, std::size_t bytes)`.
+  template <registration G, class CompletionToken>
+  auto async_write(const G& local, const object_remote& remote, transfer_span span, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+        [this](auto handler, region here, object_remote there, transfer_span s) {
+          error_code ec = check(here, there, s, direction::put);
+          if (ec) {
+            sluice::detail::post_completion(std::move(handler), ec, std::size_t{0});
+            return;
+          }
+          put_options options;
+          options.via = Via;
+          const region from = here.subregion(s.local_offset, s.length, ec);
+          const auto executor = boost::asio::get_associated_executor(handler, client_->get_executor());
+          client_->async_put_object(
+              std::move(there.bucket), std::move(there.key), from, std::move(options),
+              boost::asio::bind_executor(executor, [h = std::move(handler), n = s.length](error_code e, const std::string&) mutable {
+                std::move(h)(e, e ? std::size_t{0} : static_cast<std::size_t>(n));
+              }));
+        },
+        token, local.region(), remote, span);
+  }
+
+ private:
+  static error_code check(const region& local, const object_remote& remote, transfer_span span, direction dir) {
+    if (!local.contains(span.local_offset, span.length)) return sluice::errc::region_too_small;
+    if (span.remote_offset > remote.size || span.length > remote.size - span.remote_offset) return sluice::errc::bad_range;
+    if (dir == direction::put && (span.remote_offset != 0 || span.length != remote.size)) return sluice::errc::invalid_argument;
+    return {};
+  }
+
+  // The client completes with the bytes as std::uint64_t; a transport's completion has std::size_t.
+  template <class Handler>
+  auto forward_bytes(Handler handler) {
+    const auto executor = boost::asio::get_associated_executor(handler, client_->get_executor());
+    return boost::asio::bind_executor(executor, [h = std::move(handler)](error_code ec, std::uint64_t n) mutable {
+      std::move(h)(ec, static_cast<std::size_t>(n));
+    });
+  }
+
+  client* client_;
+};
+
+/// The bytes in HTTP bodies.
+using http_transport = object_transport<transfer_via::http>;
+/// The bytes by RDMA: the client's configured plane (client_config::rdma) grants a token per request.
+using rdma_transport = object_transport<transfer_via::rdma>;
+
+}  // namespace sluice::s3

@@ -1,0 +1,175 @@
+#include <sluice/s3/path.hpp>
+
+#include <sluice/host_registrar.hpp>
+#include <sluice/memory_store.hpp>
+#include <sluice/path.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/server.hpp>
+
+#include <doctest/doctest.h>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conformance/host_fixtures.hpp"
+#include "conformance/s3_fixtures.hpp"
+#include "conformance/transport_conformance.hpp"
+
+namespace {
+
+using namespace sluice;
+using testing::random_bytes;
+
+static_assert(negotiator<s3::negotiator>);
+static_assert(transport<s3::http_transport, host_registration>);
+static_assert(transport<s3::rdma_transport, host_registration>);
+static_assert(negotiates_for<s3::negotiator, s3::http_transport>);
+static_assert(s3::http_transport::writes_whole_objects);
+
+using http_path = path<s3::negotiator, host_registrar, s3::http_transport>;
+
+// A server over a memory_store on 127.0.0.1 (an ephemeral port), a bucket, and a client to it.
+struct s3_server {
+  s3_server() : server(store, config()) {
+    server.listen();
+    s3::client_config c;
+    c.endpoint = "http://127.0.0.1:" + std::to_string(server.local_endpoint().port());
+    c.creds = {"AK", "SK"};
+    c.part_size = 5 * mib;
+    c.multipart_threshold = 6 * mib;
+    client = std::make_unique<s3::client>(c);
+    client->create_bucket("bkt");
+  }
+  static s3::server_config config() {
+    s3::server_config c;
+    c.port = 0;
+    c.users = {{"AK", "SK"}};
+    c.io_threads = 2;
+    return c;
+  }
+  testing::s3_remote make_remote(std::span<const std::byte> initial) {
+    return {*client, "bkt", "remote-" + std::to_string(next++), initial};
+  }
+  memory_store store;
+  s3::server<memory_store> server;
+  std::unique_ptr<s3::client> client;
+  std::atomic<int> next{0};
+};
+
+struct http_fixture : s3_server {
+  using transport_type = s3::http_transport;
+  using registrar_type = host_registrar;
+  transport_type transport{*client};
+  registrar_type registrar;
+  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+};
+
+struct http_path_fixture : s3_server {
+  http_path p{s3::negotiator{*client}, host_registrar{}, s3::http_transport{*client}};
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, http_fixture);
+
+TEST_CASE_FIXTURE(http_path_fixture, "s3 path over HTTP: put, get whole and in ranges, and the parts it names") {
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, 7 * mib + 3}) {
+    CAPTURE(n);
+    auto data = random_bytes(n, static_cast<std::uint32_t>(n) + 3);
+    const object_ref obj{"bkt", "obj-" + std::to_string(n)};
+    const transfer_result put = p.put(obj, host_region(data));
+    CHECK(put.bytes == n);
+    CHECK(put.negotiator == "s3");
+    CHECK(put.transport == "s3-http");
+    error_code ec;
+    CHECK(store.head(obj, ec).size == n);  // published on the server
+    CHECK(!ec);
+
+    std::vector<std::byte> got(n);
+    CHECK(p.get(obj, host_region(got)).bytes == n);
+    CHECK(got == data);
+    if (n > 2) {
+      std::vector<std::byte> middle(n - 2);
+      CHECK(p.get(obj, host_region(middle), byte_range{1, n - 2}).bytes == n - 2);
+      CHECK(std::equal(middle.begin(), middle.end(), data.begin() + 1));
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(http_path_fixture, "s3 path: errors of every step come back as codes") {
+  std::vector<std::byte> data(100, std::byte{1});
+  p.put({"bkt", "k"}, host_region(data));
+  error_code ec;
+  std::vector<std::byte> small(10);
+  p.get({"bkt", "missing"}, host_region(small), ec);
+  CHECK(ec == s3::errc::no_such_key);
+  CHECK(ec == condition::not_found);  // the same test body as against an in-process store
+  p.get({"bkt", "k"}, host_region(small), ec);
+  CHECK(ec == errc::region_too_small);
+  p.get({"bkt", "k"}, host_region(small), byte_range{95, 10}, ec);
+  CHECK(ec == errc::bad_range);
+  p.get({"bkt", "k"}, host_region(small), byte_range{101, 0}, ec);
+  CHECK(ec == errc::bad_range);
+  p.put({"no-such-bucket", "k"}, host_region(data), ec);
+  CHECK(ec == s3::errc::no_such_bucket);
+}
+
+TEST_CASE_FIXTURE(http_path_fixture, "s3 path: a get reads the version it negotiated, or fails") {
+  auto first = random_bytes(4096, 1);
+  auto second = random_bytes(4096, 2);
+  p.put({"bkt", "v"}, host_region(first));
+
+  // Negotiate the read, replace the object behind the session's back, then move.
+  boost::asio::io_context io;
+  std::optional<s3::negotiator::session_type> session;
+  p.get_negotiator().async_negotiate(
+      transfer_request{{"bkt", "v"}, {}, direction::get},
+      boost::asio::bind_executor(io, [&](error_code ec, s3::negotiator::session_type s) {
+        REQUIRE_MESSAGE(!ec, ec.message());
+        session.emplace(std::move(s));
+      }));
+  io.run();
+  REQUIRE(session);
+  CHECK(session->span() == transfer_span{0, 0, 4096});
+  p.put({"bkt", "v"}, host_region(second));
+
+  std::vector<std::byte> got(4096, std::byte{0xA5});
+  error_code ec;
+  const host_registration reg = p.get_registrar().register_region(host_region(got), ec);
+  REQUIRE(!ec);
+  io.restart();
+  p.get_transport().async_read(reg, session->remote(), session->span(),
+                               boost::asio::bind_executor(io, [&](error_code e, std::size_t) { ec = e; }));
+  io.run();
+  CHECK(ec == s3::errc::precondition_failed);
+  CHECK(testing::all_poison(got));  // not a byte of the new version
+}
+
+TEST_CASE_FIXTURE(http_path_fixture, "s3 path: many transfers in flight on one io_context") {
+  auto data = random_bytes(std::size_t{1} << 20, 4);
+  p.put({"bkt", "many"}, host_region(data));
+  boost::asio::io_context io;
+  std::vector<std::byte> out(data.size());
+  constexpr std::size_t parts = 16;
+  const std::size_t part = data.size() / parts;
+  int done = 0;
+  for (std::size_t i = 0; i < parts; ++i) {
+    error_code ec;
+    const region slice = host_region(out).subregion(i * part, part, ec);
+    p.async_get({"bkt", "many"}, slice, byte_range{i * part, part},
+                boost::asio::bind_executor(io, [&](error_code e, transfer_result r) {
+                  CHECK(!e);
+                  CHECK(r.bytes == part);
+                  ++done;
+                }));
+  }
+  io.run();
+  CHECK(done == static_cast<int>(parts));
+  CHECK(out == data);
+}
