@@ -28,7 +28,7 @@ class any_transfer_handler {
   template <class Handler>
   struct holder final : base {
     explicit holder(Handler&& h) : handler(std::move(h)) {}
-    void invoke(error_code ec, transfer_result result) override { std::move(handler)(ec, result); }
+    void invoke(error_code ec, transfer_result result) override { std::move(handler)(ec, std::move(result)); }
     Handler handler;
   };
 
@@ -47,7 +47,7 @@ class any_transfer_handler {
 
   void operator()(error_code ec, transfer_result result) {
     auto impl = std::move(impl_);  // exactly once
-    impl->invoke(ec, result);
+    impl->invoke(ec, std::move(result));
   }
 
  private:
@@ -92,9 +92,9 @@ class any_path : public detail::blocking_transfers<any_path> {
   template <class N, class R, class T, class E>
   explicit any_path(path<N, R, T, E> p) : impl_(std::make_unique<model<path<N, R, T, E>>>(std::move(p))) {}
 
-  /// Name of the negotiator inside ("local", "s3_rdma", ...).
+  /// Name of the negotiator inside ("local", "s3", ...).
   [[nodiscard]] std::string_view negotiator_name() const noexcept { return impl_->negotiator_name(); }
-  /// Name of the transport inside ("loopback", "fabric", ...).
+  /// Name of the transport inside ("loopback", "fabric", "s3-rdma", ...).
   [[nodiscard]] std::string_view transport_name() const noexcept { return impl_->transport_name(); }
 
   /// As path::async_get. Completion: `void(error_code, transfer_result)`.

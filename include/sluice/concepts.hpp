@@ -35,7 +35,7 @@ struct negotiate_handler_archetype {
   void operator()(error_code, Session) {}
 };
 struct complete_handler_archetype {
-  void operator()(error_code, transfer_result) {}
+  void operator()(error_code, const transfer_result&) {}
 };
 
 }  // namespace detail

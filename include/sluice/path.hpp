@@ -127,7 +127,7 @@ class path : public detail::blocking_transfers<path<N, R, T, Executor>> {
       s->registration.reset();  // deregister before the caller hears of completion
       if (s->failure) ec = s->failure;
       result.transport = T::name;
-      self.complete(ec, result);
+      self.complete(ec, std::move(result));
     }
 
     // Hands the session back to the negotiator, successful or not, so it can publish or release.

@@ -64,11 +64,20 @@ struct transfer_request {
   direction dir = direction::get;
 };
 
+/// A path that a fallback_path tried before the one that carried the bytes, and why it did not.
+struct skipped_path {
+  std::string_view negotiator;  ///< its negotiator's name
+  std::string_view transport;   ///< its transport's name
+  error_code reason;            ///< what it failed with (for example one equal to condition::declined)
+};
+
 /// What a completed transfer reports: bytes moved and the parts that moved them.
 struct transfer_result {
   std::uint64_t bytes = 0;      ///< payload bytes delivered
   std::string_view negotiator;  ///< name of the negotiator that agreed the transfer
   std::string_view transport;   ///< name of the transport that carried the bytes
+  /// fallback_path: the paths tried first, in order, each with its reason; empty otherwise.
+  std::vector<skipped_path> skipped;
 };
 
 /// Attributes a writer publishes with an object.

@@ -6,6 +6,7 @@
 #include <sluice/concepts.hpp>
 #include <sluice/config.hpp>
 #include <sluice/error.hpp>
+#include <sluice/fallback_path.hpp>
 #include <sluice/host_registrar.hpp>
 #include <sluice/local_negotiator.hpp>
 #include <sluice/loopback.hpp>

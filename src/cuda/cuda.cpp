@@ -2,6 +2,7 @@
 // need no CUDA headers and a host without a GPU gets error codes, never a crash.
 #include <sluice/cuda/device.hpp>
 #include <sluice/cuda/device_memory.hpp>
+#include <sluice/cuda/device_registrar.hpp>
 #include <sluice/cuda/error.hpp>
 #include <sluice/cuda/pinned.hpp>
 #include <sluice/cuda/stager.hpp>
@@ -114,6 +115,34 @@ pinned_registration pinning_registrar::register_region(const region& mem, error_
   }
   ec = {};
   return {{mem.data, mem.size, memory_kind::host_pinned, -1}, true};
+}
+
+device_registration device_registrar::register_region(const region& mem, error_code& ec) const {
+  if (mem.kind != memory_kind::cuda_device) {
+    ec = errc::unsupported_memory;
+    return {};
+  }
+  if (mem.size == 0) {
+    ec = {};
+    return device_registration{mem};
+  }
+  if (mem.data == nullptr) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  if (device_count(ec) == 0) return {};
+  cudaPointerAttributes attributes{};
+  if (const cudaError_t e = cudaPointerGetAttributes(&attributes, mem.data); e != cudaSuccess) {
+    (void)cudaGetLastError();  // not a pointer the runtime knows: clear the error for later calls
+    ec = errc::invalid_argument;
+    return {};
+  }
+  if (attributes.type != cudaMemoryTypeDevice || attributes.device != mem.device) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  ec = {};
+  return device_registration{mem};
 }
 
 // -- device memory and streams ----------------------------------------------------------------

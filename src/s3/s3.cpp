@@ -1,5 +1,7 @@
 // The compiled part of sluice::s3, one translation unit (asio's impl/*.ipp pattern): each
-// .ipp beside this file implements one header of include/sluice/s3/.
+// .ipp included here implements one header of include/sluice/s3/. The two large ones include
+// their parts themselves: fs_store.ipp (fs_store_format, fs_store_writer, fs_store_multipart)
+// and client.ipp (client_connection, client_exchange, client_get, client_put, client_ops).
 // clang-format off
 #include "error.ipp"
 #include "checksum.ipp"

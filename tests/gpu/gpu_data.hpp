@@ -38,8 +38,8 @@ inline region source_region(const std::vector<std::byte>& bytes) {
 /// Device memory of `n` bytes plus a poisoned guard of `guard` bytes on each side.
 struct guarded_device {
   static constexpr std::byte poison{0xAB};
-  explicit guarded_device(std::size_t n, std::size_t guard_bytes = 4096)
-      : buffer(cuda::device_buffer::allocate(n + 2 * guard_bytes)), size(n), guard(guard_bytes) {
+  explicit guarded_device(std::size_t n, std::size_t guard_length = 4096)
+      : buffer(cuda::device_buffer::allocate(n + 2 * guard_length)), size(n), guard(guard_length) {
     REQUIRE(!cuda::fill(buffer.region(), poison));
   }
   /// The n bytes between the guards.

@@ -1,13 +1,11 @@
 // The S3 path's RDMA transport over a real libfabric provider (tcp;ofi_rxm, shm): the token
 // protocol as a path<s3::negotiator, host_registrar, s3::rdma_transport>.
-#include <sluice/fabric/s3_plane.hpp>
+#include <sluice/fallback_path.hpp>
 
 #include <sluice/host_registrar.hpp>
-#include <sluice/memory_store.hpp>
 #include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/path.hpp>
-#include <sluice/s3/server.hpp>
 
 #include <doctest/doctest.h>
 
@@ -17,7 +15,7 @@
 #include <vector>
 
 #include "conformance/host_fixtures.hpp"
-#include "conformance/s3_fixtures.hpp"
+#include "conformance/s3_rdma_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
 
 namespace {
@@ -25,45 +23,10 @@ namespace {
 using namespace sluice;
 using testing::random_bytes;
 
-// A server over a memory_store whose RDMA plane opens `provider` ("": none), and a client whose
-// plane opens the same provider, in this process: the bytes cross a real libfabric provider.
-struct rdma_server {
-  explicit rdma_server(const std::string& provider, bool server_plane = true) {
-    s3::server_config config;
-    config.port = 0;
-    config.users = {{"AK", "SK"}};
-    error_code ec;
-    if (server_plane) {
-      fabric::server_plane_config plane;
-      plane.fabric.provider = provider;
-      plane.fabric.node = "127.0.0.1";
-      plane.staging_buffer_bytes = 1 * mib;
-      plane.staging_buffers = 8;
-      config.rdma = fabric::server_plane::open(plane, ec);
-      REQUIRE_MESSAGE(!ec, ec.message());
-    }
-    server = std::make_unique<s3::server<memory_store>>(store, config);
-    server->listen();
-    s3::client_config c;
-    c.endpoint = "http://127.0.0.1:" + std::to_string(server->local_endpoint().port());
-    c.creds = {"AK", "SK"};
-    c.part_size = 5 * mib;
-    c.multipart_threshold = 6 * mib;
-    fabric::client_plane_config plane;
-    plane.fabric.provider = provider;
-    plane.fabric.node = "127.0.0.1";
-    c.rdma = fabric::client_plane::open(plane, true, ec);
-    REQUIRE_MESSAGE(!ec, ec.message());
-    client = std::make_unique<s3::client>(c);
-    client->create_bucket("bkt");
-  }
-  testing::s3_remote make_remote(std::span<const std::byte> initial) {
-    return {*client, "bkt", "remote-" + std::to_string(next++), initial};
-  }
-  memory_store store;
-  std::unique_ptr<s3::server<memory_store>> server;
-  std::unique_ptr<s3::client> client;
-  std::atomic<int> next{0};
+// The server's plane on `provider` (or none), the client's on the same provider.
+struct rdma_server : testing::rdma_s3_server {
+  explicit rdma_server(const std::string& provider, bool with_plane = true)
+      : rdma_s3_server(with_plane ? provider : "", provider) {}
 };
 
 template <class Provider>
@@ -124,4 +87,44 @@ TEST_CASE("s3 path over RDMA: a server without a plane declines, and the HTTP pa
   CHECK(ec == condition::declined);
   CHECK(http.get({"bkt", "k"}, host_region(got)).bytes == 4096);
   CHECK(got == data);
+}
+
+TEST_CASE("s3 fallback_path: RDMA first, HTTP when the server declines; the result says which ran and why") {
+  auto data = random_bytes(100000, 8);
+  for (const bool server_plane : {false, true}) {
+    CAPTURE(server_plane);
+    rdma_server live("tcp;ofi_rxm", server_plane);
+    std::vector<any_path> paths;
+    paths.emplace_back(rdma_path{s3::negotiator{*live.client}, host_registrar{}, s3::rdma_transport{*live.client}});
+    paths.emplace_back(http_path{s3::negotiator{*live.client}, host_registrar{}, s3::http_transport{*live.client}});
+    fallback_path p{std::move(paths)};
+
+    const transfer_result put = p.put({"bkt", "k"}, host_region(data));
+    std::vector<std::byte> got(data.size());
+    const transfer_result get = p.get({"bkt", "k"}, host_region(got));
+    CHECK(got == data);
+    const auto stats = live.client->statistics();
+    for (const transfer_result* r : {&put, &get}) {
+      CHECK(r->bytes == data.size());
+      if (server_plane) {
+        CHECK(r->transport == "s3-rdma");
+        CHECK(r->skipped.empty());
+      } else {
+        CHECK(r->transport == "s3-http");
+        REQUIRE(r->skipped.size() == 1);
+        CHECK(r->skipped[0].transport == "s3-rdma");
+        CHECK(r->skipped[0].reason == s3::errc::rdma_not_supported);
+      }
+    }
+    CHECK(stats.rdma_bytes == (server_plane ? 2 * data.size() : 0));
+    CHECK(stats.http_bytes == (server_plane ? 0 : 2 * data.size()));
+
+    // A missing object is the transfer's failure on every path: one HEAD, no second path.
+    const auto before = live.client->statistics().requests;
+    error_code ec;
+    const transfer_result missing = p.get({"bkt", "missing"}, host_region(got), ec);
+    CHECK(ec == condition::not_found);
+    CHECK(missing.skipped.empty());
+    CHECK(live.client->statistics().requests - before == 1);
+  }
 }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "conformance/s3_rdma_fixtures.hpp"
+
 namespace {
 
 using namespace sluice;
@@ -32,45 +34,7 @@ std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
 /// A server (memory_store) whose RDMA plane opens `server_provider` ("" : no plane), and a
 /// client whose plane uses `client_provider`, in this process: the bytes still cross a real
 /// libfabric provider between two endpoints.
-struct rdma_pair {
-  explicit rdma_pair(const std::string& server_provider, const std::string& client_provider,
-                     std::size_t client_endpoints = 1) {
-    s3::server_config config;
-    config.port = 0;
-    config.users = {{"AK", "SK"}};
-    if (!server_provider.empty()) {
-      fabric::server_plane_config plane;
-      plane.fabric.provider = server_provider;
-      plane.fabric.node = "127.0.0.1";
-      plane.staging_buffer_bytes = 1 * mib;  // small buffers: every transfer spans several
-      plane.staging_buffers = 8;
-      error_code ec;
-      config.rdma = server_plane = fabric::server_plane::open(plane, ec);
-      REQUIRE_MESSAGE(!ec, ec.message());
-    }
-    server = std::make_unique<s3::server<memory_store>>(store, config);
-    server->listen();
-    s3::client_config c;
-    c.endpoint = "http://127.0.0.1:" + std::to_string(server->local_endpoint().port());
-    c.creds = {"AK", "SK"};
-    c.part_size = 5 * mib;
-    c.multipart_threshold = 6 * mib;
-    fabric::client_plane_config plane;
-    plane.fabric.provider = client_provider;
-    plane.fabric.node = "127.0.0.1";
-    plane.endpoints = client_endpoints;
-    error_code ec;
-    c.rdma = client_plane = fabric::client_plane::open(plane, true, ec);
-    REQUIRE_MESSAGE(!ec, ec.message());
-    client = std::make_unique<s3::client>(c);
-    client->create_bucket("bkt");
-  }
-  memory_store store;
-  std::shared_ptr<fabric::server_plane> server_plane;
-  std::unique_ptr<s3::server<memory_store>> server;
-  std::shared_ptr<fabric::client_plane> client_plane;
-  std::unique_ptr<s3::client> client;
-};
+using rdma_pair = testing::rdma_s3_server;
 
 void round_trip(rdma_pair& pair, std::size_t size) {
   CAPTURE(size);

@@ -128,12 +128,11 @@ TEST_CASE_FIXTURE(http_path_fixture, "s3 path: a get reads the version it negoti
   // Negotiate the read, replace the object behind the session's back, then move.
   boost::asio::io_context io;
   std::optional<s3::negotiator::session_type> session;
-  p.get_negotiator().async_negotiate(
-      transfer_request{{"bkt", "v"}, {}, direction::get},
-      boost::asio::bind_executor(io, [&](error_code ec, s3::negotiator::session_type s) {
-        REQUIRE_MESSAGE(!ec, ec.message());
-        session.emplace(std::move(s));
-      }));
+  p.get_negotiator().async_negotiate(transfer_request{{"bkt", "v"}, {}, direction::get},
+                                     boost::asio::bind_executor(io, [&](error_code ec, s3::negotiator::session_type s) {
+                                       REQUIRE_MESSAGE(!ec, ec.message());
+                                       session.emplace(std::move(s));
+                                     }));
   io.run();
   REQUIRE(session);
   CHECK(session->span() == transfer_span{0, 0, 4096});

@@ -70,7 +70,8 @@ class negotiator {
   template <class CompletionToken>
   auto async_negotiate(const transfer_request& request, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, session_type)>(
-        [owner = this](auto handler, transfer_request req) { owner->start(std::move(req), std::move(handler)); }, token, request);
+        [owner = this](auto handler, transfer_request req) { owner->start(std::move(req), std::move(handler)); }, token,
+        request);
   }
 
   /// Ends `s` after the transport finished with `transport_error` having moved `bytes`: a
@@ -180,11 +181,11 @@ class object_transport {
           options.via = Via;
           const region from = here.subregion(s.local_offset, s.length, ec);
           const auto executor = boost::asio::get_associated_executor(handler, client_->get_executor());
-          client_->async_put_object(
-              std::move(there.bucket), std::move(there.key), from, std::move(options),
-              boost::asio::bind_executor(executor, [h = std::move(handler), n = s.length](error_code e, const std::string&) mutable {
-                std::move(h)(e, e ? std::size_t{0} : static_cast<std::size_t>(n));
-              }));
+          client_->async_put_object(std::move(there.bucket), std::move(there.key), from, std::move(options),
+                                    boost::asio::bind_executor(executor, [h = std::move(handler), n = s.length](
+                                                                             error_code e, const std::string&) mutable {
+                                      std::move(h)(e, e ? std::size_t{0} : static_cast<std::size_t>(n));
+                                    }));
         },
         token, local.region(), remote, span);
   }
@@ -192,8 +193,10 @@ class object_transport {
  private:
   static error_code check(const region& local, const object_remote& remote, transfer_span span, direction dir) {
     if (!local.contains(span.local_offset, span.length)) return sluice::errc::region_too_small;
-    if (span.remote_offset > remote.size || span.length > remote.size - span.remote_offset) return sluice::errc::bad_range;
-    if (dir == direction::put && (span.remote_offset != 0 || span.length != remote.size)) return sluice::errc::invalid_argument;
+    const bool inside = span.remote_offset <= remote.size && span.length <= remote.size - span.remote_offset;
+    if (!inside) return sluice::errc::bad_range;
+    const bool whole = span.remote_offset == 0 && span.length == remote.size;
+    if (dir == direction::put && !whole) return sluice::errc::invalid_argument;
     return {};
   }
 

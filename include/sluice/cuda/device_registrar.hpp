@@ -1,0 +1,46 @@
+// The device registrar: device memory for a path whose transport reaches it (the S3 RDMA path,
+// whose client plane registers the memory per request with FI_HMEM, or grants it to a same-host
+// server through CUDA IPC).
+#pragma once
+
+#include <sluice/concepts.hpp>
+#include <sluice/cuda/error.hpp>
+
+#include <utility>
+
+namespace sluice::cuda {
+
+/// A checked device region; nothing to undo (the transport's plane registers it per request
+/// and caches that registration). Move-only.
+class device_registration {
+ public:
+  device_registration() = default;
+  explicit device_registration(const sluice::region& mem) noexcept : region_(mem) {}
+  device_registration(device_registration&& other) noexcept : region_(std::exchange(other.region_, {})) {}
+  device_registration& operator=(device_registration&& other) noexcept {
+    region_ = std::exchange(other.region_, {});
+    return *this;
+  }
+  device_registration(const device_registration&) = delete;
+  device_registration& operator=(const device_registration&) = delete;
+  ~device_registration() = default;
+
+  /// The registered region, of kind cuda_device; empty after a failed registration or a move.
+  [[nodiscard]] const sluice::region& region() const noexcept { return region_; }
+
+ private:
+  sluice::region region_{};
+};
+
+/// Accepts device memory only, after asking the CUDA runtime that the region's first byte is
+/// device memory of the region's device (cudaPointerGetAttributes). Errors: unsupported_memory
+/// (host memory: use host_registrar or pinning_registrar), invalid_argument (a null pointer with a
+/// size, or a pointer that is not device memory of `mem.device`), no_device. A region of size 0
+/// passes unchecked. Stateless and thread-safe.
+class device_registrar {
+ public:
+  using registration_type = device_registration;
+  registration_type register_region(const region& mem, error_code& ec) const;
+};
+
+}  // namespace sluice::cuda

@@ -1,0 +1,319 @@
+// A connection's request loop: reading a request, authenticating, routing it to its operation,
+// logging it, and the answers (headers, XML, errors).
+// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
+// of the one before it; embedders include server_impl.hpp, not these.
+#pragma once
+
+#include <sluice/s3/detail/server_connection.hpp>
+
+namespace sluice::s3::detail {
+
+template <class Store, class Stream>
+asio::awaitable<void> connection<Store, Stream>::run() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->closers[this] = [weak = this->weak_from_this()] {
+      if (auto self = weak.lock()) {
+        asio::post(self->stream_.get_executor(), [self] {
+          error_code ignored;
+          self->lowest().socket().close(ignored);
+        });
+      }
+    };
+  }
+  bool open = true;
+  if constexpr (tls) {
+    error_code ec;
+    lowest().expires_after(state_->config.read_timeout);
+    co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+    open = !ec;  // not TLS, an old protocol, a stall: dropped without an answer
+  }
+  while (open) {  // NOLINT(bugprone-infinite-loop): every way out of the loop is a break
+    header_parser parser;
+    parser.header_limit(static_cast<std::uint32_t>(state_->config.max_header_bytes));
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    error_code ec;
+    if (buffer_.size() == 0) {
+      // Between requests the connection may idle for idle_timeout; from the request's first byte
+      // its header section has read_timeout to arrive.
+      lowest().expires_after(state_->config.idle_timeout);
+      const std::size_t n =
+          co_await stream_.async_read_some(buffer_.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+      buffer_.commit(n);
+      if (ec) break;  // closed, reset or idle: nothing to answer
+    }
+    lowest().expires_after(state_->config.read_timeout);
+    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == http::error::header_limit) {
+        request req{&parser};
+        req.id = state_->next_request_id();
+        req.keep_alive = false;
+        req.error = "RequestHeaderSectionTooLarge";
+        string_response res{http::status::bad_request, 11};
+        res.set(http::field::content_type, "application/xml");
+        res.body() =
+            xml::error_body("RequestHeaderSectionTooLarge", "Your request header section is too large.", "", req.id);
+        co_await send(req, std::move(res));
+      } else if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
+                 ec != asio::error::operation_aborted && ec != asio::error::connection_reset) {
+        request req{&parser};
+        req.id = state_->next_request_id();
+        req.keep_alive = false;
+        co_await send_error(req, s3::errc::invalid_request, "malformed HTTP request");
+      }
+      break;
+    }
+    lowest().expires_after(state_->config.read_timeout);
+    const bool keep = co_await handle(parser);
+    if (!keep || state_->stopping) break;
+  }
+  error_code ignored;
+  if constexpr (tls) {  // close_notify, best effort: a peer that is gone or stalls does not hold us
+    if (open) lowest().expires_after(std::chrono::seconds(2));
+    if (open) co_await stream_.async_shutdown(asio::redirect_error(asio::use_awaitable, ignored));
+  }
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+  lowest().close();
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->closers.erase(this);
+  }
+  {
+    std::lock_guard lock(state_->address_mutex);
+    if (auto it = state_->per_address.find(peer_); it != state_->per_address.end() && --it->second == 0) {
+      state_->per_address.erase(it);
+    }
+  }
+  state_->connections.fetch_sub(1);
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
+  request req{&parser};
+  const record_on_exit recorded{this, &req};
+  req.id = state_->next_request_id();
+  req.fields = parser.get().base();
+  const auto& msg = req.msg();
+  req.head = msg.method() == http::verb::head;
+  req.keep_alive = parser.get().keep_alive();
+  req.body_pending = !parser.is_done();
+  if (const auto problem = transfer_encoding_problem(msg)) {
+    req.keep_alive = false;  // the body's end is unknown: nothing after this header is a request
+    co_return co_await send_error(req, *problem,
+                                  *problem == s3::errc::not_implemented
+                                      ? "A Transfer-Encoding other than chunked is not supported."
+                                      : "Transfer-Encoding must end in chunked, once, without Content-Length.");
+  }
+
+  const std::string_view method(msg.method_string().data(), msg.method_string().size());
+  const std::string_view target(msg.target().data(), msg.target().size());
+  error_code ec;
+  req.where = parse_route(method, target, req.header("Host"), state_->config.virtual_host_suffixes,
+                          msg.find("x-amz-copy-source") != msg.end(), ec);
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+
+  // Authentication: a SigV4 header or presigned query, SigV2 (header or query) unless switched
+  // off, or anonymous when configured.
+  request_view view{method, target, {}};
+  for (const auto& field : msg) {
+    view.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
+                              std::string_view(field.value().data(), field.value().size()));
+  }
+  const bool signed_v2 = sigv2::claims(view);
+  const bool signed_request = signed_v2 || msg.find(http::field::authorization) != msg.end() ||
+                              req.where.param("X-Amz-Signature") || req.where.param("X-Amz-Credential");
+  if (!signed_request) {
+    if (!state_->config.allow_anonymous) co_return co_await send_error(req, s3::errc::access_denied, "Access Denied");
+    req.user = state_->config.users.empty() ? std::string("anonymous") : state_->config.users.front().access_key_id;
+  } else if (signed_v2) {
+    if (!state_->config.sigv2) {
+      co_return co_await send_error(req, s3::errc::access_denied,
+                                    "AWS Signature Version 2 is disabled on this server; sign with AWS4-HMAC-SHA256.");
+    }
+    const auto secret_for = [this](std::string_view key) { return state_->secret_for(key); };
+    // The bucket is in the canonical resource even when only the Host header names it.
+    const std::string_view host_bucket = req.where.virtual_host ? std::string_view(req.where.bucket) : "";
+    std::string why;
+    verified v = sigv2::verify(view, host_bucket, secret_for, std::chrono::system_clock::now(), ec, &why);
+    if (ec) co_return co_await send_error(req, to_s3(ec), why);
+    req.user = v.access_key_id;
+    req.auth = std::move(v);
+  } else {
+    const auto secret_for = [this](std::string_view key) { return state_->secret_for(key); };
+    std::optional<std::string_view> region;
+    if (state_->config.region) region = *state_->config.region;
+    std::string why;
+    verified v = verify(view, secret_for, std::chrono::system_clock::now(), region, ec, &why);
+    if (ec) co_return co_await send_error(req, to_s3(ec), why);
+    req.user = v.access_key_id;
+    req.auth = std::move(v);
+  }
+
+  // Ownership: every bucket-level operation but CreateBucket needs the caller to own the bucket.
+  if (!req.where.bucket.empty() && req.where.op != operation::create_bucket &&
+      req.where.op != operation::not_implemented && !owns(req, req.where.bucket)) {
+    co_return co_await send_error(req, s3::errc::access_denied, "Access Denied");
+  }
+  // A new object's key must be text a plain (XML) listing can carry.
+  if ((req.where.op == operation::put_object || req.where.op == operation::copy_object ||
+       req.where.op == operation::create_multipart_upload) &&
+      !is_xml_safe_utf8(req.where.key)) {
+    co_return co_await send_error(req, s3::errc::invalid_argument,
+                                  "Object keys must be UTF-8 without control characters other than tab, newline "
+                                  "and carriage return (XML 1.0 cannot carry them).");
+  }
+  co_return co_await dispatch(req);
+}
+
+template <class Store, class Stream>
+void connection<Store, Stream>::record(request& req, unsigned status, std::uint64_t bytes_sent) {
+  if (req.recorded) return;
+  req.recorded = true;
+  const auto duration =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - req.start);
+  server_metrics& metrics = state_->metrics;
+  metrics.record(req.where.op, status, req.error, duration);
+  metrics.add_bytes(byte_direction::out, byte_path::http, bytes_sent);
+  metrics.add_bytes(byte_direction::in, byte_path::http, req.bytes_received);
+  if (req.bytes_direct > 0) {
+    metrics.add_bytes(req.where.op == operation::get_object ? byte_direction::out : byte_direction::in,
+                      req.direct_path.starts_with("grant:") ? byte_path::grant : byte_path::rdma, req.bytes_direct);
+  }
+  if (req.decline && req.rdma_reply == "501") metrics.rdma_declined(*req.decline);
+  access_log* log = state_->log.get();
+  if (log == nullptr) return;
+  error_code ignored;
+  const std::string remote = peer_.to_string(ignored);
+  const std::string_view method(req.fields.method_string().data(), req.fields.method_string().size());
+  const std::string_view path = !req.direct_path.empty()                   ? std::string_view(req.direct_path)
+                                : bytes_sent > 0 || req.bytes_received > 0 ? std::string_view("http")
+                                                                           : std::string_view("none");
+  // Empty before authentication succeeded: the line says "-".
+  const std::string_view user = req.auth           ? std::string_view(req.user)
+                                : req.user.empty() ? std::string_view()
+                                                   : std::string_view("anonymous");
+  access_record line;
+  line.time = req.time;
+  line.remote = remote;
+  line.user = user;
+  line.method = method;
+  line.bucket = req.where.bucket;
+  line.key = req.where.key;
+  line.operation = operation_name(req.where.op);
+  line.status = status;
+  line.error = req.error;
+  line.bytes_sent = bytes_sent;
+  line.bytes_received = req.bytes_received;
+  line.bytes_direct = req.bytes_direct;
+  line.path = path;
+  line.duration_us = static_cast<std::uint64_t>(duration.count());
+  line.request_id = req.id;
+  log->write(format_access_line(line, log->format()));
+}
+
+template <class Store, class Stream>
+bool connection<Store, Stream>::owns(const request& req, std::string_view bucket) const {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->owners.find(bucket);
+  return it == state_->owners.end() || it->second == req.user;  // unknown bucket: the store answers NoSuchBucket
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
+  switch (req.where.op) {
+    case operation::list_buckets: co_return co_await list_buckets(req);
+    case operation::create_bucket: co_return co_await create_bucket(req);
+    case operation::head_bucket:
+    case operation::delete_bucket:
+    case operation::get_bucket_location:
+    case operation::get_bucket_versioning: co_return co_await bucket_only(req);
+    case operation::list_objects_v1:
+    case operation::list_objects_v2:
+    case operation::list_object_versions: co_return co_await list_objects(req);
+    case operation::delete_objects: co_return co_await delete_objects(req);
+    case operation::put_object: co_return co_await put_object(req);
+    case operation::copy_object: co_return co_await copy_object(req);
+    case operation::get_object:
+    case operation::head_object: co_return co_await get_object(req);
+    case operation::delete_object: co_return co_await delete_object(req);
+    case operation::list_multipart_uploads:
+    case operation::create_multipart_upload:
+    case operation::upload_part:
+    case operation::complete_multipart_upload:
+    case operation::abort_multipart_upload:
+    case operation::list_parts: co_return co_await multipart(req);
+    case operation::upload_part_copy: co_return co_await upload_part_copy(req);
+    case operation::get_object_tagging:
+    case operation::put_object_tagging:
+    case operation::delete_object_tagging: co_return co_await object_tagging(req);
+    case operation::not_implemented: break;
+  }
+  co_return co_await send_error(req, s3::errc::not_implemented,
+                                "A header or query you provided implies functionality that is not implemented.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+template <class Store, class Stream>
+void connection<Store, Stream>::common_headers(request& req, http::fields& fields) {
+  fields.set(http::field::server, "sluice");
+  fields.set("x-amz-request-id", req.id);
+  fields.set(http::field::date, xml::http_date(std::chrono::system_clock::now()));
+  if (!req.rdma_reply.empty()) fields.set("x-amz-rdma-reply", req.rdma_reply);
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send(request& req, string_response res) {
+  common_headers(req, res.base());
+  // A request whose body was not read leaves bytes on the wire: close after answering.
+  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
+  res.keep_alive(keep);
+  if (req.head) {
+    const auto length = res.body().size();
+    res.body().clear();
+    res.content_length(length);
+    http::response_serializer<http::string_body> sr(res);
+    sr.split(true);
+    error_code ec;
+    co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    record(req, res.result_int(), 0);
+    co_return !ec && keep;
+  }
+  res.prepare_payload();
+  error_code ec;
+  co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  record(req, res.result_int(), ec ? 0 : res.body().size());
+  co_return !ec && keep;
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send_xml(request& req, std::string body, http::status status) {
+  string_response res{status, 11};
+  res.set(http::field::content_type, "application/xml");
+  res.body() = std::move(body);
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send_empty(request& req, http::status status) {
+  string_response res{status, 11};
+  co_return co_await send(req, std::move(res));
+}
+
+template <class Store, class Stream>
+asio::awaitable<bool> connection<Store, Stream>::send_error(request& req, s3::errc code, std::string message) {
+  const unsigned status = http_status(code);
+  req.error = status == 304 ? std::string_view() : code_string(code);
+  string_response res{static_cast<http::status>(status), 11};
+  if (status == 304) co_return co_await send(req, std::move(res));  // 304 carries no body
+  res.set(http::field::content_type, "application/xml");
+  // Say what is wrong: S3's general message when the caller has nothing more specific (an
+  // error_code's message() is only its code).
+  if (message.empty() || message == code_string(code)) message = std::string(default_message(code));
+  res.body() = xml::error_body(code_string(code), message, req.resource(), req.id);
+  co_return co_await send(req, std::move(res));
+}
+
+}  // namespace sluice::s3::detail

@@ -1,0 +1,76 @@
+// Accepting connections (HTTP and HTTPS) and writing the access log out.
+// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
+// of the one before it; embedders include server_impl.hpp, not these.
+#pragma once
+
+#include <sluice/s3/detail/server_multipart.hpp>
+
+namespace sluice::s3::detail {
+
+/// Writes the access log out every second until the server stops (stop() flushes the rest).
+template <class Store>
+asio::awaitable<void> flush_access_log(std::shared_ptr<server_state<Store>> state) {
+  while (!state->stopping) {
+    state->log_flush_timer.expires_after(std::chrono::seconds(1));
+    error_code ec;
+    co_await state->log_flush_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    state->log->flush();
+  }
+}
+
+/// Accepts on `acceptor` until the server stops: HTTPS connections with `with_tls`.
+template <class Store, bool with_tls>
+asio::awaitable<void> accept_loop(std::shared_ptr<server_state<Store>> state, tcp::acceptor& acceptor) {
+  for (;;) {
+    error_code accept_error;
+    tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(state->io),
+                                                        asio::redirect_error(asio::use_awaitable, accept_error));
+    if (accept_error) {
+      if (state->stopping || accept_error == asio::error::operation_aborted) co_return;
+      continue;  // EMFILE and friends: keep serving the connections we have
+    }
+    if (state->connections.fetch_add(1) >= state->config.max_connections) {
+      state->connections.fetch_sub(1);
+      error_code ignored;
+      socket.close(ignored);  // over the limit: refuse rather than queue without bound
+      continue;
+    }
+    error_code peer_error;
+    auto peer = socket.remote_endpoint(peer_error).address();
+    if (peer.is_v6() && peer.to_v6().is_v4_mapped()) {
+      peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+    }
+    bool over = false;
+    {
+      std::lock_guard lock(state->address_mutex);
+      auto& count = state->per_address[peer];
+      over = count >= state->config.max_connections_per_address;
+      if (!over) ++count;
+    }
+    if (over) {  // one client address holds its share already
+      state->connections.fetch_sub(1);
+      error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    // Answers are written header then body: without TCP_NODELAY a small body waits for the
+    // client's delayed ACK of the header (40 ms on Linux) on a kept-alive connection.
+    error_code ignored_option;
+    socket.set_option(tcp::no_delay(true), ignored_option);
+    auto executor = socket.get_executor();
+    if constexpr (with_tls) {
+      using tls_stream = asio::ssl::stream<beast::tcp_stream>;
+      auto conn = std::make_shared<detail::connection<Store, tls_stream>>(
+          state, tls_stream(beast::tcp_stream(std::move(socket)), *state->tls_context), peer);
+      asio::co_spawn(
+          executor, [conn]() { return conn->run(); }, asio::detached);
+    } else {
+      auto conn = std::make_shared<detail::connection<Store, beast::tcp_stream>>(
+          state, beast::tcp_stream(std::move(socket)), peer);
+      asio::co_spawn(
+          executor, [conn]() { return conn->run(); }, asio::detached);
+    }
+  }
+}
+
+}  // namespace sluice::s3::detail

@@ -1,0 +1,172 @@
+// What a server and its connections share (server_state), and what a failed request answers.
+// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
+// of the one before it; embedders include server_impl.hpp, not these.
+#pragma once
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+
+#include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
+
+#include <sluice/names.hpp>
+#include <sluice/s3/access_log.hpp>
+#include <sluice/s3/admin_impl.hpp>
+#include <sluice/s3/checksum.hpp>
+#include <sluice/s3/chunked.hpp>
+#include <sluice/s3/error.hpp>
+#include <sluice/s3/metrics.hpp>
+#include <sluice/s3/router.hpp>
+#include <sluice/s3/server.hpp>
+#include <sluice/s3/sigv2.hpp>
+#include <sluice/s3/sigv4.hpp>
+#include <sluice/s3/xml.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+namespace sluice::s3::detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+/// What a failed request answers: the S3 error, an optional message, and whether the
+/// connection must close (the request body was not consumed).
+struct s3_failure {
+  s3::errc code = s3::errc::internal_error;
+  std::string message;
+};
+
+/// Maps a store's sluice::errc to the S3 error a client expects.
+inline s3::errc to_s3(const error_code& ec, bool bucket_level = false) {
+  if (ec.category() == s3_category()) return static_cast<s3::errc>(ec.value());
+  if (ec.category() == sluice_category()) {
+    switch (static_cast<sluice::errc>(ec.value())) {
+      case sluice::errc::no_such_bucket: return s3::errc::no_such_bucket;
+      case sluice::errc::no_such_object: return s3::errc::no_such_key;
+      case sluice::errc::bucket_exists: return s3::errc::bucket_already_owned_by_you;
+      case sluice::errc::bucket_not_empty: return s3::errc::bucket_not_empty;
+      case sluice::errc::invalid_name: return bucket_level ? s3::errc::invalid_bucket_name : s3::errc::key_too_long;
+      case sluice::errc::capacity_exceeded: return s3::errc::entity_too_large;
+      case sluice::errc::no_such_upload: return s3::errc::no_such_upload;
+      case sluice::errc::invalid_part: return s3::errc::invalid_part;
+      case sluice::errc::invalid_part_order: return s3::errc::invalid_part_order;
+      case sluice::errc::bad_range: return s3::errc::invalid_range;
+      case sluice::errc::precondition_failed: return s3::errc::precondition_failed;
+      default: break;
+    }
+  }
+  if (ec == std::errc::no_space_on_device || ec.value() == EDQUOT) {
+    if (ec.category() == boost::system::generic_category() || ec.category() == boost::system::system_category()) {
+      return s3::errc::insufficient_storage;
+    }
+  }
+  return s3::errc::internal_error;
+}
+
+/// The access log's path of a token's transfer: "grant:memfd" for a same-host grant
+/// ("local:memfd"), "rdma:<provider>" otherwise.
+inline std::string direct_path_of(std::string_view provider) {
+  if (provider.starts_with("local:")) return "grant:" + std::string(provider.substr(6));
+  return "rdma:" + std::string(provider);
+}
+
+/// A store whose reads may wait on the network (gateway_store: a read may ask its upstream). The
+/// server runs its calls on the blocking pool, never on a network thread.
+template <class Store>
+concept remote_store = requires {
+  requires Store::remote;
+};
+
+/// Shared by the acceptor and every connection.
+template <class Store>
+struct server_state : std::enable_shared_from_this<server_state<Store>> {
+  server_state(Store& s, server_config c)
+      : store(&s),
+        config(std::move(c)),
+        acceptor(io),
+        tls_acceptor(io),
+        admin_acceptor(io),
+        log_flush_timer(io),
+        users(std::make_shared<const std::vector<user>>(config.users)) {}
+
+  Store* store;
+  server_config config;
+  asio::io_context io;
+  // Store calls that wait for the disk (fsync, concatenation), and every call of a remote_store
+  // (one thread per upstream request in flight).
+  asio::thread_pool blocking{remote_store<Store> ? 16 : 2};
+  asio::thread_pool rdma{config.rdma_threads};  // RDMA transfers (each waits for its completions)
+  tcp::acceptor acceptor;
+  tcp::acceptor tls_acceptor;                     // config.tls: the HTTPS listener
+  std::optional<asio::ssl::context> tls_context;  // its certificate and key, loaded by listen()
+  std::vector<std::thread> threads;
+  std::atomic<std::size_t> connections{0};
+  std::mutex address_mutex;                              // guards per_address
+  std::map<asio::ip::address, std::size_t> per_address;  // open connections per client address
+  std::atomic<std::uint64_t> request_counter{0};
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> ready{false};  // GET /ready: listening, and not stopping
+  tcp::acceptor admin_acceptor;    // config.admin_listen
+  server_metrics metrics;
+  std::unique_ptr<access_log> log;     // null: the access log is off
+  asio::steady_timer log_flush_timer;  // writes the access log out every second
+  std::mutex users_mutex;              // guards users (set_users replaces the list)
+  std::shared_ptr<const std::vector<user>> users;
+
+  std::mutex mutex;                                        // guards owners and closers
+  std::map<std::string, std::string, std::less<>> owners;  // bucket → access key id
+  std::map<const void*, std::function<void()>> closers;    // live connection → closes it on its strand
+
+  std::optional<std::string> secret_for(std::string_view access_key) {
+    std::shared_ptr<const std::vector<user>> current;
+    {
+      std::lock_guard lock(users_mutex);
+      current = users;
+    }
+    for (const auto& u : *current) {
+      if (u.access_key_id == access_key) return u.secret_access_key;
+    }
+    return std::nullopt;
+  }
+
+  std::string next_request_id() {
+    char buf[17];
+    const auto n = request_counter.fetch_add(1) + 0x51C3000000ull;
+    auto [end, e] = std::to_chars(buf, buf + sizeof buf, n, 16);
+    (void)e;
+    return std::string(buf, end);
+  }
+};
+
+}  // namespace sluice::s3::detail

@@ -1,0 +1,109 @@
+// The S3 RDMA path into and out of GPU memory as a path<N, R, T>: s3::negotiator ×
+// cuda::device_registrar × s3::rdma_transport, over shm with FI_HMEM (the client's plane registers
+// the device memory; the server's RMA lands in HBM). Needs a libfabric with CUDA (run.sh carries
+// one).
+#include <sluice/cuda/device_registrar.hpp>
+
+#include <sluice/cuda/device_memory.hpp>
+#include <sluice/path.hpp>
+#include <sluice/s3/path.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conformance/s3_rdma_fixtures.hpp"
+#include "conformance/transport_conformance.hpp"
+#include "gpu_data.hpp"
+
+namespace {
+
+using namespace sluice;
+
+// shm on both ends, the client's plane registering device memory (FI_HMEM). Required, not
+// skipped: the GPU suite runs with a libfabric built with CUDA.
+struct hmem_server : testing::rdma_s3_server {
+  hmem_server() : rdma_s3_server("shm", "shm", 1, true) {
+    REQUIRE_MESSAGE(client_plane->get_endpoint()->traits().hmem,
+                    "shm without FI_HMEM: run with a libfabric built with CUDA");
+  }
+};
+
+// Local memory on the GPU, seen through the CUDA runtime.
+class device_local {
+ public:
+  explicit device_local(std::size_t n) : buffer_(cuda::device_buffer::allocate(n == 0 ? 1 : n)), size_(n) {}
+  [[nodiscard]] sluice::region region() const {
+    return {buffer_.native_handle(), size_, memory_kind::cuda_device, buffer_.device()};
+  }
+  [[nodiscard]] std::vector<std::byte> contents() const {
+    std::vector<std::byte> out(size_);
+    if (size_ != 0) REQUIRE(!cuda::copy(host_region(out), region()));
+    return out;
+  }
+  void fill(std::span<const std::byte> data) { fill_at(0, data); }
+  void fill_at(std::size_t offset, std::span<const std::byte> data) {
+    if (data.empty()) return;
+    std::vector<std::byte> bytes(data.begin(), data.end());
+    error_code ec;
+    REQUIRE(!cuda::copy(region().subregion(offset, bytes.size(), ec), host_region(bytes)));
+  }
+
+ private:
+  cuda::device_buffer buffer_;
+  std::size_t size_;
+};
+
+struct device_rdma_fixture : hmem_server {
+  using transport_type = s3::rdma_transport;
+  using registrar_type = cuda::device_registrar;
+  transport_type transport{*client};
+  registrar_type registrar;
+  static device_local make_local(std::size_t size) { return device_local(size); }
+};
+
+using device_path = path<s3::negotiator, cuda::device_registrar, s3::rdma_transport>;
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, device_rdma_fixture);
+
+TEST_CASE("s3 path into GPU memory: put from and get into device memory, every byte by RMA") {
+  hmem_server live;
+  device_path p{s3::negotiator{*live.client}, cuda::device_registrar{}, s3::rdma_transport{*live.client}};
+  for (const std::size_t n : {std::size_t{1}, std::size_t{4097}, std::size_t{24} << 20}) {
+    CAPTURE(n);
+    const auto data = testing::fast_random_bytes(n, n + 3);
+    auto source = cuda::device_buffer::allocate(n);
+    REQUIRE(!cuda::copy(source.region(), testing::source_region(data)));
+    const auto before = live.client->statistics();
+    const transfer_result put = p.put({"bkt", "seg"}, source.region());
+    CHECK(put.bytes == n);
+    CHECK(put.transport == "s3-rdma");
+
+    testing::guarded_device whole(n);
+    CHECK(p.get({"bkt", "seg"}, whole.inner()).bytes == n);
+    CHECK(whole.holds(data));
+    if (n > 2) {
+      testing::guarded_device middle(n - 2);
+      CHECK(p.get({"bkt", "seg"}, middle.inner(), byte_range{1, n - 2}).bytes == n - 2);
+      CHECK(middle.holds(std::vector<std::byte>(data.begin() + 1, data.end() - 1)));
+    }
+    const auto after = live.client->statistics();
+    CHECK(after.http_bytes == before.http_bytes);  // nothing in an HTTP body
+  }
+}
+
+TEST_CASE("s3 path into GPU memory: host memory is the registrar's refusal, not a silent copy") {
+  hmem_server live;
+  device_path p{s3::negotiator{*live.client}, cuda::device_registrar{}, s3::rdma_transport{*live.client}};
+  std::vector<std::byte> host(4096, std::byte{1});
+  p.put({"bkt", "h"}, cuda::device_buffer::allocate(4096).region());
+  error_code ec;
+  p.get({"bkt", "h"}, host_region(host), ec);
+  CHECK(ec == errc::unsupported_memory);
+  CHECK(host == std::vector<std::byte>(4096, std::byte{1}));
+}
