@@ -15,6 +15,8 @@
 # run.sh gateway: the GPU benchmark (1 GiB) against a local store and against `sluice serve
 # --upstream` in front of a second sluice serve, in one run: a gateway cache hit into GPU memory
 # against the same GET from the local store (issue 16); JSON in $OUT/gpu_gateway_{local,gateway}.json.
+# SLUICE_GATEWAY_ROUNDS=N runs N paired rounds (local and gateway alternating) and prints each
+# row's median per-round ratio ($OUT/gpu_gateway_pairs.json).
 # run.sh file: the 4 GiB file → GPU rates of the GPU suite (resident and cold file, the pinned
 # H2D ceiling and the disk's O_DIRECT rate measured in the same run, the mapped method's shape).
 #
@@ -309,13 +311,47 @@ if [[ ${what} == gateway ]]; then
   gateway_port=$(start_serve "${root}/gateway" --fabric shm,tcp --grant-socket "${root}/gateway.sock" "${keys[@]}" \
     --upstream "http://127.0.0.1:${upstream_port}" --upstream-access-key SLUICEBENCH \
     --upstream-secret-key sluice-bench-secret)
-  for name in local gateway; do
-    port_var=${name}_port
-    echo "== GPU benchmark, 1 GiB, ${name} ($(sed -n 's/^sluice serve: listening on //p' "${root}/${name}.log"))"
-    "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${!port_var}" --size 1GiB \
-      --json "${OUT:-/tmp}/gpu_gateway_${name}.json" --grant-socket "${root}/${name}.sock" \
-      --server-pid "$(cat "${root}/${name}.pid")" "${keys[@]}" "$@" || status=1
+  # SLUICE_GATEWAY_ROUNDS=N (N > 1): N paired rounds instead of one run of each; each round runs
+  # the benchmark once against the local store and once against the gateway, the order swapped
+  # every round (ABBA), so host drift falls on both alike. Each row's ratio is then the median of
+  # its per-round ratios (gpu_gateway_pairs.json), as bench/run.py pairs the gateway's misses.
+  rounds=${SLUICE_GATEWAY_ROUNDS:-1}
+  for round in $(seq 1 "${rounds}"); do
+    order=(local gateway)
+    if ((round % 2 == 0)); then order=(gateway local); fi
+    suffix=""
+    if ((rounds > 1)); then suffix="_r${round}"; fi
+    for name in "${order[@]}"; do
+      port_var=${name}_port
+      echo "== GPU benchmark, 1 GiB, ${name}${suffix} ($(sed -n 's/^sluice serve: listening on //p' "${root}/${name}.log"))"
+      "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${!port_var}" --size 1GiB \
+        --json "${OUT:-/tmp}/gpu_gateway_${name}${suffix}.json" --grant-socket "${root}/${name}.sock" \
+        --server-pid "$(cat "${root}/${name}.pid")" "${keys[@]}" "$@" || status=1
+    done
   done
+  if ((rounds > 1)); then
+    python3 - "${OUT:-/tmp}" "${rounds}" <<'PAIRS' || status=1
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+ratios, rates = {}, {}
+for r in range(1, rounds + 1):
+    local = {(x["group"], x["path"]): x for x in json.load(open(f"{out}/gpu_gateway_local_r{r}.json"))}
+    for row in json.load(open(f"{out}/gpu_gateway_gateway_r{r}.json")):
+        key = (row["group"], row["path"])
+        if key in local and local[key]["gib_per_s"] > 0:
+            ratios.setdefault(key, []).append(row["gib_per_s"] / local[key]["gib_per_s"])
+            rates.setdefault(key, []).append((local[key]["gib_per_s"], row["gib_per_s"]))
+summary = []
+print(f"== gateway ÷ local store, {rounds} paired rounds (median of the per-round ratios)")
+for key, values in ratios.items():
+    median = statistics.median(values)
+    summary.append({"group": key[0], "path": key[1], "median_ratio": round(median, 4),
+                    "ratios": [round(v, 4) for v in values],
+                    "gib_per_s_local_gateway": [[round(a, 2), round(b, 2)] for a, b in rates[key]]})
+    print(f"  {median:5.2f}x  [{' '.join(f'{v:.2f}' for v in values)}]  {key[0]}: {key[1]}")
+json.dump(summary, open(f"{out}/gpu_gateway_pairs.json", "w"), indent=1)
+PAIRS
+  fi
   grep -h "gateway_store" "${root}"/*.log | head -20 || true
   for name in gateway upstream local; do kill "$(cat "${root}/${name}.pid")" 2>/dev/null || true; done
   wait 2>/dev/null || true
