@@ -78,6 +78,9 @@ struct transfer_result {
   std::string_view transport;   ///< name of the transport that carried the bytes
   /// fallback_path: the paths tried first, in order, each with its reason; empty otherwise.
   std::vector<skipped_path> skipped;
+  /// The version of the object the transfer read or wrote, when the negotiator knows one (S3: the
+  /// ETag); empty otherwise.
+  std::string version;
 };
 
 /// Attributes a writer publishes with an object.

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -264,6 +265,9 @@ std::unique_ptr<stager> stager::create(const stager_config& config, error_code& 
 
 stager::~stager() {
   for (slot_state& s : slots_) {
+    // The stream, not only the event: a host callback queued behind the copy refers to *this.
+    if (s.copies.native_handle() != nullptr)
+      (void)cudaStreamSynchronize(static_cast<cudaStream_t>(s.copies.native_handle()));
     (void)wait(s);
     if (s.done != nullptr) (void)cudaEventDestroy(static_cast<cudaEvent_t>(s.done));
   }
@@ -275,6 +279,21 @@ error_code stager::wait(slot_state& s) noexcept {
   return from(cudaEventSynchronize(static_cast<cudaEvent_t>(s.done)));
 }
 
+stager::slot stager::make_slot(std::size_t index) const noexcept {
+  return slot{
+      index, {memory_.region().bytes() + index * config_.slot_bytes, config_.slot_bytes, memory_kind::host_pinned, -1}};
+}
+
+std::optional<stager::slot> stager::claim(std::size_t index, error_code& ec) {
+  // The slot is ours now: nobody else waits on or records its event.
+  ec = wait(slots_[index]);
+  if (ec) {
+    give_back(index);
+    return std::nullopt;
+  }
+  return make_slot(index);
+}
+
 std::optional<stager::slot> stager::acquire(error_code& ec) {
   std::size_t index = 0;
   {
@@ -283,14 +302,103 @@ std::optional<stager::slot> stager::acquire(error_code& ec) {
     index = ring_.front();
     ring_.pop_front();
   }
-  // The slot is ours now: nobody else waits on or records its event.
-  ec = wait(slots_[index]);
-  if (ec) {
-    release({index, {}});
-    return std::nullopt;
+  return claim(index, ec);
+}
+
+namespace {
+
+// What a host callback carries: the waiter to tell, and for drain_then how many streams are left.
+struct handoff {
+  stager* owner;
+  std::size_t index;
+  void* told;  // the stager::waiter, released from its unique_ptr
+  std::atomic<std::size_t>* left = nullptr;
+};
+
+}  // namespace
+
+void stager::acquire_then(std::unique_ptr<waiter> w) {
+  std::size_t index = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    if (ring_.empty()) {
+      waiters_.push_back(std::move(w));
+      return;
+    }
+    index = ring_.front();
+    ring_.pop_front();
   }
-  return slot{
-      index, {memory_.region().bytes() + index * config_.slot_bytes, config_.slot_bytes, memory_kind::host_pinned, -1}};
+  hand(index, std::move(w));
+}
+
+void stager::hand(std::size_t index, std::unique_ptr<waiter> w) {
+  slot_state& state = slots_[index];
+  if (state.pending && cudaSetDevice(config_.device) == cudaSuccess) {
+    // Behind the slot's last copy on its stream: the callback runs once that copy finished.
+    // It must not call CUDA; the waiter only posts to its executor, where claim() settles the event.
+    auto* h = new handoff{this, index, w.get()};
+    const cudaHostFn_t fire = [](void* p) {
+      std::unique_ptr<handoff> done(static_cast<handoff*>(p));
+      std::unique_ptr<waiter> told(static_cast<waiter*>(done->told));
+      told->ready(*done->owner, done->index);
+    };
+    if (cudaLaunchHostFunc(static_cast<cudaStream_t>(state.copies.native_handle()), fire, h) == cudaSuccess) {
+      (void)w.release();
+      return;
+    }
+    delete h;  // claim() waits for the copy instead (and reports its error)
+  }
+  w->ready(*this, index);
+}
+
+void stager::give_back(std::size_t index) {
+  std::unique_ptr<waiter> next;
+  {
+    const std::lock_guard lock(mutex_);
+    if (waiters_.empty()) {
+      ring_.push_back(index);
+    } else {
+      next = std::move(waiters_.front());
+      waiters_.pop_front();
+    }
+  }
+  if (next) {
+    hand(index, std::move(next));
+  } else {
+    returned_.notify_one();
+  }
+}
+
+void stager::drain_then(std::unique_ptr<waiter> w) {
+  // One callback per stream, each behind what that stream has queued; the last one tells `w`.
+  (void)cudaSetDevice(config_.device);
+  auto* left = new std::atomic<std::size_t>(slots_.size());
+  void* told = w.release();
+  const cudaHostFn_t fire = [](void* p) {
+    const std::unique_ptr<handoff> done(static_cast<handoff*>(p));
+    if (done->left->fetch_sub(1) != 1) return;
+    delete done->left;
+    const std::unique_ptr<waiter> t(static_cast<waiter*>(done->told));
+    t->ready(*done->owner, 0);
+  };
+  for (slot_state& s : slots_) {
+    auto* h = new handoff{this, 0, told, left};
+    const auto copies = static_cast<cudaStream_t>(s.copies.native_handle());
+    if (cudaLaunchHostFunc(copies, fire, h) != cudaSuccess) {
+      (void)cudaStreamSynchronize(copies);  // copy_errors() reports what failed
+      fire(h);
+    }
+  }
+}
+
+error_code stager::copy_errors() const noexcept {
+  // Each slot's event marks its last copy. A copy still running (another transfer's) is not an
+  // error; a failed one is.
+  for (const slot_state& s : slots_) {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(s.done));
+    if (e != cudaSuccess && e != cudaErrorNotReady) return from(e);
+  }
+  return {};
 }
 
 error_code stager::to_device(const slot& s, const region& dst) {
@@ -323,13 +431,7 @@ error_code stager::from_device(const slot& s, const region& src) {
   return from(e);
 }
 
-void stager::release(const slot& s) {
-  {
-    const std::lock_guard lock(mutex_);
-    ring_.push_back(s.index);
-  }
-  returned_.notify_one();
-}
+void stager::release(const slot& s) { give_back(s.index); }
 
 error_code stager::drain() {
   // Slots held by callers have nothing pending of theirs to wait for; the others may.
@@ -344,10 +446,7 @@ error_code stager::drain() {
     const error_code e = wait(slots_[i]);
     if (e && !first) first = e;
   }
-  {
-    const std::lock_guard lock(mutex_);
-    ring_.insert(ring_.end(), idle.begin(), idle.end());
-  }
+  for (const std::size_t i : idle) give_back(i);
   returned_.notify_all();
   return first;
 }

@@ -1,13 +1,18 @@
 // S3 pieces for conformance fixtures: a remote that is an object on a live S3 server, seen
-// through a client (the transports of sluice/s3/path.hpp move to and from it).
+// through a client (the transports of sluice/s3/path.hpp move to and from it), and an in-process
+// server over a memory_store to hold it.
 #pragma once
 
+#include <sluice/memory_store.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/path.hpp>
+#include <sluice/s3/server.hpp>
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +49,34 @@ class s3_remote {
  private:
   s3::client* client_;
   s3::object_remote remote_;
+};
+
+/// A server over a memory_store on 127.0.0.1 (an ephemeral port), a bucket, and a client to it.
+struct s3_memory_server {
+  s3_memory_server() : server(store, config()) {
+    server.listen();
+    s3::client_config c;
+    c.endpoint = "http://127.0.0.1:" + std::to_string(server.local_endpoint().port());
+    c.creds = {"AK", "SK"};
+    c.part_size = 5 * mib;
+    c.multipart_threshold = 6 * mib;
+    client = std::make_unique<s3::client>(c);
+    client->create_bucket("bkt");
+  }
+  static s3::server_config config() {
+    s3::server_config c;
+    c.port = 0;
+    c.users = {{"AK", "SK"}};
+    c.io_threads = 2;
+    return c;
+  }
+  testing::s3_remote make_remote(std::span<const std::byte> initial) {
+    return {*client, "bkt", "remote-" + std::to_string(next++), initial};
+  }
+  memory_store store;
+  s3::server<memory_store> server;
+  std::unique_ptr<s3::client> client;
+  std::atomic<int> next{0};
 };
 
 }  // namespace sluice::testing

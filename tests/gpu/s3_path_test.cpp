@@ -3,6 +3,7 @@
 // the device memory; the server's RMA lands in HBM). Needs a libfabric with CUDA (run.sh carries
 // one).
 #include <sluice/cuda/device_registrar.hpp>
+#include <sluice/cuda/s3_path.hpp>
 
 #include <sluice/cuda/device_memory.hpp>
 #include <sluice/path.hpp>
@@ -65,11 +66,61 @@ struct device_rdma_fixture : hmem_server {
   static device_local make_local(std::size_t size) { return device_local(size); }
 };
 
-using device_path = path<s3::negotiator, cuda::device_registrar, s3::rdma_transport>;
+using device_path = cuda::direct_path;
+
+// The staged transport with a small ring (4 slots of 64 KiB): every span above 64 KiB is several
+// parts, and 16 reads in flight share the four slots.
+constexpr cuda::stager_config small_ring{.slot_bytes = 64 << 10, .slots = 4};
+
+template <s3::transfer_via Via>
+struct staged_fixture : hmem_server {
+  using transport_type = cuda::staged_transport<Via>;
+  using registrar_type = cuda::device_registrar;
+  transport_type transport{*client, small_ring};
+  registrar_type registrar;
+  static device_local make_local(std::size_t size) { return device_local(size); }
+};
+using staged_rdma_fixture = staged_fixture<s3::transfer_via::rdma>;
+using staged_http_fixture = staged_fixture<s3::transfer_via::http>;
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_INVOKE(transport_conformance, device_rdma_fixture);
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, device_rdma_fixture, staged_rdma_fixture, staged_http_fixture);
+
+TEST_CASE("staged paths into GPU memory: put and get through a small ring, by RDMA and in HTTP bodies") {
+  hmem_server live;
+  cuda::staged_path<s3::transfer_via::rdma> by_rdma{
+      s3::negotiator{*live.client}, cuda::device_registrar{},
+      cuda::staged_transport<s3::transfer_via::rdma>{*live.client, small_ring, 3}};
+  cuda::staged_path<s3::transfer_via::http> by_http{
+      s3::negotiator{*live.client}, cuda::device_registrar{},
+      cuda::staged_transport<s3::transfer_via::http>{*live.client, small_ring, 8}};
+  for (const std::size_t n : {std::size_t{1}, (std::size_t{64} << 10) + 1, std::size_t{24} << 20}) {
+    CAPTURE(n);
+    const auto data = testing::fast_random_bytes(n, n + 7);
+    auto source = cuda::device_buffer::allocate(n);
+    REQUIRE(!cuda::copy(source.region(), testing::source_region(data)));
+    const auto before = live.client->statistics();
+    const transfer_result put = by_rdma.put({"bkt", "staged"}, source.region());
+    CHECK(put.transport == "s3-staged-rdma");
+    CHECK(!put.version.empty());
+    testing::guarded_device whole(n);
+    const transfer_result got = by_http.get({"bkt", "staged"}, whole.inner());
+    CHECK(got.bytes == n);
+    CHECK(got.transport == "s3-staged-http");
+    CHECK(got.version == put.version);
+    CHECK(whole.holds(data));
+    const auto middle = live.client->statistics();
+    CHECK(middle.rdma_bytes - before.rdma_bytes == n);  // the put's parts
+    CHECK(middle.http_bytes - before.http_bytes == n);  // the get's bodies
+    if (n > 2) {
+      testing::guarded_device part(n - 2);
+      CHECK(by_rdma.get({"bkt", "staged"}, part.inner(), byte_range{1, n - 2}).bytes == n - 2);
+      CHECK(part.holds(std::vector<std::byte>(data.begin() + 1, data.end() - 1)));
+      CHECK(live.client->statistics().http_bytes == middle.http_bytes);  // by RDMA only
+    }
+  }
+}
 
 TEST_CASE("s3 path into GPU memory: put from and get into device memory, every byte by RMA") {
   hmem_server live;

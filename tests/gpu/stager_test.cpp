@@ -3,10 +3,13 @@
 #include <sluice/cuda/device_memory.hpp>
 
 #include <doctest/doctest.h>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include "gpu_data.hpp"
 
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -142,4 +145,45 @@ TEST_CASE("stager: from_device copies back into a held slot; bad targets are ref
   auto big = cuda::device_buffer::allocate(2 << 20);
   CHECK(ring->from_device(*held, big.region()) == errc::invalid_argument);  // larger than a slot
   ring->release(*held);
+}
+
+TEST_CASE("stager: async_acquire hands a slot on only after its copy, and blocks no thread") {
+  error_code ec;
+  auto ring = cuda::stager::create({.slot_bytes = 64 << 10, .slots = 2}, ec);
+  REQUIRE(ring);
+  const std::size_t parts = 256, slot = 64 << 10;
+  const auto data = testing::fast_random_bytes(parts * slot, 17);
+  testing::guarded_device dst(data.size());
+  // Four chains on one thread, two slots: every acquire past the second waits for a slot whose
+  // copy may still be running, without blocking the thread that runs the others.
+  boost::asio::io_context io;
+  std::size_t next = 0;
+  int failures = 0;
+  std::function<void()> chain = [&] {
+    if (next >= parts) return;
+    const std::size_t i = next++;
+    ring->async_acquire(boost::asio::bind_executor(io, [&, i](error_code e, cuda::stager::slot held) {
+      if (e) {
+        ++failures;
+        return;
+      }
+      std::memcpy(held.host.data, data.data() + i * slot, slot);
+      const region target{static_cast<std::byte*>(dst.inner().data) + i * slot, slot, memory_kind::cuda_device, 0};
+      if (ring->to_device(held, target)) ++failures;
+      chain();
+    }));
+  };
+  for (int lane = 0; lane < 4; ++lane) chain();
+  bool drained = false;
+  io.run();  // returns only when every chain ended: a pending acquire keeps the context busy
+  ring->async_drain(boost::asio::bind_executor(io, [&](error_code e) {
+    drained = true;
+    if (e) ++failures;
+  }));
+  io.restart();
+  io.run();
+  CHECK(drained);
+  CHECK(next == parts);
+  CHECK(failures == 0);
+  CHECK(dst.holds(data));
 }

@@ -34,35 +34,7 @@ static_assert(s3::http_transport::writes_whole_objects);
 
 using http_path = path<s3::negotiator, host_registrar, s3::http_transport>;
 
-// A server over a memory_store on 127.0.0.1 (an ephemeral port), a bucket, and a client to it.
-struct s3_server {
-  s3_server() : server(store, config()) {
-    server.listen();
-    s3::client_config c;
-    c.endpoint = "http://127.0.0.1:" + std::to_string(server.local_endpoint().port());
-    c.creds = {"AK", "SK"};
-    c.part_size = 5 * mib;
-    c.multipart_threshold = 6 * mib;
-    client = std::make_unique<s3::client>(c);
-    client->create_bucket("bkt");
-  }
-  static s3::server_config config() {
-    s3::server_config c;
-    c.port = 0;
-    c.users = {{"AK", "SK"}};
-    c.io_threads = 2;
-    return c;
-  }
-  testing::s3_remote make_remote(std::span<const std::byte> initial) {
-    return {*client, "bkt", "remote-" + std::to_string(next++), initial};
-  }
-  memory_store store;
-  s3::server<memory_store> server;
-  std::unique_ptr<s3::client> client;
-  std::atomic<int> next{0};
-};
-
-struct http_fixture : s3_server {
+struct http_fixture : testing::s3_memory_server {
   using transport_type = s3::http_transport;
   using registrar_type = host_registrar;
   transport_type transport{*client};
@@ -70,7 +42,7 @@ struct http_fixture : s3_server {
   static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
 };
 
-struct http_path_fixture : s3_server {
+struct http_path_fixture : testing::s3_memory_server {
   http_path p{s3::negotiator{*client}, host_registrar{}, s3::http_transport{*client}};
 };
 
@@ -88,11 +60,16 @@ TEST_CASE_FIXTURE(http_path_fixture, "s3 path over HTTP: put, get whole and in r
     CHECK(put.negotiator == "s3");
     CHECK(put.transport == "s3-http");
     error_code ec;
-    CHECK(store.head(obj, ec).size == n);  // published on the server
+    const object_info published = store.head(obj, ec);
+    CHECK(published.size == n);  // published on the server
     CHECK(!ec);
+    CHECK(!put.version.empty());  // the ETag the server gave the new object
+    CHECK(put.version == published.attributes.etag);
 
     std::vector<std::byte> got(n);
-    CHECK(p.get(obj, host_region(got)).bytes == n);
+    const transfer_result get = p.get(obj, host_region(got));
+    CHECK(get.bytes == n);
+    CHECK(get.version == put.version);  // the version it read
     CHECK(got == data);
     if (n > 2) {
       std::vector<std::byte> middle(n - 2);

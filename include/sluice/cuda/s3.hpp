@@ -1,13 +1,16 @@
 // S3 objects into and out of GPU memory through sluice::s3::client. Compiled into sluice::cuda
 // when the S3 tier is built.
 //
-// GET picks one of two paths (or is told which):
-// - direct: the client's RDMA plane registers the device memory itself (a provider with FI_HMEM)
-//   and the server's RMA writes land in HBM; no host copy at all.
-// - staged: each part is a ranged GET into a slot of a stager (pinned host ring, by RDMA or
-//   over HTTP); the slot is copied to the device while the next parts are in flight.
-// PUT from device memory is staged: each part is copied device → pinned slot, then uploaded.
-// Pinned memory is bounded by the stager (default 64 MiB) whatever the object size.
+// Each call is a fallback_path over the device paths of sluice/cuda/s3_path.hpp, tried in order:
+// - direct (s3::negotiator × device_registrar × s3::rdma_transport): the server's RMA lands in, or
+//   reads out of, device memory (a same-host CUDA IPC grant, or a provider with FI_HMEM); no host
+//   copy at all;
+// - staged by RDMA, then staged over HTTP (× staged_transport): each part is a ranged GET into a
+//   slot of a stager (pinned host ring), copied to the device while the next parts are in flight;
+//   a PUT copies each part device → pinned slot, then uploads it.
+// A path the server declines, or whose fabric fails, hands over to the next; the report says which
+// ran and why the others did not. Pinned memory is bounded by the stager (default 64 MiB) whatever
+// the object size.
 #pragma once
 
 #include <sluice/cuda/stager.hpp>
@@ -15,14 +18,15 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice::cuda {
 
 /// How device memory meets the network.
 enum class device_path : std::uint8_t {
-  automatic,  ///< direct when the RDMA plane can register device memory, else staged
-  direct,     ///< RDMA into/out of device memory (errc::unsupported_memory when it cannot)
-  staged,     ///< through the stager's pinned slots (RDMA or HTTP per `via`)
+  automatic,  ///< direct, then staged: the first the server and the fabric accept
+  direct,     ///< RDMA into/out of device memory only (needs `via` rdma or automatic)
+  staged,     ///< through the stager's pinned slots only (RDMA, then HTTP, as `via` allows)
 };
 
 [[nodiscard]] const char* to_string(device_path p) noexcept;
@@ -41,11 +45,14 @@ struct device_transfer_report {
   std::uint64_t rdma_bytes = 0;               ///< object bytes that moved by RDMA
   std::uint64_t http_bytes = 0;               ///< object bytes that came in an HTTP body
   std::uint64_t pinned_bytes = 0;             ///< pinned staging memory held (0 for direct)
+  std::vector<skipped_path> skipped;          ///< the paths tried first, each with why it was passed over
 };
 
 /// GETs the whole object `bucket`/`key` into `destination` (device memory, at least as large as
 /// the object); returns its size. Errors: the client's (NoSuchKey, …), errc::region_too_small,
-/// errc::unsupported_memory (path direct without an FI_HMEM provider), a cuda error.
+/// errc::invalid_argument (host memory, or path direct with via http), the last path's error when
+/// every path was declined or its fabric failed (path direct without an FI_HMEM provider), a cuda
+/// error.
 std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket, const std::string& key,
                                    const region& destination, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec);

@@ -25,6 +25,7 @@
 #include <boost/asio/bind_executor.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,7 +38,36 @@ struct object_remote {
   std::string key;
   std::uint64_t size = 0;  ///< the object's size (get), or the size the put writes
   std::string etag;        ///< get: the version every move reads (If-Match); put: empty
+  /// put: where the transport leaves the ETag the server gave the new object (the negotiator makes
+  /// it and reports it as transfer_result::version); null for a get.
+  std::shared_ptr<std::string> created;
 };
+
+/// The checks every S3 transport makes before any request, in this order: errc::region_too_small
+/// (the span runs outside the local region), errc::bad_range (outside the remote object),
+/// errc::invalid_argument (a put that is not the whole object: an S3 object is written whole).
+[[nodiscard]] inline error_code check_object_span(const region& local, const object_remote& remote, transfer_span span,
+                                                  direction dir) noexcept {
+  if (!local.contains(span.local_offset, span.length)) return sluice::errc::region_too_small;
+  const bool inside = span.remote_offset <= remote.size && span.length <= remote.size - span.remote_offset;
+  if (!inside) return sluice::errc::bad_range;
+  const bool whole = span.remote_offset == 0 && span.length == remote.size;
+  if (dir == direction::put && !whole) return sluice::errc::invalid_argument;
+  return {};
+}
+
+/// The completion a PUT of `length` bytes hands the client: leaves the ETag in `created` and
+/// completes `handler` with the transport's signature, on the handler's executor (else `fallback`).
+template <class Handler, class Executor>
+auto report_created(Handler handler, const Executor& fallback, std::shared_ptr<std::string> created,
+                    std::uint64_t length) {
+  const auto executor = boost::asio::get_associated_executor(handler, fallback);
+  return boost::asio::bind_executor(
+      executor, [h = std::move(handler), c = std::move(created), length](error_code e, std::string etag) mutable {
+        if (!e && c) *c = std::move(etag);
+        std::move(h)(e, e ? std::size_t{0} : static_cast<std::size_t>(length));
+      });
+}
 
 /// Negotiates transfers with an S3 server through `client`: a get HEADs the object (size,
 /// ETag) and resolves the range against it; a put agrees to write the whole source. The
@@ -82,7 +112,9 @@ class negotiator {
     return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
         [](auto handler, const session_type& owned, error_code ec, std::uint64_t n) {
           if (!ec && n != owned.span_.length) ec = sluice::errc::protocol_violation;
-          sluice::detail::post_completion(std::move(handler), ec, transfer_result{n, name, {}});
+          transfer_result result{n, name, {}, {}, {}};
+          if (!ec) result.version = owned.remote_.created ? *owned.remote_.created : owned.remote_.etag;
+          sluice::detail::post_completion(std::move(handler), ec, std::move(result));
         },
         token, std::move(s), transport_error, bytes);
   }
@@ -99,6 +131,7 @@ class negotiator {
         ec = sluice::errc::invalid_argument;  // a put names the whole source: {0, size}
       } else {
         s.remote_.size = *request.range.length;
+        s.remote_.created = std::make_shared<std::string>();
         s.span_ = {0, 0, s.remote_.size};
       }
       sluice::detail::post_completion(std::move(handler), ec, std::move(s));
@@ -142,7 +175,9 @@ class object_transport {
   static constexpr std::string_view name = Via == transfer_via::rdma ? "s3-rdma" : "s3-http";
   static constexpr bool writes_whole_objects = true;
 
-  explicit object_transport(client& c) noexcept : client_(&c) {}
+  /// `progress`, when given, is passed to every GET and PUT (the client calls it as bytes move).
+  explicit object_transport(client& c, progress_callback progress = {}) noexcept
+      : client_(&c), progress_(std::move(progress)) {}
 
   /// Reads `span.length` bytes of `remote` at `span.remote_offset` into `local` at
   /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`; a remote replaced
@@ -151,7 +186,7 @@ class object_transport {
   auto async_read(const G& local, const object_remote& remote, transfer_span span, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
         [this](auto handler, region here, object_remote there, transfer_span s) {
-          error_code ec = check(here, there, s, direction::get);
+          error_code ec = check_object_span(here, there, s, direction::get);
           if (ec || s.length == 0) {
             sluice::detail::post_completion(std::move(handler), ec, std::size_t{0});
             return;
@@ -159,6 +194,7 @@ class object_transport {
           get_options options{byte_range{s.remote_offset, s.length}};
           options.via = Via;
           options.if_match = std::move(there.etag);
+          options.progress = progress_;
           const region into = here.subregion(s.local_offset, s.length, ec);
           client_->async_get_object(std::move(there.bucket), std::move(there.key), into, std::move(options),
                                     forward_bytes(std::move(handler)));
@@ -172,34 +208,23 @@ class object_transport {
   auto async_write(const G& local, const object_remote& remote, transfer_span span, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
         [this](auto handler, region here, object_remote there, transfer_span s) {
-          error_code ec = check(here, there, s, direction::put);
+          error_code ec = check_object_span(here, there, s, direction::put);
           if (ec) {
             sluice::detail::post_completion(std::move(handler), ec, std::size_t{0});
             return;
           }
           put_options options;
           options.via = Via;
+          options.progress = progress_;
           const region from = here.subregion(s.local_offset, s.length, ec);
-          const auto executor = boost::asio::get_associated_executor(handler, client_->get_executor());
-          client_->async_put_object(std::move(there.bucket), std::move(there.key), from, std::move(options),
-                                    boost::asio::bind_executor(executor, [h = std::move(handler), n = s.length](
-                                                                             error_code e, const std::string&) mutable {
-                                      std::move(h)(e, e ? std::size_t{0} : static_cast<std::size_t>(n));
-                                    }));
+          client_->async_put_object(
+              std::move(there.bucket), std::move(there.key), from, std::move(options),
+              report_created(std::move(handler), client_->get_executor(), std::move(there.created), s.length));
         },
         token, local.region(), remote, span);
   }
 
  private:
-  static error_code check(const region& local, const object_remote& remote, transfer_span span, direction dir) {
-    if (!local.contains(span.local_offset, span.length)) return sluice::errc::region_too_small;
-    const bool inside = span.remote_offset <= remote.size && span.length <= remote.size - span.remote_offset;
-    if (!inside) return sluice::errc::bad_range;
-    const bool whole = span.remote_offset == 0 && span.length == remote.size;
-    if (dir == direction::put && !whole) return sluice::errc::invalid_argument;
-    return {};
-  }
-
   // The client completes with the bytes as std::uint64_t; a transport's completion has std::size_t.
   template <class Handler>
   auto forward_bytes(Handler handler) {
@@ -210,6 +235,7 @@ class object_transport {
   }
 
   client* client_;
+  progress_callback progress_;
 };
 
 /// The bytes in HTTP bodies.
