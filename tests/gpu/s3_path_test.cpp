@@ -158,3 +158,34 @@ TEST_CASE("s3 path into GPU memory: host memory is the registrar's refusal, not 
   CHECK(ec == errc::unsupported_memory);
   CHECK(host == std::vector<std::byte>(4096, std::byte{1}));
 }
+
+TEST_CASE("staged transport into GPU memory: a stale version or a wrong length fails, and the next read works") {
+  hmem_server live;
+  cuda::staged_transport<s3::transfer_via::http> t{*live.client, small_ring};
+  const std::size_t n = (std::size_t{64} << 10) * 3 + 5;  // several parts
+  const auto first = testing::fast_random_bytes(n, 91);
+  auto remote = live.make_remote(first);
+  const s3::object_remote stale = remote.descriptor();
+  const auto second = testing::fast_random_bytes(n, 92);
+  auto replaced = second;
+  live.client->put_object("bkt", stale.key, host_region(replaced));  // a new version under the key
+  testing::guarded_device dst(n);
+  const cuda::device_registration reg(dst.inner());
+  const auto read = [&](const s3::object_remote& r) {
+    return testing::run_move([&](auto h) { t.async_read(reg, r, {0, 0, n}, std::move(h)); });
+  };
+  CHECK(read(stale).ec == s3::errc::precondition_failed);  // If-Match the negotiated ETag
+  s3::object_remote longer = stale;                        // a size the object does not have
+  longer.size = 2 * n;
+  longer.etag.clear();
+  testing::guarded_device wide(2 * n);
+  const cuda::device_registration wide_reg(wide.inner());
+  CHECK(testing::run_move([&](auto h) { t.async_read(wide_reg, longer, {0, 0, 2 * n}, std::move(h)); }).ec);
+  // The same transport and ring serve the next, correct read.
+  s3::object_remote fresh = stale;
+  fresh.etag = live.client->head_object("bkt", stale.key).attributes.etag;
+  const auto ok = read(fresh);
+  REQUIRE_MESSAGE(!ok.ec, ok.ec.message());
+  CHECK(ok.bytes == n);
+  CHECK(dst.holds(second));
+}
