@@ -1,6 +1,7 @@
-// Files into device memory: io_uring reads into a stager's pinned slots (each slot copied to the
-// device while the next ones are read), cuFile straight into device memory, or DMA from the
-// registered page cache (mapped).
+// Files into device memory, the transport of cuda::file_path: io_uring reads into a stager's
+// pinned slots (each slot copied to the device while the next ones are read), cuFile straight
+// into device memory, or DMA from the registered page cache (mapped); and read_file_to_device,
+// which runs one such path.
 #include <sluice/cuda/file.hpp>
 
 #include <sluice/cuda/device.hpp>
@@ -267,18 +268,62 @@ class device_restorer {
   bool ok_ = false;
 };
 
-/// A descriptor closed on destruction.
-struct fd_closer {
-  int fd = -1;
-  fd_closer() = default;
-  fd_closer(const fd_closer&) = delete;
-  fd_closer& operator=(const fd_closer&) = delete;
-  ~fd_closer() {
-    if (fd >= 0) static_cast<void>(::close(fd));
-  }
-};
+/// What the blocking call checks before it opens the file: errc::invalid_config,
+/// errc::unsupported_memory, errc::invalid_argument, errc::no_device.
+error_code check(const region& destination, const file_to_device_options& options) {
+  if (options.validate()) return errc::invalid_config;
+  if (destination.kind != memory_kind::cuda_device) return errc::unsupported_memory;
+  if (destination.data == nullptr && destination.size != 0) return errc::invalid_argument;
+  error_code ec;
+  if (device_count(ec) == 0) return ec;
+  return {};
+}
 
 }  // namespace
+
+std::size_t file_transport::read(const region& local, const file::file_remote& remote, transfer_span span,
+                                 error_code& ec) const {
+  file_to_device_report local_report;
+  file_to_device_report& out = report_ != nullptr ? *report_ : local_report;
+  out = {.method = options_.method};
+  if ((ec = file::check_read(local, remote, span, true))) return 0;
+  if (options_.validate()) {
+    ec = errc::invalid_config;
+    return 0;
+  }
+  if (local.data == nullptr && span.length != 0) {
+    ec = errc::invalid_argument;
+    return 0;
+  }
+  if (device_count(ec) == 0) return 0;
+  const region destination = local.subregion(span.local_offset, span.length, ec);
+  if (ec) return 0;
+  const device_restorer restore;
+  if (options_.method == file_method::automatic || options_.method == file_method::mapped) {
+    // cachestat where the kernel has it: no mapping, and cheap for any length.
+    const file::page_residency resident =
+        remote.residency ? *remote.residency
+                         : file::page_cache_residency(remote.file->fd(), span.remote_offset, span.length,
+                                                      file::residency_probe::automatic, ec);
+    if (ec) return 0;
+    out.resident_fraction = resident.fraction();
+    out.residency_probe = resident.probe;
+    // Resident: DMA from the page cache. Cold: O_DIRECT reads, which fault nothing in.
+    out.method = options_.method == file_method::mapped || out.resident_fraction >= options_.resident_threshold
+                     ? file_method::mapped
+                     : file_method::uring;
+  }
+  file_to_device_options chosen = options_;
+  chosen.method = out.method;
+  const std::filesystem::path& path = remote.file->path();
+  switch (chosen.method) {
+    case file_method::mapped: read_mapped(remote.file->fd(), span.remote_offset, destination, chosen, out, ec); break;
+    case file_method::cufile: read_cufile(path, span.remote_offset, destination, chosen, out, ec); break;
+    default: read_staged(path, span.remote_offset, destination, chosen, out, ec); break;
+  }
+  out.bytes = ec ? 0 : destination.size;
+  return static_cast<std::size_t>(out.bytes);
+}
 
 std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,
                                   const region& destination, const file_to_device_options& options,
@@ -286,50 +331,12 @@ std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64
   file_to_device_report local;
   file_to_device_report& out = report != nullptr ? *report : local;
   out = {.method = options.method};
-  ec = {};
-  if (options.validate()) {
-    ec = errc::invalid_config;
-    return 0;
-  }
-  if (destination.kind != memory_kind::cuda_device) {
-    ec = errc::unsupported_memory;
-    return 0;
-  }
-  if (destination.data == nullptr && destination.size != 0) {
-    ec = errc::invalid_argument;
-    return 0;
-  }
-  if (device_count(ec) == 0) return 0;
-  const device_restorer restore;
-  if (options.method == file_method::automatic || options.method == file_method::mapped) {
-    fd_closer file;
-    file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file.fd < 0) {
-      ec = {errno, boost::system::system_category()};
-      return 0;
-    }
-    // cachestat where the kernel has it: no mapping, and cheap for any length.
-    const file::page_residency resident =
-        file::page_cache_residency(file.fd, file_offset, destination.size, file::residency_probe::automatic, ec);
-    if (ec) return 0;
-    out.resident_fraction = resident.fraction();
-    out.residency_probe = resident.probe;
-    // Resident: DMA from the page cache. Cold: O_DIRECT reads, which fault nothing in.
-    if (options.method == file_method::mapped || out.resident_fraction >= options.resident_threshold) {
-      out.method = file_method::mapped;
-      read_mapped(file.fd, file_offset, destination, options, out, ec);
-      out.bytes = ec ? 0 : destination.size;
-      return out.bytes;
-    }
-    out.method = file_method::uring;
-  }
-  file_to_device_options chosen = options;
-  chosen.method = out.method;
-  const std::uint64_t n = chosen.method == file_method::cufile
-                              ? read_cufile(path, file_offset, destination, chosen, out, ec)
-                              : read_staged(path, file_offset, destination, chosen, out, ec);
-  out.bytes = n;
-  return n;
+  if ((ec = check(destination, options))) return 0;
+  const bool probe = options.method == file_method::automatic || options.method == file_method::mapped;
+  file_path reading(file::negotiator({.probe_residency = probe}), device_registrar{}, file_transport(options, &out));
+  const transfer_result result =
+      reading.get({{}, path.string()}, destination, byte_range{file_offset, destination.size}, ec);
+  return ec ? 0 : result.bytes;
 }
 
 std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,

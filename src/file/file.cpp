@@ -1,8 +1,10 @@
 // Compiled part of sluice::file: the io_uring reader (liburing), the cuFile transport
-// (libcufile, loaded with dlopen) and the page-cache residency probe. The only translation unit
+// (libcufile, loaded with dlopen), the page-cache residency probe and the file negotiator. The only translation unit
 // that includes <liburing.h>.
 #include <sluice/file/cufile.hpp>
+#include <sluice/file/negotiator.hpp>
 #include <sluice/file/residency.hpp>
+#include <sluice/file/transport.hpp>
 #include <sluice/file/uring_reader.hpp>
 
 #include <dlfcn.h>
@@ -66,6 +68,8 @@ class unique_fd {
     fd_ = fd;
   }
   [[nodiscard]] int get() const noexcept { return fd_; }
+  /// Gives the descriptor up without closing it.
+  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
   explicit operator bool() const noexcept { return fd_ >= 0; }
 
  private:
@@ -109,7 +113,7 @@ struct opened_file {
   std::uint64_t size = 0;
 };
 
-opened_file open_file(const std::filesystem::path& path, bool direct, error_code& ec) {
+opened_file open_for_reading(const std::filesystem::path& path, bool direct, error_code& ec) {
   opened_file out;
   out.fd = open_read_only(path, direct);
   out.direct = direct;
@@ -487,7 +491,7 @@ uring_reader uring_reader::open(const std::filesystem::path& path, const uring_c
     ec = errc::invalid_config;
     return {};
   }
-  opened_file file = open_file(path, config.direct, ec);
+  opened_file file = open_for_reading(path, config.direct, ec);
   if (ec) return {};
   auto s = std::make_unique<state>();
   s->config = config;
@@ -872,7 +876,7 @@ cufile_reader cufile_reader::open(const std::filesystem::path& path, const cufil
   s->driver = cufile_driver::open(ec);
   if (ec) return {};
   s->properties = s->driver.properties();
-  opened_file file = open_file(path, config.direct, ec);
+  opened_file file = open_for_reading(path, config.direct, ec);
   if (ec) return {};
   s->fd = std::move(file.fd);
   s->size = file.size;
@@ -1087,6 +1091,65 @@ page_residency page_cache_residency(const std::filesystem::path& path, std::uint
   const page_residency r = page_cache_residency(path, offset, length, probe, ec);
   detail::throw_on_error(ec, "sluice::file::page_cache_residency");
   return r;
+}
+
+// -- negotiator ------------------------------------------------------------------------------------
+
+std::shared_ptr<const open_file> open_file::open(const std::filesystem::path& path, error_code& ec) {
+  unique_fd fd = open_read_only(path, false);
+  if (!fd) {
+    ec = errno_error(errno);
+    return nullptr;
+  }
+  const std::uint64_t size = readable_size(fd.get(), ec);
+  if (ec) return nullptr;
+  auto file = std::shared_ptr<const open_file>(new open_file(fd.get(), path, size));
+  static_cast<void>(fd.release());  // the open_file closes it now
+  return file;
+}
+
+open_file::~open_file() { static_cast<void>(::close(fd_)); }
+
+negotiator::session negotiator::negotiate(const transfer_request& request, error_code& ec) const {
+  session s;
+  if (request.dir != direction::get || !request.object.bucket.empty() || request.object.key.empty()) {
+    ec = errc::invalid_argument;
+    return s;
+  }
+  s.remote_.file = open_file::open(request.object.key, ec);
+  if (ec) return s;
+  const extent e = resolve(request.range, s.remote_.file->size(), ec);
+  if (ec) return s;
+  if (options_.probe_residency) {
+    s.remote_.residency =
+        page_cache_residency(s.remote_.file->fd(), e.offset, e.length, residency_probe::automatic, ec);
+    if (ec) return s;
+  }
+  s.span_ = {0, e.offset, e.length};
+  return s;
+}
+
+// -- uring_transport ------------------------------------------------------------------------------
+
+error_code check_read(const region& local, const file_remote& remote, transfer_span span, bool device_memory) noexcept {
+  if (!local.contains(span.local_offset, span.length)) return errc::region_too_small;
+  if (!range_inside(span.remote_offset, span.length, remote.size())) return errc::bad_range;
+  if (device_memory == local.host_accessible()) return errc::unsupported_memory;
+  return {};
+}
+
+std::size_t uring_transport::read(const region& local, const file_remote& remote, transfer_span span,
+                                  error_code& ec) const {
+  if ((ec = check_read(local, remote, span, false))) return 0;
+  if (local.data == nullptr && span.length != 0) {
+    ec = errc::invalid_argument;
+    return 0;
+  }
+  if (span.length == 0) return 0;
+  uring_reader reader = uring_reader::open(remote.file->path(), config_, ec);
+  if (ec) return 0;
+  const std::span<std::byte> into(local.bytes() + span.local_offset, static_cast<std::size_t>(span.length));
+  return reader.read(span.remote_offset, into, ec);
 }
 
 }  // namespace sluice::file

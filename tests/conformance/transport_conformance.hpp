@@ -2,7 +2,7 @@
 //
 // A transport joins the suite with a fixture type and one line:
 //   TEST_CASE_TEMPLATE_INVOKE(transport_conformance, my_fixture);
-// The fixture provides:
+// The fixture provides (a transport that declares `reads_only` never has its remotes written):
 //   using transport_type, registrar_type;
 //   transport_type transport; registrar_type registrar;
 //   local_type make_local(std::size_t size)   -> .region(), .contents() -> std::vector<std::byte>,
@@ -84,6 +84,8 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
   // Transports whose far end is an object written whole (an S3 PUT) declare
   // `writes_whole_objects`: a write must then cover the remote, from offset 0.
   constexpr bool whole_objects = requires { requires transport_type::writes_whole_objects; };
+  // Transports that only read (files) declare `reads_only`: every write is invalid_argument.
+  constexpr bool reads_only = requires { requires transport_type::reads_only; };
 
   Fixture f;
   auto register_local = [&](auto& local) {
@@ -118,26 +120,39 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
     }
   }
 
-  SUBCASE("write: every size arrives exactly, nothing outside the span is written") {
-    for (std::size_t n : conformance_sizes) {
-      CAPTURE(n);
-      const auto data = random_bytes(n, static_cast<std::uint32_t>(n) + 7);
-      // A transport that writes whole objects replaces the remote: no guard bytes around it.
-      const std::size_t guard = whole_objects ? 0 : guard_bytes;
-      auto remote = f.make_remote(poisoned(n + 2 * guard));
-      auto local = f.make_local(n + guard);
-      local.fill(poisoned(n + guard));
-      local.fill_at(guard, data);
+  if constexpr (reads_only) {
+    SUBCASE("reads-only transports: a write is invalid_argument, nothing written") {
+      auto sink = f.make_remote(poisoned(4096));
+      auto local = f.make_local(4096);
+      local.fill(random_bytes(4096, 11));
       auto reg = register_local(local);
-      const auto out = write(reg, remote, {guard, guard, n});
-      REQUIRE_MESSAGE(!out.ec, out.ec.message());
-      CHECK(out.bytes == n);
+      const auto out = write(reg, sink, {0, 0, 4096});
+      CHECK(out.ec == errc::invalid_argument);
       CHECK(out.completions == 1);
-      const auto got = remote.contents();
-      REQUIRE(got.size() == n + 2 * guard);
-      CHECK(all_poison(std::span(got).first(guard)));
-      CHECK(std::equal(data.begin(), data.end(), got.begin() + static_cast<std::ptrdiff_t>(guard)));
-      CHECK(all_poison(std::span(got).last(guard)));
+      CHECK(all_poison(sink.contents()));
+    }
+  } else {
+    SUBCASE("write: every size arrives exactly, nothing outside the span is written") {
+      for (std::size_t n : conformance_sizes) {
+        CAPTURE(n);
+        const auto data = random_bytes(n, static_cast<std::uint32_t>(n) + 7);
+        // A transport that writes whole objects replaces the remote: no guard bytes around it.
+        const std::size_t guard = whole_objects ? 0 : guard_bytes;
+        auto remote = f.make_remote(poisoned(n + 2 * guard));
+        auto local = f.make_local(n + guard);
+        local.fill(poisoned(n + guard));
+        local.fill_at(guard, data);
+        auto reg = register_local(local);
+        const auto out = write(reg, remote, {guard, guard, n});
+        REQUIRE_MESSAGE(!out.ec, out.ec.message());
+        CHECK(out.bytes == n);
+        CHECK(out.completions == 1);
+        const auto got = remote.contents();
+        REQUIRE(got.size() == n + 2 * guard);
+        CHECK(all_poison(std::span(got).first(guard)));
+        CHECK(std::equal(data.begin(), data.end(), got.begin() + static_cast<std::ptrdiff_t>(guard)));
+        CHECK(all_poison(std::span(got).last(guard)));
+      }
     }
   }
 
@@ -202,10 +217,12 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
     CHECK(out.ec == errc::region_too_small);
     CHECK(all_poison(local.contents()));
 
-    auto sink = f.make_remote(poisoned(8192));
-    out = write(reg, sink, {0, 0, 4096});
-    CHECK(out.ec == errc::region_too_small);
-    CHECK(all_poison(sink.contents()));
+    if constexpr (!reads_only) {
+      auto sink = f.make_remote(poisoned(8192));
+      out = write(reg, sink, {0, 0, 4096});
+      CHECK(out.ec == errc::region_too_small);
+      CHECK(all_poison(sink.contents()));
+    }
   }
 
   SUBCASE("bad remote range: bad_range, nothing written anywhere") {
@@ -219,10 +236,12 @@ TEST_CASE_TEMPLATE_DEFINE("transport conformance", Fixture, transport_conformanc
       CHECK(out.ec == errc::bad_range);
       CHECK(all_poison(local.contents()));
     }
-    auto sink = f.make_remote(poisoned(100));
-    const auto out = write(reg, sink, {0, 50, 51});
-    CHECK(out.ec == errc::bad_range);
-    CHECK(all_poison(sink.contents()));
+    if constexpr (!reads_only) {
+      auto sink = f.make_remote(poisoned(100));
+      const auto out = write(reg, sink, {0, 50, 51});
+      CHECK(out.ec == errc::bad_range);
+      CHECK(all_poison(sink.contents()));
+    }
   }
 
   SUBCASE("offsets near 2^64 are rejected, not wrapped") {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 namespace sluice::testing {
@@ -66,6 +67,31 @@ struct guarded_device {
   cuda::device_buffer buffer;
   std::size_t size;
   std::size_t guard;
+};
+
+/// Local memory for a conformance fixture on the GPU, seen through the CUDA runtime.
+class device_local {
+ public:
+  explicit device_local(std::size_t n) : buffer_(cuda::device_buffer::allocate(n == 0 ? 1 : n)), size_(n) {}
+  [[nodiscard]] sluice::region region() const {
+    return {buffer_.native_handle(), size_, memory_kind::cuda_device, buffer_.device()};
+  }
+  [[nodiscard]] std::vector<std::byte> contents() const {
+    std::vector<std::byte> out(size_);
+    if (size_ != 0) REQUIRE(!cuda::copy(host_region(out), region()));
+    return out;
+  }
+  void fill(std::span<const std::byte> data) { fill_at(0, data); }
+  void fill_at(std::size_t offset, std::span<const std::byte> data) {
+    if (data.empty()) return;
+    std::vector<std::byte> bytes(data.begin(), data.end());
+    error_code ec;
+    REQUIRE(!cuda::copy(region().subregion(offset, bytes.size(), ec), host_region(bytes)));
+  }
+
+ private:
+  cuda::device_buffer buffer_;
+  std::size_t size_;
 };
 
 }  // namespace sluice::testing

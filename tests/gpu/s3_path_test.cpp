@@ -33,37 +33,12 @@ struct hmem_server : testing::rdma_s3_server {
   }
 };
 
-// Local memory on the GPU, seen through the CUDA runtime.
-class device_local {
- public:
-  explicit device_local(std::size_t n) : buffer_(cuda::device_buffer::allocate(n == 0 ? 1 : n)), size_(n) {}
-  [[nodiscard]] sluice::region region() const {
-    return {buffer_.native_handle(), size_, memory_kind::cuda_device, buffer_.device()};
-  }
-  [[nodiscard]] std::vector<std::byte> contents() const {
-    std::vector<std::byte> out(size_);
-    if (size_ != 0) REQUIRE(!cuda::copy(host_region(out), region()));
-    return out;
-  }
-  void fill(std::span<const std::byte> data) { fill_at(0, data); }
-  void fill_at(std::size_t offset, std::span<const std::byte> data) {
-    if (data.empty()) return;
-    std::vector<std::byte> bytes(data.begin(), data.end());
-    error_code ec;
-    REQUIRE(!cuda::copy(region().subregion(offset, bytes.size(), ec), host_region(bytes)));
-  }
-
- private:
-  cuda::device_buffer buffer_;
-  std::size_t size_;
-};
-
 struct device_rdma_fixture : hmem_server {
   using transport_type = s3::rdma_transport;
   using registrar_type = cuda::device_registrar;
   transport_type transport{*client};
   registrar_type registrar;
-  static device_local make_local(std::size_t size) { return device_local(size); }
+  static testing::device_local make_local(std::size_t size) { return testing::device_local(size); }
 };
 
 using device_path = cuda::direct_path;
@@ -78,7 +53,7 @@ struct staged_fixture : hmem_server {
   using registrar_type = cuda::device_registrar;
   transport_type transport{*client, small_ring};
   registrar_type registrar;
-  static device_local make_local(std::size_t size) { return device_local(size); }
+  static testing::device_local make_local(std::size_t size) { return testing::device_local(size); }
 };
 using staged_rdma_fixture = staged_fixture<s3::transfer_via::rdma>;
 using staged_http_fixture = staged_fixture<s3::transfer_via::http>;

@@ -18,17 +18,33 @@
 //   mode always reads from the disk, resident or not: automatic never picks it.
 // Pinned staging memory is bounded by the stager (default 64 MiB) whatever the file size; mapped
 // pins no staging memory but the range's own page cache, for the length of the call.
+//
+// As a path:
+//   cuda::file_path   file::negotiator × device_registrar × cuda::file_transport
+// The negotiator opens the file, resolves the range and measures its page-cache residency; the
+// transport reads by the method its options name (automatic: chosen by that residency).
+// read_file_to_device runs one such path to completion.
 #pragma once
 
 #include <sluice/config.hpp>
+#include <sluice/cuda/device_registrar.hpp>
 #include <sluice/cuda/stager.hpp>
+#include <sluice/detail/completion.hpp>
 #include <sluice/file/cufile.hpp>
+#include <sluice/file/negotiator.hpp>
 #include <sluice/file/residency.hpp>
+#include <sluice/path.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string_view>
+#include <tuple>
+#include <utility>
 
 namespace sluice::cuda {
 
@@ -90,6 +106,61 @@ struct file_to_device_report {
   std::uint64_t pageable_bytes = 0;
 };
 
+/// Reads a negotiated file into device memory by the method of its options (automatic: mapped
+/// when the remote's residency, measured by the negotiator or else here, is at
+/// resident_threshold or more; uring otherwise). Reads only (`reads_only`): a write is
+/// errc::invalid_argument. The reads block: they run on the executor given at construction, or
+/// else on the handler's associated executor. The calling thread's current device is left as it
+/// was. `report`, when given, receives what each read did: give one to a transport that runs one
+/// read at a time.
+class file_transport {
+ public:
+  using remote_type = file::file_remote;
+  static constexpr std::string_view name = "file-to-device";
+  static constexpr bool reads_only = true;
+
+  explicit file_transport(file_to_device_options options = {}, file_to_device_report* report = nullptr,
+                          boost::asio::any_io_executor reads = {})
+      : options_(options), report_(report), reads_(std::move(reads)) {}
+
+  /// Reads `span.length` bytes of the file at `span.remote_offset` into device memory `local` at
+  /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`, once the bytes are in
+  /// device memory. Errors: file::check_read's, then as read_file_to_device.
+  template <registration G, class CompletionToken>
+  auto async_read(const G& local, const file::file_remote& remote, transfer_span span, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+        [this](auto handler, region here, const file::file_remote& there, transfer_span s) {
+          sluice::detail::complete_after_blocking(reads_, std::move(handler), [this, here, there, s] {
+            error_code ec;
+            const std::size_t n = read(here, there, s, ec);
+            return std::make_tuple(ec, n);
+          });
+        },
+        token, local.region(), remote, span);
+  }
+
+  /// Files are read only: completes with errc::invalid_argument, nothing written.
+  template <registration G, class CompletionToken>
+  auto async_write(const G&, const file::file_remote&, transfer_span, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
+        [](auto handler) {
+          sluice::detail::post_completion(std::move(handler), error_code(errc::invalid_argument), std::size_t{0});
+        },
+        token);
+  }
+
+  /// The read itself, blocking; what async_read runs.
+  std::size_t read(const region& local, const file::file_remote& remote, transfer_span span, error_code& ec) const;
+
+ private:
+  file_to_device_options options_;
+  file_to_device_report* report_;
+  boost::asio::any_io_executor reads_;
+};
+
+/// A file's bytes into device memory.
+using file_path = path<file::negotiator, device_registrar, file_transport>;
+
 /// Reads the file range [file_offset, file_offset + destination.size) of `path` into
 /// `destination` (device memory) and returns destination.size, or 0 on error; blocks until the
 /// bytes are in device memory (mapped: also unregistered and unmapped). Errors: errc::bad_range
@@ -97,6 +168,7 @@ struct file_to_device_report {
 /// errc::no_device, errc::invalid_config, errc::invalid_argument (a ring on another device),
 /// errc::unavailable (cufile without libcufile), the errno of open, a read, mmap or the residency
 /// probe, a cufile or cuda error. The calling thread's current device is left as it was.
+/// It runs one cuda::file_path on the calling thread.
 std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,
                                   const region& destination, const file_to_device_options& options,
                                   file_to_device_report* report, error_code& ec);

@@ -4,10 +4,13 @@
 
 #include <sluice/error.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 
 #include <tuple>
 #include <utility>
@@ -23,6 +26,26 @@ void post_completion(Handler&& handler, Args&&... args) {
       executor, [h = std::forward<Handler>(handler), values = std::make_tuple(std::forward<Args>(args)...)]() mutable {
         std::apply(std::move(h), std::move(values));
       });
+}
+
+/// Runs `work()`, which blocks and returns the handler's arguments as a tuple, on `where` (on the
+/// handler's associated executor when `where` is empty), then invokes the handler with them
+/// through its associated executor, which counts as having work until then. The body of the
+/// transports whose underlying calls block (file reads): a host that runs them asynchronously
+/// gives them an executor meant for blocking work.
+template <class Handler, class Work>
+void complete_after_blocking(const boost::asio::any_io_executor& where, Handler&& handler, Work&& work) {
+  auto home = boost::asio::prefer(boost::asio::get_associated_executor(handler),
+                                  boost::asio::execution::outstanding_work.tracked);
+  auto run = [home, h = std::forward<Handler>(handler), w = std::forward<Work>(work)]() mutable {
+    boost::asio::post(home,
+                      [h = std::move(h), values = w()]() mutable { std::apply(std::move(h), std::move(values)); });
+  };
+  if (where) {
+    boost::asio::post(where, std::move(run));
+  } else {
+    boost::asio::post(home, std::move(run));
+  }
 }
 
 /// Runs `initiate(handler)` on a private io_context until the handler ran, and returns what
