@@ -73,7 +73,7 @@ class device_source final : public s3::upload_source {
 
 /// The paths `options` allows, in the order direct → staged RDMA → staged HTTP. `direct_possible`
 /// is false for an empty PUT (nothing for the server to read out of device memory).
-std::vector<any_path> device_paths(s3::client& client, const device_transfer_options& options, bool direct_possible) {
+std::vector<any_path> paths_for(s3::client& client, const device_transfer_options& options, bool direct_possible) {
   using s3::transfer_via;
   std::vector<any_path> paths;
   const bool by_rdma = options.via != transfer_via::http;
@@ -110,8 +110,22 @@ error_code check(const region& memory, const device_transfer_options& options) {
   return {};
 }
 
-/// What `result` says in the terms of a device_transfer_report.
-device_transfer_report report_of(transfer_result& result, const device_transfer_options& options) {
+}  // namespace
+
+std::shared_ptr<s3::upload_source> make_device_source(const region& source, std::unique_ptr<stager> ring) {
+  return std::make_shared<device_source>(source, std::move(ring));
+}
+
+namespace detail {
+
+std::shared_ptr<fallback_path> device_paths(s3::client& client, const region& memory,
+                                            const device_transfer_options& options, direction dir, error_code& ec) {
+  if ((ec = check(memory, options))) return nullptr;
+  // An empty PUT has nothing for the server to read out of device memory: staged only.
+  return std::make_shared<fallback_path>(paths_for(client, options, dir == direction::get || memory.size > 0));
+}
+
+device_transfer_report device_report(transfer_result& result, const device_transfer_options& options) {
   device_transfer_report out;
   const bool direct = result.transport == s3::rdma_transport::name;
   out.path = direct ? device_path::direct : device_path::staged;
@@ -122,20 +136,16 @@ device_transfer_report report_of(transfer_result& result, const device_transfer_
   return out;
 }
 
-}  // namespace
-
-std::shared_ptr<s3::upload_source> make_device_source(const region& source, std::unique_ptr<stager> ring) {
-  return std::make_shared<device_source>(source, std::move(ring));
-}
+}  // namespace detail
 
 std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket, const std::string& key,
                                    const region& destination, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec) {
   if (report != nullptr) *report = {};
-  if ((ec = check(destination, options))) return 0;
-  fallback_path paths(device_paths(client, options, true));
-  transfer_result result = paths.get({bucket, key}, destination, ec);
-  if (report != nullptr) *report = report_of(result, options);
+  const auto paths = detail::device_paths(client, destination, options, direction::get, ec);
+  if (ec) return 0;
+  transfer_result result = paths->get({bucket, key}, destination, ec);
+  if (report != nullptr) *report = detail::device_report(result, options);
   return ec ? 0 : result.bytes;
 }
 
@@ -143,10 +153,10 @@ std::string put_object_from_device(s3::client& client, const std::string& bucket
                                    const region& source, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec) {
   if (report != nullptr) *report = {};
-  if ((ec = check(source, options))) return {};
-  fallback_path paths(device_paths(client, options, source.size > 0));
-  transfer_result result = paths.put({bucket, key}, source, ec);
-  if (report != nullptr) *report = report_of(result, options);
+  const auto paths = detail::device_paths(client, source, options, direction::put, ec);
+  if (ec) return {};
+  transfer_result result = paths->put({bucket, key}, source, ec);
+  if (report != nullptr) *report = detail::device_report(result, options);
   return ec ? std::string{} : std::move(result.version);
 }
 

@@ -7,11 +7,15 @@
 
 #include <doctest/doctest.h>
 
+#include <boost/asio/io_context.hpp>
+
 #include "gpu_data.hpp"
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace sluice;
 
@@ -200,4 +204,78 @@ TEST_CASE("S3 GET into GPU memory: errors are values") {
   http.via = s3::transfer_via::http;
   (void)pair.client->get_object("gpu", "eleven", small.region(), http, ec);
   CHECK(ec == errc::unsupported_memory);
+}
+
+TEST_CASE("S3 into and out of GPU memory, asynchronous: transfers in flight at once on one thread") {
+  gpu_pair pair("shm");
+  constexpr int objects = 4;
+  constexpr std::size_t n = (std::size_t{3} << 20) + 7;  // several 1 MiB parts when staged
+  std::vector<std::vector<std::byte>> data;
+  std::vector<testing::guarded_device> sources;
+  sources.reserve(objects);
+  for (int i = 0; i < objects; ++i) {
+    data.push_back(testing::fast_random_bytes(n, 100 + static_cast<std::uint64_t>(i)));
+    sources.emplace_back(n);
+    REQUIRE(!cuda::copy(sources.back().inner(), testing::source_region(data.back())));
+  }
+  const auto caller = std::this_thread::get_id();
+  for (const auto path : {cuda::device_path::staged, cuda::device_path::automatic}) {
+    CAPTURE(cuda::to_string(path));
+    cuda::device_transfer_options options;
+    options.path = path;
+    options.staging.slot_bytes = 1 << 20;
+    boost::asio::io_context context;
+    int put_done = 0;
+    for (int i = 0; i < objects; ++i) {
+      cuda::async_put_object_from_device(
+          *pair.client, "gpu", "async-" + std::to_string(i), sources[static_cast<std::size_t>(i)].inner(), options,
+          boost::asio::bind_executor(
+              context, [&](error_code ec, const std::string& etag, const cuda::device_transfer_report& report) {
+                CHECK_MESSAGE(!ec, ec.message());
+                CHECK(!etag.empty());
+                CHECK(report.rdma_bytes == n);
+                CHECK(std::this_thread::get_id() == caller);
+                ++put_done;
+              }));
+    }
+    context.run();
+    CHECK(put_done == objects);
+
+    std::vector<testing::guarded_device> into;
+    into.reserve(objects);
+    for (int i = 0; i < objects; ++i) into.emplace_back(n);
+    context.restart();
+    int get_done = 0;
+    for (int i = 0; i < objects; ++i) {
+      cuda::async_get_object_to_device(
+          *pair.client, "gpu", "async-" + std::to_string(i), into[static_cast<std::size_t>(i)].inner(), options,
+          boost::asio::bind_executor(
+              context, [&, path](error_code ec, std::uint64_t bytes, const cuda::device_transfer_report& report) {
+                CHECK_MESSAGE(!ec, ec.message());
+                CHECK(bytes == n);
+                CHECK(report.path == (path == cuda::device_path::staged || !pair.hmem ? cuda::device_path::staged
+                                                                                      : cuda::device_path::direct));
+                CHECK(std::this_thread::get_id() == caller);
+                ++get_done;
+              }));
+    }
+    context.run();
+    CHECK(get_done == objects);
+    for (int i = 0; i < objects; ++i) CHECK(into[static_cast<std::size_t>(i)].holds(data[static_cast<std::size_t>(i)]));
+  }
+
+  // Errors before any request complete through the handler too, never inline.
+  boost::asio::io_context context;
+  std::vector<std::byte> host(16);
+  bool called = false;
+  cuda::async_get_object_to_device(
+      *pair.client, "gpu", "async-0", host_region(host), {},
+      boost::asio::bind_executor(context, [&](error_code ec, std::uint64_t bytes, const cuda::device_transfer_report&) {
+        CHECK(ec == errc::invalid_argument);
+        CHECK(bytes == 0);
+        called = true;
+      }));
+  CHECK(!called);
+  context.run();
+  CHECK(called);
 }

@@ -6,7 +6,12 @@
 
 #include <doctest/doctest.h>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "conformance/s3_fixtures.hpp"
@@ -80,4 +85,34 @@ TEST_CASE_FIXTURE(testing::s3_memory_server, "device entry points refuse what no
   (void)cuda::get_object_to_device(*client, "bkt", "k", device, options, &report, ec);
   CHECK(ec == errc::invalid_config);
   CHECK(report.rdma_bytes + report.http_bytes == 0);
+}
+
+TEST_CASE_FIXTURE(testing::s3_memory_server,
+                  "asynchronous device entry points: refusals complete through the handler") {
+  std::vector<std::byte> host(64);
+  boost::asio::io_context context;
+  const auto before = client->statistics().requests;
+  int completed = 0;
+  cuda::async_get_object_to_device(*client, "bkt", "k", host_region(host), {},
+                                   boost::asio::bind_executor(context, [&](error_code ec, std::uint64_t bytes,
+                                                                           const cuda::device_transfer_report& r) {
+                                     CHECK(ec == errc::invalid_argument);  // host memory
+                                     CHECK(bytes == 0);
+                                     CHECK(r.rdma_bytes + r.http_bytes == 0);
+                                     ++completed;
+                                   }));
+  cuda::device_transfer_options bad;
+  bad.staging.slot_bytes = 1000;
+  const region device{host.data(), host.size(), memory_kind::cuda_device, 0};
+  cuda::async_put_object_from_device(*client, "bkt", "k", device, bad,
+                                     boost::asio::bind_executor(context, [&](error_code ec, const std::string& etag,
+                                                                             const cuda::device_transfer_report&) {
+                                       CHECK(ec == errc::invalid_config);
+                                       CHECK(etag.empty());
+                                       ++completed;
+                                     }));
+  CHECK(completed == 0);  // never inline
+  context.run();
+  CHECK(completed == 2);
+  CHECK(client->statistics().requests == before);
 }
