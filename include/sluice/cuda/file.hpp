@@ -29,21 +29,19 @@
 #include <sluice/config.hpp>
 #include <sluice/cuda/device_registrar.hpp>
 #include <sluice/cuda/stager.hpp>
-#include <sluice/detail/completion.hpp>
 #include <sluice/file/cufile.hpp>
 #include <sluice/file/negotiator.hpp>
+#include <sluice/file/reading_transport.hpp>
 #include <sluice/file/residency.hpp>
 #include <sluice/path.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
 namespace sluice::cuda {
@@ -113,49 +111,22 @@ struct file_to_device_report {
 /// else on the handler's associated executor. The calling thread's current device is left as it
 /// was. `report`, when given, receives what each read did: give one to a transport that runs one
 /// read at a time.
-class file_transport {
+class file_transport : public file::reading_transport<file_transport> {
  public:
-  using remote_type = file::file_remote;
   static constexpr std::string_view name = "file-to-device";
-  static constexpr bool reads_only = true;
 
   explicit file_transport(file_to_device_options options = {}, file_to_device_report* report = nullptr,
                           boost::asio::any_io_executor reads = {})
-      : options_(options), report_(report), reads_(std::move(reads)) {}
+      : reading_transport(std::move(reads)), options_(options), report_(report) {}
 
   /// Reads `span.length` bytes of the file at `span.remote_offset` into device memory `local` at
-  /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`, once the bytes are in
-  /// device memory. Errors: file::check_read's, then as read_file_to_device.
-  template <registration G, class CompletionToken>
-  auto async_read(const G& local, const file::file_remote& remote, transfer_span span, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-        [this](auto handler, region here, const file::file_remote& there, transfer_span s) {
-          sluice::detail::complete_after_blocking(reads_, std::move(handler), [this, here, there, s] {
-            error_code ec;
-            const std::size_t n = read(here, there, s, ec);
-            return std::make_tuple(ec, n);
-          });
-        },
-        token, local.region(), remote, span);
-  }
-
-  /// Files are read only: completes with errc::invalid_argument, nothing written.
-  template <registration G, class CompletionToken>
-  auto async_write(const G&, const file::file_remote&, transfer_span, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-        [](auto handler) {
-          sluice::detail::post_completion(std::move(handler), error_code(errc::invalid_argument), std::size_t{0});
-        },
-        token);
-  }
-
-  /// The read itself, blocking; what async_read runs.
+  /// `span.local_offset`, blocking until the bytes are in device memory; what async_read runs
+  /// (file::reading_transport). Errors: file::check_read's, then as read_file_to_device.
   std::size_t read(const region& local, const file::file_remote& remote, transfer_span span, error_code& ec) const;
 
  private:
   file_to_device_options options_;
   file_to_device_report* report_;
-  boost::asio::any_io_executor reads_;
 };
 
 /// A file's bytes into device memory.

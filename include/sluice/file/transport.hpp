@@ -8,18 +8,16 @@
 #pragma once
 
 #include <sluice/concepts.hpp>
-#include <sluice/detail/completion.hpp>
 #include <sluice/file/negotiator.hpp>
+#include <sluice/file/reading_transport.hpp>
 #include <sluice/file/uring_reader.hpp>
 #include <sluice/host_registrar.hpp>
 #include <sluice/path.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
 
 #include <cstddef>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
 namespace sluice::file {
@@ -30,48 +28,21 @@ namespace sluice::file {
 /// aligned for O_DIRECT). Each read opens the file's path again with a ring of its own.
 /// Reads only (`reads_only`): a write is errc::invalid_argument. The reads block: they run on
 /// the executor given at construction, or else on the handler's associated executor.
-class uring_transport {
+class uring_transport : public reading_transport<uring_transport> {
  public:
-  using remote_type = file_remote;
   static constexpr std::string_view name = "file-uring";
-  static constexpr bool reads_only = true;
 
   explicit uring_transport(uring_config config = {}, boost::asio::any_io_executor reads = {})
-      : config_(config), reads_(std::move(reads)) {}
+      : reading_transport(std::move(reads)), config_(config) {}
 
   /// Reads `span.length` bytes of the file at `span.remote_offset` into `local` at
-  /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`. Errors: check_read's,
-  /// then uring_reader's (errc::invalid_config, the errno of open or a read, errc::bad_range when
-  /// the file shrank).
-  template <registration G, class CompletionToken>
-  auto async_read(const G& local, const file_remote& remote, transfer_span span, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-        [this](auto handler, region here, const file_remote& there, transfer_span s) {
-          sluice::detail::complete_after_blocking(reads_, std::move(handler), [this, here, there, s] {
-            error_code ec;
-            const std::size_t n = read(here, there, s, ec);
-            return std::make_tuple(ec, n);
-          });
-        },
-        token, local.region(), remote, span);
-  }
-
-  /// Files are read only: completes with errc::invalid_argument, nothing written.
-  template <registration G, class CompletionToken>
-  auto async_write(const G&, const file_remote&, transfer_span, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-        [](auto handler) {
-          sluice::detail::post_completion(std::move(handler), error_code(errc::invalid_argument), std::size_t{0});
-        },
-        token);
-  }
-
-  /// The read itself, blocking; what async_read runs.
+  /// `span.local_offset`, blocking; what async_read runs (file::reading_transport). Errors:
+  /// check_read's, then uring_reader's (errc::invalid_config, the errno of open or a read,
+  /// errc::bad_range when the file shrank).
   std::size_t read(const region& local, const file_remote& remote, transfer_span span, error_code& ec) const;
 
  private:
   uring_config config_;
-  boost::asio::any_io_executor reads_;
 };
 
 /// A file's bytes into host memory.
