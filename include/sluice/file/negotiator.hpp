@@ -61,8 +61,9 @@ struct file_remote {
 /// Negotiates reads of local files: the request's key is the file's path (absolute, or relative
 /// to the working directory) and its bucket must be empty. A negotiation opens the file, so it
 /// blocks the initiating thread for an open and an fstat (and the residency probe when asked:
-/// cachestat, or mincore over a mapping where the kernel has no cachestat). Stateless apart from
-/// its options; thread-safe.
+/// cachestat, or mincore over a mapping where the kernel has no cachestat). It opens whatever
+/// path the process may read: the key is trusted, never a name from the network. Stateless apart
+/// from its options; thread-safe.
 class negotiator {
  public:
   using remote_type = file_remote;
