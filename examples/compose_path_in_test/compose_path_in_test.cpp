@@ -11,6 +11,9 @@
 //                 bytes by libfabric RMA (tcp;ofi_rxm) into the test's memory (x-amz-rdma-token)
 // The S3 fixtures start `sluice serve` (the binary named by $SLUICE, else `sluice` on PATH) on
 // an ephemeral loopback port with a store in a temporary directory.
+// A read-only path joins the bodies that only read (a fixture's `seed` puts the object there):
+//   file_on_disk  file::negotiator × host_registrar × file::uring_transport
+//                 (the object is a file, its key the file's path; io_uring reads)
 // Run: ./compose_path_in_test  (doctest options apply; -tc='*in_process*' for one path).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <sluice/sluice.hpp>
@@ -22,8 +25,19 @@
 
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
+
+#ifdef SLUICE_EXAMPLE_FILE
+#include <sluice/file/transport.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include <unistd.h>
+#endif
 
 #ifdef SLUICE_EXAMPLE_S3
 #include <sluice/fabric/s3_plane.hpp>
@@ -65,6 +79,8 @@ struct in_process {
     return path_type{sluice::local_negotiator<store_type>{store}, sluice::host_registrar{},
                      sluice::loopback_transport{}};
   }
+  static sluice::object_ref object(const std::string& key) { return {"segments", key}; }
+  void seed(const std::string& key, std::span<float> bytes) { path.put(object(key), sluice::host_region(bytes)); }
   store_type store{sluice::memory_store_config{.max_bytes = 64 * sluice::mib, .max_object_bytes = 16 * sluice::mib}};
   path_type path = make_path();
 };
@@ -166,6 +182,8 @@ struct s3_fixture {
     }
     return c;
   }
+  static sluice::object_ref object(const std::string& key) { return {"segments", key}; }
+  void seed(const std::string& key, std::span<float> bytes) { path.put(object(key), sluice::host_region(bytes)); }
   sluice::s3::client client;
   path_type path;
 };
@@ -179,6 +197,38 @@ struct s3_over_rdma : s3_fixture<sluice::s3::rdma_transport, true> {
 #define SLUICE_EXAMPLE_PATHS in_process, s3_over_http, s3_over_rdma
 #else
 #define SLUICE_EXAMPLE_PATHS in_process
+#endif
+
+#ifdef SLUICE_EXAMPLE_FILE
+// Files in a temporary directory, read by io_uring into the test's memory. The path reads only:
+// seed writes the file the way any other program would.
+struct file_on_disk {
+  using path_type = sluice::file::host_path;
+  static constexpr const char* name = "file_on_disk";
+  file_on_disk() {
+    static int counter = 0;
+    dir = std::filesystem::temp_directory_path() /
+          ("compose-path-files-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(dir);
+  }
+  file_on_disk(const file_on_disk&) = delete;
+  file_on_disk& operator=(const file_on_disk&) = delete;
+  ~file_on_disk() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+  [[nodiscard]] sluice::object_ref object(const std::string& key) const { return {{}, (dir / key).string()}; }
+  void seed(const std::string& key, std::span<float> bytes) const {
+    std::ofstream out(dir / key, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size_bytes()));
+    REQUIRE(out.good());
+  }
+  std::filesystem::path dir;
+  path_type path{sluice::file::negotiator{}, sluice::host_registrar{}, sluice::file::uring_transport{}};
+};
+#define SLUICE_EXAMPLE_READ_PATHS SLUICE_EXAMPLE_PATHS, file_on_disk
+#else
+#define SLUICE_EXAMPLE_READ_PATHS SLUICE_EXAMPLE_PATHS
 #endif
 
 std::vector<float> make_vectors(std::size_t count) {
@@ -265,4 +315,30 @@ TEST_CASE_TEMPLATE("choose the path at run time through any_path", Fixture, SLUI
   CHECK(back == data);
   MESSAGE(std::string(Fixture::name) << ": any_path over " << chosen.negotiator_name() << " × "
                                      << chosen.transport_name());
+}
+
+TEST_CASE_TEMPLATE("read a segment that is already there: whole, a range, past its end", Fixture,
+                   SLUICE_EXAMPLE_READ_PATHS) {
+  Fixture f;
+  auto segment = make_vectors(std::size_t{96} * 1024);  // 384 KiB of float32
+  f.seed("seg-read", segment);
+
+  std::vector<float> loaded(segment.size());
+  const sluice::transfer_result got = f.path.get(f.object("seg-read"), sluice::host_region(loaded));
+  CHECK(got.bytes == segment.size() * sizeof(float));
+  CHECK(loaded == segment);
+  MESSAGE(std::string(Fixture::name) << ": " << got.negotiator << " × " << got.transport);
+
+  std::vector<float> slice(1000);
+  f.path.get(f.object("seg-read"), sluice::host_region(slice),
+             sluice::byte_range{5000 * sizeof(float), 1000 * sizeof(float)});
+  CHECK(slice.front() == segment[5000]);
+  CHECK(slice.back() == segment[5999]);
+
+  sluice::error_code ec;
+  f.path.get(f.object("seg-read"), sluice::host_region(slice),
+             sluice::byte_range{(segment.size() - 999) * sizeof(float), 1000 * sizeof(float)}, ec);
+  CHECK(ec == sluice::errc::bad_range);
+  f.path.get(f.object("missing"), sluice::host_region(slice), ec);
+  CHECK(ec);  // not_found for a store, no_such_file_or_directory for a file
 }
