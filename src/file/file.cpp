@@ -1,6 +1,6 @@
 // Compiled part of sluice::file: the io_uring reader (liburing), the cuFile transport
-// (libcufile, loaded with dlopen), the page-cache residency probe and the file negotiator. The only translation unit
-// that includes <liburing.h>.
+// (libcufile, loaded with dlopen), the page-cache residency probe, the file negotiator and the
+// io_uring transport into host memory. The only translation unit that includes <liburing.h>.
 #include <sluice/file/cufile.hpp>
 #include <sluice/file/negotiator.hpp>
 #include <sluice/file/residency.hpp>
