@@ -1,6 +1,6 @@
 // Connections: the endpoint URL, cancellation scopes, the TCP layer under TLS, the connection
 // pool, and the state a client and its operations share.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.ipp
+// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
 // in the order written there.
 
 namespace sluice::s3::detail {

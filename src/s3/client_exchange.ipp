@@ -1,6 +1,6 @@
 // One HTTP exchange with retries: the request, its target and signature, reading the answer
 // (into the caller's memory for a body), TLS, backoff.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.ipp
+// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
 // in the order written there.
 
 namespace sluice::s3::detail::client_impl {

@@ -1,5 +1,5 @@
 // DeleteObject, CreateBucket/DeleteBucket, ListObjectsV2 and ListBuckets.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.ipp
+// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
 // in the order written there.
 
 namespace sluice::s3::detail::client_impl {

@@ -1,6 +1,6 @@
 // PutObject: sources (memory, file, upload_source, device memory), single PUT and multipart
 // upload, by HTTP body or by x-amz-rdma-token.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.ipp
+// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
 // in the order written there.
 
 namespace sluice::s3::detail::client_impl {

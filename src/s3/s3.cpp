@@ -1,7 +1,9 @@
-// The compiled part of sluice::s3, one translation unit (asio's impl/*.ipp pattern): each
-// .ipp included here implements one header of include/sluice/s3/. The two large ones include
-// their parts themselves: fs_store.ipp (fs_store_format, fs_store_writer, fs_store_multipart)
-// and client.ipp (client_connection, client_exchange, client_get, client_put, client_ops).
+// sluice::s3 without the network, one translation unit (asio's impl/*.ipp pattern): each .ipp
+// included here implements one header of include/sluice/s3/ (error codes, checksums, SigV4 and
+// SigV2, chunked bodies, the token codec, XML, fs_store, the router, the access log, metrics);
+// fs_store.ipp includes its parts itself (fs_store_format, fs_store_writer, fs_store_multipart).
+// The network parts are translation units of their own, so that the heavy ones (Beast and
+// coroutines) compile in parallel: server.cpp, client.cpp, gateway_store.cpp.
 // clang-format off
 #include "error.ipp"
 #include "checksum.ipp"
@@ -15,13 +17,4 @@
 #include "router.ipp"
 #include "access_log.ipp"
 #include "metrics.ipp"
-
-// The network parts (Beast, coroutines). Off in the fuzz build, which needs only the parsers.
-#ifndef SLUICE_S3_SANS_IO_ONLY
-#include "server.ipp"
-// The client last: it opens sluice::s3::detail, which would hide sluice::detail from the files above.
-#include "client.ipp"
-// The gateway store uses the client.
-#include "gateway_store.ipp"
-#endif
 // clang-format on

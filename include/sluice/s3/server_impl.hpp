@@ -1,4 +1,4 @@
-// The implementation of sluice::s3::server<Store>. Included by src/s3/server.ipp, which
+// The implementation of sluice::s3::server<Store>. Included by src/s3/server.cpp, which
 // instantiates it for fs_store and memory_store; include it yourself to serve another store.
 #pragma once
 

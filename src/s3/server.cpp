@@ -1,4 +1,5 @@
-// The S3 server, compiled once for the shipped stores; included by src/s3/s3.cpp.
+// The S3 server, compiled once for the shipped stores (memory_store, fs_store); gateway_store.cpp
+// compiles it for gateway_store. A translation unit of its own.
 #include <sluice/memory_store.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/server_impl.hpp>

@@ -1,4 +1,5 @@
-// Implementation of include/sluice/s3/gateway_store.hpp; included by src/s3/s3.cpp.
+// Implementation of include/sluice/s3/gateway_store.hpp, and the server compiled for it; a
+// translation unit of its own.
 #include <sluice/names.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/gateway_store.hpp>
@@ -1420,8 +1421,8 @@ void gateway_store::abort_upload(const object_ref& object, std::string_view uplo
   cache_->abort_upload(object, upload_id, ec);
 }
 
-// The server over a gateway is compiled here, not in server.ipp: it needs the client, which the
-// fuzz build (server.ipp alone) leaves out.
+// The server over a gateway is compiled here, not in server.cpp: it needs the client, which the
+// fuzz build (server.cpp alone) leaves out.
 template class server<gateway_store>;
 
 }  // namespace sluice::s3

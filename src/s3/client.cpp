@@ -1,4 +1,5 @@
-// Implementation of include/sluice/s3/client.hpp; included by src/s3/s3.cpp.
+// Implementation of include/sluice/s3/client.hpp: a translation unit of its own, with its parts
+// (client_connection, client_exchange, client_get, client_put, client_ops .ipp) included in order.
 //
 // Every operation is one coroutine on a strand of its own (asio::co_spawn). The parts of a
 // multipart upload or of a parallel download are worker coroutines on that same strand, so
