@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace sluice::testing {
@@ -23,6 +27,37 @@ class host_buffer {
 
  private:
   std::vector<std::byte> bytes_;
+};
+
+/// Keeps `bytes` alive until a few more have come to rest, instead of freeing them now: for memory
+/// a peer reads by RMA over a provider that answers reads with sendmsg (tcp;ofi_rxm). ASan's
+/// sendmsg interceptor checks the iovec *after* the real call returned, so the reader may complete,
+/// and the test free the source, before the interceptor looks at it: a false use-after-free (the
+/// kernel had already copied the bytes).
+inline void rest(std::shared_ptr<std::vector<std::byte>> bytes) {
+  static std::mutex mutex;
+  static std::deque<std::shared_ptr<std::vector<std::byte>>> resting;
+  const std::lock_guard lock(mutex);
+  resting.push_back(std::move(bytes));
+  if (resting.size() > 8) resting.pop_front();
+}
+
+/// A host_buffer that a peer reads by RMA: its bytes are freed a few buffers later (see rest()).
+class rma_source_buffer {
+ public:
+  explicit rma_source_buffer(std::size_t size) : bytes_(std::make_shared<std::vector<std::byte>>(size)) {}
+  rma_source_buffer(const rma_source_buffer&) = delete;
+  rma_source_buffer& operator=(const rma_source_buffer&) = delete;
+  ~rma_source_buffer() { rest(std::move(bytes_)); }
+  [[nodiscard]] sluice::region region() { return host_region(*bytes_); }
+  [[nodiscard]] std::vector<std::byte> contents() const { return *bytes_; }
+  void fill(std::span<const std::byte> data) { bytes_->assign(data.begin(), data.end()); }
+  void fill_at(std::size_t offset, std::span<const std::byte> data) {
+    std::copy(data.begin(), data.end(), bytes_->begin() + static_cast<std::ptrdiff_t>(offset));
+  }
+
+ private:
+  std::shared_ptr<std::vector<std::byte>> bytes_;
 };
 
 /// A remote that is another host region of this process (loopback's remote_type).

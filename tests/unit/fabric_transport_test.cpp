@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -46,12 +45,8 @@ endpoint_pair& endpoints(const std::string& provider) {
   return pair;
 }
 
-/// Memory of the remote endpoint, registered for RMA both ways.
-///
-/// Its bytes are freed a few objects later, not at once: ASan's sendmsg interceptor checks the
-/// iovec *after* the real call returned, so when the tcp provider answers an RMA read with
-/// sendmsg, the reader may complete and free the source before the interceptor looks at it (a
-/// false use-after-free; the kernel had already copied the bytes).
+/// Memory of the remote endpoint, registered for RMA both ways. Its bytes are freed a few objects
+/// later, not at once (testing::rest: the tcp provider answers an RMA read with sendmsg).
 class fabric_remote {
  public:
   fabric_remote(endpoint_pair& pair, std::span<const std::byte> initial)
@@ -63,11 +58,7 @@ class fabric_remote {
   }
   fabric_remote(const fabric_remote&) = delete;
   fabric_remote& operator=(const fabric_remote&) = delete;
-  ~fabric_remote() {
-    static std::deque<std::shared_ptr<std::vector<std::byte>>> resting;
-    resting.push_back(std::move(bytes_));
-    if (resting.size() > 8) resting.pop_front();
-  }
+  ~fabric_remote() { testing::rest(std::move(bytes_)); }
   [[nodiscard]] const fabric::remote_memory& descriptor() const { return descriptor_; }
   [[nodiscard]] std::vector<std::byte> contents() const { return *bytes_; }
 
@@ -158,6 +149,39 @@ TEST_CASE("the registration cache reuses an MR for a covered range and drops unu
   auto third = cache.register_region(host_region(c), ec);
   REQUIRE(!ec);
   CHECK(pair.local->statistics().registrations == before + 4);
+}
+
+TEST_CASE("a registrar of capacity 0 keeps nothing: a peer's read after the registration ended fails") {
+  auto& pair = endpoints("tcp;ofi_rxm");
+  fabric::registrar uncached(pair.remote, fabric::access::remote_read, 0);
+  auto source = std::make_shared<std::vector<std::byte>>(4096, std::byte{9});
+  std::vector<std::byte> sink(4096);
+  error_code ec;
+  auto into = pair.local->register_memory(host_region(sink), fabric::access::local, ec);
+  REQUIRE(!ec);
+  auto read = [&](const fabric::remote_segment& from) {
+    std::promise<error_code> done;
+    auto finished = done.get_future();
+    const error_code posted = pair.local->post_read(into, 0, from.length, pair.remote_address, from.address, from.key,
+                                                    [&done](error_code e) { done.set_value(e); });
+    if (posted) return posted;
+    REQUIRE(finished.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+    return finished.get();
+  };
+  const auto before = pair.remote->statistics().registrations;
+  fabric::remote_segment segment;
+  {
+    const fabric::registration held = uncached.register_region(host_region(*source), ec);
+    REQUIRE(!ec);
+    segment = held.remote(0, source->size());
+    CHECK(!read(segment));  // while it is held, the peer reads it
+    CHECK(sink == *source);
+    const fabric::registration again = uncached.register_region(host_region(*source), ec);
+    REQUIRE(!ec);
+    CHECK(pair.remote->statistics().registrations == before + 2);  // no cache: registered again
+  }
+  CHECK(read(segment));  // the MR closed with its last registration: the key names nothing
+  testing::rest(std::move(source));
 }
 
 TEST_CASE("a transfer larger than the provider's largest message is split") {

@@ -54,7 +54,9 @@ class registration {
 ///
 /// The cache keeps up to `capacity` MRs. A request inside a cached MR's range (same memory kind
 /// and device, at least the same access) reuses it; otherwise a new MR is registered and the
-/// least recently used MR that no registration holds any more is dropped. Memory that is freed
+/// least recently used MR that no registration holds any more is dropped. With capacity 0 nothing
+/// is kept: each MR closes with the last registration that uses it, so a peer's RMA that comes
+/// later (one the peer gave up on, say) fails instead of touching the memory. Memory that is freed
 /// while cached must be dropped with invalidate() before it is reused for something else:
 /// providers that pin pages (verbs) would otherwise keep naming the old pages.
 /// Thread-safe.
@@ -85,6 +87,7 @@ class registrar {
     }
     auto mr = std::make_shared<const memory_region>(endpoint_->register_memory(memory, access_, ec));
     if (ec) return {};
+    if (capacity_ == 0) return {memory, std::move(mr)};  // not kept: it closes with the registration
     cache_.push_front(mr);
     evict();
     return {memory, std::move(mr)};
