@@ -29,14 +29,15 @@ struct rdma_server : testing::rdma_s3_server {
       : rdma_s3_server(with_plane ? provider : "", provider) {}
 };
 
-template <class Provider>
+template <class Provider, class Transport = s3::rdma_transport>
 struct rdma_fixture : rdma_server {
-  using transport_type = s3::rdma_transport;
+  using transport_type = Transport;
   using registrar_type = host_registrar;
   rdma_fixture() : rdma_server(Provider::name) {}
   transport_type transport{*client};
   registrar_type registrar;
-  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+  // The server reads a put's source by RMA: the client's provider answers with sendmsg.
+  static testing::rma_source_buffer make_local(std::size_t size) { return testing::rma_source_buffer(size); }
 };
 
 struct tcp_provider {
@@ -48,10 +49,12 @@ struct shm_provider {
 
 using rdma_path = path<s3::negotiator, host_registrar, s3::rdma_transport>;
 using http_path = path<s3::negotiator, host_registrar, s3::http_transport>;
+using auto_path = path<s3::negotiator, host_registrar, s3::auto_transport>;
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_INVOKE(transport_conformance, rdma_fixture<tcp_provider>, rdma_fixture<shm_provider>);
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, rdma_fixture<tcp_provider>, rdma_fixture<shm_provider>,
+                          rdma_fixture<tcp_provider, s3::auto_transport>);
 
 TEST_CASE("s3 path over RDMA: every byte moves by RMA, none in an HTTP body") {
   rdma_server live("tcp;ofi_rxm");
@@ -126,5 +129,27 @@ TEST_CASE("s3 fallback_path: RDMA first, HTTP when the server declines; the resu
     CHECK(ec == condition::not_found);
     CHECK(missing.skipped.empty());
     CHECK(live.client->statistics().requests - before == 1);
+  }
+}
+
+TEST_CASE("s3 auto_transport: RDMA when the server takes the token, else the body, in one request") {
+  auto data = random_bytes(100000, 12);
+  for (const bool server_plane : {false, true}) {
+    CAPTURE(server_plane);
+    rdma_server live("tcp;ofi_rxm", server_plane);
+    auto_path p{s3::negotiator{*live.client, {.skip_head_for_ranges = true}}, host_registrar{},
+                s3::auto_transport{*live.client}};
+    const transfer_result put = p.put({"bkt", "k"}, host_region(data));
+    CHECK(put.bytes == data.size());
+    CHECK(put.transport == "s3-auto");
+    CHECK(put.skipped.empty());
+    std::vector<std::byte> got(data.size());
+    const auto before = live.client->statistics();
+    CHECK(p.get({"bkt", "k"}, host_region(got), byte_range{0, data.size()}).bytes == data.size());
+    CHECK(got == data);
+    const auto after = live.client->statistics();
+    CHECK(after.requests - before.requests == 1);  // a declined token costs no second request
+    CHECK(after.rdma_bytes - before.rdma_bytes == (server_plane ? data.size() : 0));
+    CHECK(after.http_bytes - before.http_bytes == (server_plane ? 0 : data.size()));
   }
 }

@@ -29,6 +29,7 @@ using testing::random_bytes;
 static_assert(negotiator<s3::negotiator>);
 static_assert(transport<s3::http_transport, host_registration>);
 static_assert(transport<s3::rdma_transport, host_registration>);
+static_assert(transport<s3::auto_transport, host_registration>);
 static_assert(negotiates_for<s3::negotiator, s3::http_transport>);
 static_assert(s3::http_transport::writes_whole_objects);
 
@@ -42,13 +43,22 @@ struct http_fixture : testing::s3_memory_server {
   static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
 };
 
+// With no RDMA plane on the client, automatic moves every byte in the body.
+struct auto_fixture : testing::s3_memory_server {
+  using transport_type = s3::auto_transport;
+  using registrar_type = host_registrar;
+  transport_type transport{*client};
+  registrar_type registrar;
+  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+};
+
 struct http_path_fixture : testing::s3_memory_server {
   http_path p{s3::negotiator{*client}, host_registrar{}, s3::http_transport{*client}};
 };
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_INVOKE(transport_conformance, http_fixture);
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, http_fixture, auto_fixture);
 
 TEST_CASE_FIXTURE(http_path_fixture, "s3 path over HTTP: put, get whole and in ranges, and the parts it names") {
   for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, 7 * mib + 3}) {
@@ -148,4 +158,50 @@ TEST_CASE_FIXTURE(http_path_fixture, "s3 path: many transfers in flight on one i
   io.run();
   CHECK(done == static_cast<int>(parts));
   CHECK(out == data);
+}
+
+TEST_CASE_FIXTURE(http_path_fixture, "s3 path: skip_head_for_ranges agrees an explicit range without a request") {
+  auto data = random_bytes(10000, 11);
+  p.put({"bkt", "r"}, host_region(data));
+  http_path ranged{s3::negotiator{*client, {.skip_head_for_ranges = true}}, host_registrar{}, s3::http_transport{*client}};
+  std::vector<std::byte> got(100);
+
+  // One request (the GET) instead of HEAD then GET; no version, since nothing asked for it.
+  auto before = client->statistics().requests;
+  const transfer_result r = ranged.get({"bkt", "r"}, host_region(got), byte_range{5000, 100});
+  CHECK(r.bytes == 100);
+  CHECK(std::equal(got.begin(), got.end(), data.begin() + 5000));
+  CHECK(r.version.empty());
+  CHECK(client->statistics().requests - before == 1);
+  before = client->statistics().requests;
+  const transfer_result headed = p.get({"bkt", "r"}, host_region(got), byte_range{5000, 100});
+  CHECK(headed.bytes == 100);
+  CHECK(!headed.version.empty());
+  CHECK(client->statistics().requests - before == 2);
+
+  // The GET answers what the HEAD would have.
+  error_code ec;
+  ranged.get({"bkt", "missing"}, host_region(got), byte_range{0, 10}, ec);
+  CHECK(ec == s3::errc::no_such_key);
+  CHECK(ec == condition::not_found);
+  ranged.get({"bkt", "r"}, host_region(got), byte_range{9950, 100}, ec);  // ends past the object
+  CHECK(ec == errc::bad_range);
+  ranged.get({"bkt", "r"}, host_region(got), byte_range{10000, 1}, ec);  // starts at its end
+  CHECK(ec == errc::bad_range);
+  before = client->statistics().requests;
+  ranged.get({"bkt", "r"}, host_region(got), byte_range{~std::uint64_t{0} - 5, 10}, ec);  // the end passes 2^64
+  CHECK(ec == errc::bad_range);
+  CHECK(client->statistics().requests == before);  // refused before any request
+  ranged.get({"bkt", "r"}, host_region(got), byte_range{0, 101}, ec);
+  CHECK(ec == errc::region_too_small);
+
+  // The whole object, a range to the end and a range of no bytes still HEAD: the size decides.
+  std::vector<std::byte> all(10000);
+  const transfer_result whole = ranged.get({"bkt", "r"}, host_region(all));
+  CHECK(whole.bytes == 10000);
+  CHECK(all == data);
+  CHECK(!whole.version.empty());
+  CHECK(ranged.get({"bkt", "r"}, host_region(got), byte_range{9900, std::nullopt}).bytes == 100);
+  ranged.get({"bkt", "r"}, host_region(got), byte_range{10001, 0}, ec);
+  CHECK(ec == errc::bad_range);
 }

@@ -3,10 +3,14 @@
 //
 //   path<s3::negotiator, host_registrar, s3::http_transport>   bytes in HTTP bodies
 //   path<s3::negotiator, host_registrar, s3::rdma_transport>   bytes by RDMA (x-amz-rdma-token)
+//   path<s3::negotiator, host_registrar, s3::auto_transport>   RDMA, or the body when the server
+//                                                              declines (a GET: in the same request)
 //
 // The negotiator asks the server what the object is (HEAD: size and ETag) and resolves the range
 // against it; the transports move the bytes with the client's GET and PUT, every GET conditional
-// on that ETag, so a transfer read in several moves stays one version of the object. The same
+// on that ETag, so a transfer read in several moves stays one version of the object. With
+// negotiator_options::skip_head_for_ranges a get of an explicit range is agreed without the HEAD
+// (one round trip less; the GET itself then says what a HEAD would have). The same
 // test body runs against these paths and against the in-process one
 // (examples/compose_path_in_test).
 //
@@ -25,6 +29,7 @@
 #include <boost/asio/bind_executor.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,10 +74,22 @@ auto report_created(Handler handler, const Executor& fallback, std::shared_ptr<s
       });
 }
 
+/// How an s3::negotiator agrees a get.
+struct negotiator_options {
+  /// A get of an explicit, non-empty range (offset and length given) is agreed without asking
+  /// the server: no HEAD, one round trip less per ranged read. The GET that moves the bytes then
+  /// answers what the HEAD would have (s3::errc::no_such_key, errc::bad_range for a range that
+  /// does not lie inside the object), it is not conditional on a version, and the result carries
+  /// no version (transfer_result::version empty). A get of the whole object, of a range to the
+  /// end or of no bytes still HEADs: the object's size decides its span.
+  bool skip_head_for_ranges = false;
+};
+
 /// Negotiates transfers with an S3 server through `client`: a get HEADs the object (size,
-/// ETag) and resolves the range against it; a put agrees to write the whole source. The
-/// transport's PUT publishes the object atomically (the server's rule), so completing only checks
-/// that every byte moved. The client must outlive the negotiator and its sessions.
+/// ETag) and resolves the range against it (see negotiator_options for a get that need not); a
+/// put agrees to write the whole source. The transport's PUT publishes the object atomically
+/// (the server's rule), so completing only checks that every byte moved. The client must outlive
+/// the negotiator and its sessions.
 class negotiator {
  public:
   using remote_type = object_remote;
@@ -91,12 +108,13 @@ class negotiator {
   };
   using session_type = session;
 
-  explicit negotiator(client& c) noexcept : client_(&c) {}
+  explicit negotiator(client& c, negotiator_options options = {}) noexcept : client_(&c), options_(options) {}
 
   /// Completion: `void(error_code, session_type)`. Errors of a get: what the HEAD answered
   /// (s3::errc::no_such_key, access_denied, ...; a missing object compares equal to
-  /// sluice::condition::not_found), errc::bad_range for a range outside the object. A put's range
-  /// must be {0, size}: else errc::invalid_argument.
+  /// sluice::condition::not_found), errc::bad_range for a range outside the object (a skipped
+  /// HEAD: only a range whose end passes 2^64). A put's range must be {0, size}: else
+  /// errc::invalid_argument.
   template <class CompletionToken>
   auto async_negotiate(const transfer_request& request, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, session_type)>(
@@ -137,6 +155,20 @@ class negotiator {
       sluice::detail::post_completion(std::move(handler), ec, std::move(s));
       return;
     }
+    if (options_.skip_head_for_ranges && request.range.length && *request.range.length != 0) {
+      // The span as asked; the remote's size only bounds it (the GET checks it against the object).
+      error_code ec;
+      const std::uint64_t offset = request.range.offset;
+      const std::uint64_t length = *request.range.length;
+      if (length > std::numeric_limits<std::uint64_t>::max() - offset) {
+        ec = sluice::errc::bad_range;
+      } else {
+        s.remote_.size = offset + length;
+        s.span_ = {0, offset, length};
+      }
+      sluice::detail::post_completion(std::move(handler), ec, std::move(s));
+      return;
+    }
     const auto executor = boost::asio::get_associated_executor(handler, client_->get_executor());
     std::string bucket = s.remote_.bucket;
     std::string key = s.remote_.key;
@@ -155,13 +187,17 @@ class negotiator {
   }
 
   client* client_;
+  negotiator_options options_;
 };
 
 /// Moves the bytes of an S3 path with `client`'s GET (async_read: a ranged GET into the
 /// local bytes, If-Match the remote's ETag) and PUT (async_write: the whole object, multipart
 /// when it is larger than the client's multipart_threshold), by the path `Via` names:
-/// transfer_via::http (the body) or transfer_via::rdma (a token; a server that declines fails
-/// the move with s3::errc::rdma_not_supported, so a caller can fall back to HTTP).
+/// transfer_via::http (the body), transfer_via::rdma (a token; a server that declines fails
+/// the move with s3::errc::rdma_not_supported, so a caller can fall back to HTTP) or
+/// transfer_via::automatic (a token when the client has a plane; a server that declines a GET's
+/// token answers with the body in the same request, a declined PUT is sent again with its body:
+/// what the client's own GET and PUT do).
 ///
 /// An S3 object is written whole: a write's span must start at remote offset 0 and cover the
 /// remote's size, else errc::invalid_argument (`writes_whole_objects`, see
@@ -172,7 +208,9 @@ template <transfer_via Via>
 class object_transport {
  public:
   using remote_type = object_remote;
-  static constexpr std::string_view name = Via == transfer_via::rdma ? "s3-rdma" : "s3-http";
+  static constexpr std::string_view name = Via == transfer_via::rdma   ? "s3-rdma"
+                                           : Via == transfer_via::http ? "s3-http"
+                                                                       : "s3-auto";
   static constexpr bool writes_whole_objects = true;
 
   /// `progress`, when given, is passed to every GET and PUT (the client calls it as bytes move).
@@ -181,7 +219,8 @@ class object_transport {
 
   /// Reads `span.length` bytes of `remote` at `span.remote_offset` into `local` at
   /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`; a remote replaced
-  /// since it was negotiated is s3::errc::precondition_failed.
+  /// since it was negotiated is s3::errc::precondition_failed (a remote without an ETag, agreed
+  /// without a HEAD: the GET is not conditional).
   template <registration G, class CompletionToken>
   auto async_read(const G& local, const object_remote& remote, transfer_span span, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
@@ -242,5 +281,9 @@ class object_transport {
 using http_transport = object_transport<transfer_via::http>;
 /// The bytes by RDMA: the client's configured plane (client_config::rdma) grants a token per request.
 using rdma_transport = object_transport<transfer_via::rdma>;
+/// RDMA when the client has a plane and the server takes the token, else the body; a GET decides
+/// in one request (a fallback_path of rdma_transport then http_transport costs a second request
+/// after a decline). The name says only that the client chose; client::statistics() says which.
+using auto_transport = object_transport<transfer_via::automatic>;
 
 }  // namespace sluice::s3
