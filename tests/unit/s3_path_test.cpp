@@ -35,22 +35,16 @@ static_assert(s3::http_transport::writes_whole_objects);
 
 using http_path = path<s3::negotiator, host_registrar, s3::http_transport>;
 
-struct http_fixture : testing::s3_memory_server {
-  using transport_type = s3::http_transport;
+template <class Transport>
+struct object_fixture : testing::s3_memory_server {
+  using transport_type = Transport;
   using registrar_type = host_registrar;
   transport_type transport{*client};
   registrar_type registrar;
   static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
 };
-
-// With no RDMA plane on the client, automatic moves every byte in the body.
-struct auto_fixture : testing::s3_memory_server {
-  using transport_type = s3::auto_transport;
-  using registrar_type = host_registrar;
-  transport_type transport{*client};
-  registrar_type registrar;
-  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
-};
+using http_fixture = object_fixture<s3::http_transport>;
+using auto_fixture = object_fixture<s3::auto_transport>;  // no RDMA plane on the client: every byte in the body
 
 struct http_path_fixture : testing::s3_memory_server {
   http_path p{s3::negotiator{*client}, host_registrar{}, s3::http_transport{*client}};
@@ -163,7 +157,8 @@ TEST_CASE_FIXTURE(http_path_fixture, "s3 path: many transfers in flight on one i
 TEST_CASE_FIXTURE(http_path_fixture, "s3 path: skip_head_for_ranges agrees an explicit range without a request") {
   auto data = random_bytes(10000, 11);
   p.put({"bkt", "r"}, host_region(data));
-  http_path ranged{s3::negotiator{*client, {.skip_head_for_ranges = true}}, host_registrar{}, s3::http_transport{*client}};
+  http_path ranged{s3::negotiator{*client, {.skip_head_for_ranges = true}}, host_registrar{},
+                   s3::http_transport{*client}};
   std::vector<std::byte> got(100);
 
   // One request (the GET) instead of HEAD then GET; no version, since nothing asked for it.
