@@ -309,7 +309,7 @@ std::optional<config_error> gateway_store_config::validate() const {
 std::optional<gateway_store_config> parse_gateway_config(std::string_view json, gateway_store_config base,
                                                          error_code& ec, config_error& error) {
   ec = {};
-  const auto fail = [&](std::string field, std::string reason) -> std::optional<gateway_store_config> {
+  const auto fail = [&](const std::string& field, std::string reason) -> std::optional<gateway_store_config> {
     error = {field.empty() ? std::string("gateway") : "gateway." + field, std::move(reason)};
     ec = sluice::errc::invalid_config;
     return std::nullopt;
@@ -1218,11 +1218,12 @@ object_info gateway_store::commit_put(writer& w, const object_attributes& attrib
   object_attributes cached = attributes;
   cached.etag = etag;
   object_info info{w.object_.key, w.written_, std::chrono::system_clock::now(), cached};
-  cache_file(w.object_, w.fd_, w.written_, std::move(cached));
+  cache_file(w.object_, w.fd_, w.written_, cached);
   return info;
 }
 
-void gateway_store::cache_file(const object_ref& object, int fd, std::uint64_t size, object_attributes attributes) {
+void gateway_store::cache_file(const object_ref& object, int fd, std::uint64_t size,
+                               const object_attributes& attributes) {
   // Best effort: a copy that cannot be made is simply not cached.
   const std::string name = detail::cache_index::name_of(object);
   reserved_room room;

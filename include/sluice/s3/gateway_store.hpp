@@ -514,7 +514,7 @@ class gateway_store {
   // Checks an upstream answer's info (size bound, ETag characters).
   [[nodiscard]] bool sane(const object_info& info) const noexcept;
   // Copies the file at `path` (size bytes) into the cache as `object` with `attributes`.
-  void cache_file(const object_ref& object, int fd, std::uint64_t size, object_attributes attributes);
+  void cache_file(const object_ref& object, int fd, std::uint64_t size, const object_attributes& attributes);
   object_info commit_put(writer& w, const object_attributes& attributes, error_code& ec);
 
   gateway_store_config config_;
