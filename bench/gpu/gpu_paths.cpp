@@ -50,6 +50,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -409,9 +410,7 @@ int main(int argc, char** argv) {
   {
     s3::put_options put;
     const auto start = std::chrono::steady_clock::now();
-    client.put_object("bench", "object",
-                      region{const_cast<std::byte*>(source.data()), source.size(), memory_kind::host_pageable, -1}, put,
-                      ec);
+    client.put_object("bench", "object", host_region(std::as_const(source)), put, ec);
     if (ec) {
       std::fprintf(stderr, "sluice_gpu_bench: PUT failed: %s\n", ec.message().c_str());
       return 1;
@@ -426,6 +425,17 @@ int main(int argc, char** argv) {
   s3::client_config single_config = config;
   single_config.rdma = single;
   s3::client single_client(single_config);
+  // The same plane keeping its MRs (cached_registrations): the default registers the request's
+  // memory per GET and deregisters it after; this client's repeated direct GETs into the same
+  // device buffer find it registered. The pair prices a registration of device memory. (Not
+  // for the staged path: each get_object_to_device makes its own stager, so its slots are new
+  // memory every call.)
+  plane.endpoints = opt.endpoints;
+  plane.cached_registrations = 64;
+  auto cached = fabric::client_plane::open(plane, true, ec);
+  s3::client_config cached_config = config;
+  cached_config.rdma = cached;
+  s3::client cached_client(cached_config);
   const auto s3_case = [&](const char* name, cuda::device_path path, s3::transfer_via via, s3::client& through) {
     std::string why;
     auto value = median_of(
@@ -536,9 +546,7 @@ int main(int argc, char** argv) {
               const std::string key = "cold-" + std::to_string(cold_run++);
               s3::put_options put;
               error_code e;
-              client.put_object(
-                  "bench", key,
-                  region{const_cast<std::byte*>(source.data()), source.size(), memory_kind::host_pageable, -1}, put, e);
+              client.put_object("bench", key, host_region(std::as_const(source)), put, e);
               if (e) {
                 m.note = e.message();
                 return false;
@@ -682,6 +690,8 @@ int main(int argc, char** argv) {
     // --only grant: the grant cases below, nothing else
   } else if (hmem) {
     s3_case("direct (RMA into HBM)", cuda::device_path::direct, s3::transfer_via::rdma, client);
+    s3_case("direct (RMA into HBM), MRs cached", cuda::device_path::direct, s3::transfer_via::rdma, cached_client);
+    cached->invalidate(device.region());
   } else {
     results.push_back({"S3 GET → GPU (" + provider + ")", "direct (RMA into HBM)", std::nullopt,
                        "provider " + provider + " has no FI_HMEM here"});

@@ -65,7 +65,7 @@ class any_path : public detail::blocking_transfers<any_path> {
     virtual ~interface() = default;
     virtual void get(const object_ref& object, const region& destination, const byte_range& range,
                      handler_type handler) = 0;
-    virtual void put(const object_ref& object, const region& source, handler_type handler) = 0;
+    virtual void put(const object_ref& object, const const_region& source, handler_type handler) = 0;
     [[nodiscard]] virtual boost::asio::any_io_executor executor() const = 0;
     [[nodiscard]] virtual std::string_view negotiator_name() const noexcept = 0;
     [[nodiscard]] virtual std::string_view transport_name() const noexcept = 0;
@@ -78,7 +78,7 @@ class any_path : public detail::blocking_transfers<any_path> {
              handler_type handler) override {
       path.async_get(object, destination, range, std::move(handler));
     }
-    void put(const object_ref& object, const region& source, handler_type handler) override {
+    void put(const object_ref& object, const const_region& source, handler_type handler) override {
       path.async_put(object, source, std::move(handler));
     }
     [[nodiscard]] boost::asio::any_io_executor executor() const override { return path.get_executor(); }
@@ -110,9 +110,9 @@ class any_path : public detail::blocking_transfers<any_path> {
 
   /// As path::async_put. Completion: `void(error_code, transfer_result)`.
   template <class CompletionToken>
-  auto async_put(const object_ref& object, const region& source, CompletionToken&& token) {
+  auto async_put(const object_ref& object, const const_region& source, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
-        [this](auto handler, const object_ref& o, const region& s) {
+        [this](auto handler, const object_ref& o, const const_region& s) {
           impl_->put(o, s, handler_type(std::move(handler), impl_->executor()));
         },
         token, object, source);

@@ -57,9 +57,10 @@ class fallback_path : public detail::blocking_transfers<fallback_path> {
 
   /// As path::async_put. Completion: `void(error_code, transfer_result)`.
   template <class CompletionToken>
-  auto async_put(const object_ref& object, const region& source, CompletionToken&& token) {
+  auto async_put(const object_ref& object, const const_region& source, CompletionToken&& token) {
     return boost::asio::async_compose<CompletionToken, void(error_code, transfer_result)>(
-        operation{this, object, source, byte_range{0, source.size}, direction::put}, token, executor_);
+        operation{this, object, detail::readable_as_region(source), byte_range{0, source.size}, direction::put}, token,
+        executor_);
   }
 
  private:

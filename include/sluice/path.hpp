@@ -62,8 +62,10 @@ class path : public detail::blocking_transfers<path<N, R, T, Executor>> {
   /// Completion: `void(error_code, transfer_result)`. `source` must stay valid and unchanged
   /// until completion.
   template <class CompletionToken>
-  auto async_put(const object_ref& object, const region& source, CompletionToken&& token) {
-    return start({object, byte_range{0, source.size}, direction::put}, source, std::forward<CompletionToken>(token));
+  auto async_put(const object_ref& object, const const_region& source, CompletionToken&& token) {
+    // The registrar and transport take a region for both directions; a put only reads it.
+    return start({object, byte_range{0, source.size}, direction::put}, detail::readable_as_region(source),
+                 std::forward<CompletionToken>(token));
   }
 
  private:

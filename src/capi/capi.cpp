@@ -196,7 +196,7 @@ bool is_loopback(std::string_view host) noexcept {
 
 #ifdef SLUICE_CAPI_WITH_CUDA
 /// The region of a CUDA device pointer; SLUICE_ERR_CUDA when it is not one (or there is no GPU).
-int device_region(const void* pointer, std::size_t size, sluice::region& out, sluice_error* error) noexcept {
+int device_region(const void* pointer, std::size_t size, sluice::const_region& out, sluice_error* error) noexcept {
   cudaPointerAttributes attributes{};
   const cudaError_t e = cudaPointerGetAttributes(&attributes, pointer);
   if (e != cudaSuccess) {
@@ -206,8 +206,7 @@ int device_region(const void* pointer, std::size_t size, sluice::region& out, sl
   if (attributes.type != cudaMemoryTypeDevice) {
     return fail(error, SLUICE_ERR_CUDA, "not CUDA device memory (allocate it with cudaMalloc)");
   }
-  // region has no read-only form; a PUT only reads it.
-  out = {const_cast<void*>(pointer), size, sluice::memory_kind::cuda_device, attributes.device};
+  out = {pointer, size, sluice::memory_kind::cuda_device, attributes.device};
   return SLUICE_OK;
 }
 
@@ -341,10 +340,9 @@ int sluice_get_object_to_device(sluice_client* client, const char* bucket, const
   if (capacity == 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "capacity is 0");
 #ifdef SLUICE_CAPI_WITH_CUDA
   return guarded(error, [&] {
-    sluice::region destination;
-    if (const int status = device_region(device_buffer, capacity, destination, error); status != SLUICE_OK) {
-      return status;
-    }
+    sluice::const_region found;
+    if (const int status = device_region(device_buffer, capacity, found, error); status != SLUICE_OK) return status;
+    const sluice::region destination{device_buffer, capacity, found.kind, found.device};
     sluice::cuda::device_transfer_options options;
     options.parts_in_flight = std::min(client->client->config().parts_in_flight, std::uint32_t{4});
     sluice::cuda::device_transfer_report transfer;
@@ -368,9 +366,8 @@ int sluice_put_object(sluice_client* client, const char* bucket, const char* key
   if (const int status = check_object_call(client, bucket, key, error); status != SLUICE_OK) return status;
   if (data == nullptr && length > 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "data is NULL");
   return guarded(error, [&] {
-    std::byte none{};
-    // region has no read-only form; a PUT only reads its source.
-    const sluice::region source{data != nullptr ? const_cast<void*>(data) : &none, length};
+    const std::byte none{};
+    const sluice::const_region source{data != nullptr ? data : &none, length};
     s3::transfer_report transfer;
     s3::put_options options;
     if (content_type != nullptr) options.attributes.content_type = content_type;
@@ -390,7 +387,7 @@ int sluice_put_object_from_device(sluice_client* client, const char* bucket, con
   if (length == 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "length is 0");
 #ifdef SLUICE_CAPI_WITH_CUDA
   return guarded(error, [&] {
-    sluice::region source;
+    sluice::const_region source;
     if (const int status = device_region(device_data, length, source, error); status != SLUICE_OK) return status;
     sluice::cuda::device_transfer_options options;
     options.parts_in_flight = std::min(client->client->config().parts_in_flight, std::uint32_t{4});

@@ -150,10 +150,11 @@ std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket
 }
 
 std::string put_object_from_device(s3::client& client, const std::string& bucket, const std::string& key,
-                                   const region& source, const device_transfer_options& options,
+                                   const const_region& source, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec) {
   if (report != nullptr) *report = {};
-  const auto paths = detail::device_paths(client, source, options, direction::put, ec);
+  const auto paths =
+      detail::device_paths(client, sluice::detail::readable_as_region(source), options, direction::put, ec);
   if (ec) return {};
   transfer_result result = paths->put({bucket, key}, source, ec);
   if (report != nullptr) *report = detail::device_report(result, options);

@@ -184,7 +184,7 @@ void client::start_get_object(std::string bucket, std::string key, region destin
         std::move(handler));
 }
 
-void client::start_put_object(std::string bucket, std::string key, region source, put_options options,
+void client::start_put_object(std::string bucket, std::string key, const_region source, put_options options,
                               detail::client_handler<std::string> handler) {
   using namespace detail::client_impl;
   spawn(state_, put_region_op(make_op(state_), std::move(bucket), std::move(key), source, std::move(options)),
@@ -262,13 +262,14 @@ std::string client::put_object(const std::string& bucket, const std::string& key
       ec);
 }
 
-std::string client::put_object(const std::string& bucket, const std::string& key, region source, put_options options,
-                               error_code& ec) {
+std::string client::put_object(const std::string& bucket, const std::string& key, const_region source,
+                               put_options options, error_code& ec) {
   return sluice::detail::run_blocking<std::string>(
       [&](auto handler) { async_put_object(bucket, key, source, std::move(options), std::move(handler)); }, ec);
 }
 
-std::string client::put_object(const std::string& bucket, const std::string& key, region source, put_options options) {
+std::string client::put_object(const std::string& bucket, const std::string& key, const_region source,
+                               put_options options) {
   error_code ec;
   std::string etag = put_object(bucket, key, source, std::move(options), ec);
   sluice::detail::throw_on_error(ec, "sluice s3 put_object");

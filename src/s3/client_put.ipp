@@ -11,7 +11,7 @@ using byte_source = upload_source;
 
 class region_source final : public byte_source {
  public:
-  explicit region_source(region source) : source_(source) {}
+  explicit region_source(const_region source) : source_(source) {}
   [[nodiscard]] std::uint64_t size() const noexcept override { return source_.size; }
   std::span<const std::byte> read(std::uint64_t offset, std::size_t length, std::vector<std::byte>&,
                                   error_code& ec) override {
@@ -20,7 +20,7 @@ class region_source final : public byte_source {
   }
 
  private:
-  region source_;
+  const_region source_;
 };
 
 /// A regular file, read with pread() a part at a time. Owns the descriptor.
@@ -107,7 +107,8 @@ struct upload {
 asio::awaitable<response> put_payload(const op_context& op, request_spec spec, transfer_via via, path_counter& paths,
                                       error_code& ec) {
   const std::span<const std::byte> data = spec.body;
-  const region memory{const_cast<std::byte*>(data.data()), data.size(), memory_kind::host_pageable, -1};
+  // Registered for the server to read (rdma_op::read): the only access it is granted.
+  const region memory = sluice::detail::readable_as_region(host_region(data));
   const auto grant = grant_for(op.config(), via, memory, rdma_op::read, ec);
   if (ec) co_return response{};
   if (grant) {
@@ -346,15 +347,17 @@ asio::awaitable<outcome<std::string>> put_op(op_context op, std::string bucket, 
 /// Content-MD5 or checksum (the bytes are not on the host to hash); the server keeps a CRC32C
 /// and answers an opaque ETag. Its x-amz-content-sha256 is the SHA-256 of its token, which no
 /// empty body matches: a server that ignores the token rejects it instead of storing 0 bytes.
-asio::awaitable<outcome<std::string>> put_device_op(op_context op, std::string bucket, std::string key, region source,
-                                                    put_options options) {
+asio::awaitable<outcome<std::string>> put_device_op(op_context op, std::string bucket, std::string key,
+                                                    const_region source, put_options options) {
   outcome<std::string> out;
   constexpr std::uint64_t max_single_put = std::uint64_t{5} << 30;  // S3's PutObject limit
   if (options.via == transfer_via::http || source.size > max_single_put) {
     out.ec = sluice::errc::unsupported_memory;  // no body from device memory; no multipart of it yet
     co_return out;
   }
-  const auto grant = grant_for(op.config(), transfer_via::rdma, source, rdma_op::read, out.ec);
+  // Registered for the server to read (rdma_op::read): the only access it is granted.
+  const auto grant =
+      grant_for(op.config(), transfer_via::rdma, sluice::detail::readable_as_region(source), rdma_op::read, out.ec);
   if (!out.ec && !grant) out.ec = s3::errc::rdma_not_supported;
   if (out.ec) co_return out;
   request_spec spec;
@@ -385,8 +388,8 @@ asio::awaitable<outcome<std::string>> put_device_op(op_context op, std::string b
   co_return out;
 }
 
-asio::awaitable<outcome<std::string>> put_region_op(op_context op, std::string bucket, std::string key, region source,
-                                                    put_options options) {
+asio::awaitable<outcome<std::string>> put_region_op(op_context op, std::string bucket, std::string key,
+                                                    const_region source, put_options options) {
   outcome<std::string> out;
   if (!source.host_accessible() && source.size > 0) {
     if (source.data == nullptr) {
@@ -399,7 +402,7 @@ asio::awaitable<outcome<std::string>> put_region_op(op_context op, std::string b
     out.ec = sluice::errc::invalid_argument;
     co_return out;
   }
-  if (source.size == 0) source = region{};  // an empty object: no device bytes to read
+  if (source.size == 0) source = const_region{};  // an empty object: no device bytes to read
   std::shared_ptr<byte_source> bytes = std::make_shared<region_source>(source);
   co_return co_await put_op(std::move(op), std::move(bucket), std::move(key), std::move(bytes), std::move(options));
 }

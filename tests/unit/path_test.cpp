@@ -53,6 +53,15 @@ TEST_CASE_FIXTURE(store_fixture, "put then get round-trips every size and report
   }
 }
 
+TEST_CASE_FIXTURE(store_fixture, "a put reads a const source: host_region of const memory is a const_region") {
+  const std::vector<std::byte> data = random_bytes(70000, 5);
+  const const_region source = host_region(data);
+  CHECK(p.put({"bucket", "const"}, source).bytes == data.size());
+  auto out = poisoned(data.size());
+  CHECK(p.get({"bucket", "const"}, host_region(out)).bytes == data.size());
+  CHECK(out == data);
+}
+
 TEST_CASE_FIXTURE(store_fixture, "ranged get writes only the range, at the start of the destination") {
   auto data = random_bytes(100000, 1);
   p.put({"bucket", "k"}, host_region(data));

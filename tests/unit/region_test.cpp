@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -186,11 +187,64 @@ concept host_region_span_callable = requires(std::span<T> s) {
 };
 }  // namespace
 
-TEST_CASE("host_region rejects const and non-trivially-copyable elements") {
+TEST_CASE("host_region rejects non-trivially-copyable elements; const elements give a const_region") {
   static_assert(host_region_span_callable<int>);
-  static_assert(!host_region_span_callable<const int>);
   static_assert(!host_region_span_callable<std::string>);
+  static_assert(!host_region_span_callable<const std::string>);
   static_assert(host_region_callable<std::vector<int>>);
   static_assert(!host_region_callable<int>);
+  static_assert(std::is_same_v<decltype(sluice::host_region(std::declval<std::span<int>>())), sluice::region>);
+  static_assert(
+      std::is_same_v<decltype(sluice::host_region(std::declval<std::span<const int>>())), sluice::const_region>);
+  static_assert(std::is_same_v<decltype(sluice::host_region(std::declval<std::vector<int>&>())), sluice::region>);
+  static_assert(
+      std::is_same_v<decltype(sluice::host_region(std::declval<const std::vector<int>&>())), sluice::const_region>);
   CHECK(true);
+}
+
+// A put's source: read only. A region converts to one; nothing converts back.
+TEST_CASE("const_region: from a region, from const memory, and never back to a region") {
+  static_assert(std::is_convertible_v<sluice::region, sluice::const_region>);
+  static_assert(!std::is_convertible_v<sluice::const_region, sluice::region>);
+  static_assert(!std::is_constructible_v<sluice::region, sluice::const_region>);
+
+  std::array<std::byte, 64> buffer{};
+  const sluice::region writable{buffer.data(), buffer.size(), sluice::memory_kind::host_pinned, 2};
+  const sluice::const_region r = writable;
+  CHECK(r.data == buffer.data());
+  CHECK(r.size == 64);
+  CHECK(r.kind == sluice::memory_kind::host_pinned);
+  CHECK(r.device == 2);
+  CHECK(r.host_accessible());
+
+  const std::vector<std::uint16_t> constant(5, 7);
+  const sluice::const_region c = sluice::host_region(constant);
+  CHECK(c.data == constant.data());
+  CHECK(c.size == 10);
+  CHECK(c.kind == sluice::memory_kind::host_pageable);
+  CHECK(c.device == -1);
+  CHECK(c.bytes() == reinterpret_cast<const std::byte*>(constant.data()));
+
+  const sluice::const_region device{buffer.data(), 8, sluice::memory_kind::cuda_device, 0};
+  CHECK_FALSE(device.host_accessible());
+  CHECK(sluice::const_region{} == sluice::const_region{nullptr, 0, sluice::memory_kind::host_pageable, -1});
+}
+
+TEST_CASE("const_region subregion keeps kind and device, and refuses what does not fit") {
+  std::array<std::byte, 64> buffer{};
+  const sluice::const_region r{buffer.data(), buffer.size(), sluice::memory_kind::host_pinned, 3};
+  sluice::error_code ec = sluice::errc::declined;
+  const sluice::const_region part = r.subregion(16, 8, ec);
+  CHECK_FALSE(ec);
+  CHECK(part.bytes() == buffer.data() + 16);
+  CHECK(part.size == 8);
+  CHECK(part.kind == sluice::memory_kind::host_pinned);
+  CHECK(part.device == 3);
+  for (auto [offset, length] :
+       std::array<std::pair<std::uint64_t, std::uint64_t>, 4>{{{0, 65}, {64, 1}, {u64_max, 2}, {2, u64_max}}}) {
+    CAPTURE(offset);
+    CAPTURE(length);
+    CHECK(r.subregion(offset, length, ec) == sluice::const_region{});
+    CHECK(ec == sluice::errc::bad_range);
+  }
 }

@@ -113,7 +113,7 @@ std::uint64_t get_object_to_device(s3::client& client, const std::string& bucket
 /// (no MD5: the bytes are not on the host) and the server keeps a CRC32C. Staged: parts through
 /// the pinned slots (multipart when larger than one slot). Errors as get_object_to_device.
 std::string put_object_from_device(s3::client& client, const std::string& bucket, const std::string& key,
-                                   const region& source, const device_transfer_options& options,
+                                   const const_region& source, const device_transfer_options& options,
                                    device_transfer_report* report, error_code& ec);
 
 /// get_object_to_device without blocking a thread: the paths run on the handler's associated
@@ -135,14 +135,15 @@ auto async_get_object_to_device(s3::client& client, std::string bucket, std::str
 /// stay valid and unchanged until completion. Completion: `void(error_code, std::string etag,
 /// device_transfer_report)`; errors as put_object_from_device.
 template <class CompletionToken>
-auto async_put_object_from_device(s3::client& client, std::string bucket, std::string key, const region& source,
+auto async_put_object_from_device(s3::client& client, std::string bucket, std::string key, const const_region& source,
                                   device_transfer_options options, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(error_code, std::string, device_transfer_report)>(
       [&client](auto handler, const object_ref& object, const region& memory, const device_transfer_options& o) {
         detail::run_device_paths(client, object, memory, o, direction::put, std::move(handler),
                                  [](transfer_result& r) { return std::move(r.version); });
       },
-      token, object_ref{std::move(bucket), std::move(key)}, source, std::move(options));
+      token, object_ref{std::move(bucket), std::move(key)}, sluice::detail::readable_as_region(source),
+      std::move(options));
 }
 
 }  // namespace sluice::cuda

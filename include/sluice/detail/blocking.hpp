@@ -29,12 +29,12 @@ class blocking_transfers {
   }
 
   /// Writes all of `source` as `object`; blocks until it is published or failed.
-  transfer_result put(const object_ref& object, const region& source, error_code& ec) {
+  transfer_result put(const object_ref& object, const const_region& source, error_code& ec) {
     return run_blocking<transfer_result>([&](auto handler) { self().async_put(object, source, std::move(handler)); },
                                          ec);
   }
   /// Throws sluice::system_error on failure.
-  transfer_result put(const object_ref& object, const region& source) {
+  transfer_result put(const object_ref& object, const const_region& source) {
     error_code ec;
     transfer_result result = put(object, source, ec);
     throw_on_error(ec, "sluice put");

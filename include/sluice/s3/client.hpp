@@ -346,10 +346,10 @@ class client {
   /// Completion: `void(error_code, std::string etag)`, the object's ETag without quotes.
   /// `source` must stay valid and unchanged until the completion.
   template <class CompletionToken>
-  auto async_put_object(std::string bucket, std::string key, region source, put_options options,
+  auto async_put_object(std::string bucket, std::string key, const_region source, put_options options,
                         CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
-        [this](auto handler, std::string b, std::string k, region s, put_options o) {
+        [this](auto handler, std::string b, std::string k, const_region s, put_options o) {
           start_put_object(std::move(b), std::move(k), s, std::move(o),
                            detail::client_handler<std::string>(std::move(handler), get_executor()));
         },
@@ -384,10 +384,11 @@ class client {
   std::string put_object(const std::string& bucket, const std::string& key, std::shared_ptr<upload_source> source,
                          put_options options, error_code& ec);
   /// Blocking async_put_object from memory.
-  std::string put_object(const std::string& bucket, const std::string& key, region source, put_options options,
+  std::string put_object(const std::string& bucket, const std::string& key, const_region source, put_options options,
                          error_code& ec);
   /// Blocking async_put_object from memory; throws sluice::system_error.
-  std::string put_object(const std::string& bucket, const std::string& key, region source, put_options options = {});
+  std::string put_object(const std::string& bucket, const std::string& key, const_region source,
+                         put_options options = {});
   /// Blocking async_put_object from a file.
   std::string put_object(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
                          put_options options, error_code& ec);
@@ -497,7 +498,7 @@ class client {
   void start_head_object(std::string bucket, std::string key, detail::client_handler<object_info> handler);
   void start_get_object(std::string bucket, std::string key, region destination, get_options options,
                         detail::client_handler<std::uint64_t> handler);
-  void start_put_object(std::string bucket, std::string key, region source, put_options options,
+  void start_put_object(std::string bucket, std::string key, const_region source, put_options options,
                         detail::client_handler<std::string> handler);
   void start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source, put_options options,
                         detail::client_handler<std::string> handler);
