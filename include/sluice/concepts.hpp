@@ -131,7 +131,7 @@ concept mappable_store = object_store<S> && requires(S& s, const object_ref& obj
   typename S::mapping_type;
   { s.map(obj, ec) } -> std::same_as<typename S::mapping_type>;
   requires requires(const typename S::mapping_type& m) {
-    { m.region() } -> std::convertible_to<region>;
+    { m.region() } -> std::convertible_to<const_region>;
     { m.info() } -> std::convertible_to<const object_info&>;
   };
 };

@@ -102,7 +102,7 @@ class local_negotiator {
       if (ec) return;
       const extent e = resolve(request.range, mapped.info().size, ec);
       if (ec) return;
-      s.remote_ = mapped.region();
+      s.remote_ = detail::readable_as_region(mapped.region());  // a get only reads it
       s.span_ = {0, e.offset, e.length};
       s.mapping_.emplace(std::move(mapped));
     } else {

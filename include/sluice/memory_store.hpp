@@ -178,8 +178,8 @@ class memory_store {
    public:
     mapping() = default;
 
-    /// The object's bytes, read-only by contract (host pageable memory).
-    [[nodiscard]] sluice::region region() const noexcept {
+    /// The object's bytes, read only (host pageable memory).
+    [[nodiscard]] sluice::const_region region() const noexcept {
       if (!object_) return {};
       return {object_->bytes.data(), object_->bytes.size(), memory_kind::host_pageable, -1};
     }

@@ -362,7 +362,7 @@ std::shared_ptr<server_plane::provider_state> server_plane::find_provider(const 
 
 error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3::rdma_token& token,
                                     const s3::rdma_source& source) {
-  const region memory = source.bytes();
+  const const_region memory = source.bytes();
   const std::shared_ptr<const void>& owner = source.owner;
   const provider_use use(find_provider(token));
   const auto& provider = use.get();
@@ -376,7 +376,9 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
   if (ec) return s3::errc::rdma_not_supported;
   // Registered for this call only: the bytes go from where they are (a page-cache mapping, say)
   // into the client's memory, one copy in all.
-  auto mr = std::make_shared<const memory_region>(ep.register_memory(memory, access::write_source, ec));
+  // access::write_source: the provider only reads the memory (the source of RMA writes).
+  auto mr = std::make_shared<const memory_region>(
+      ep.register_memory(sluice::detail::readable_as_region(memory), access::write_source, ec));
   if (ec) return s3::errc::rdma_not_supported;
 
   auto pending = std::make_shared<batch>();

@@ -1005,7 +1005,7 @@ std::size_t gateway_store::read(const object_ref& object, std::uint64_t offset, 
                                 error_code& ec) {
   mapping m = resolve(object, true, ec);
   if (ec) return 0;
-  const region bytes = m.region();
+  const const_region bytes = m.region();
   if (offset >= bytes.size) return 0;
   const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), bytes.size - offset));
   std::copy_n(bytes.bytes() + offset, n, out.data());

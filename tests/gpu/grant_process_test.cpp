@@ -216,11 +216,7 @@ class child {
 };
 
 s3::rdma_source source_of(const std::vector<std::byte>& bytes) {
-  return {{const_cast<std::byte*>(bytes.data()), bytes.size(), memory_kind::host_pageable, -1},
-          0,
-          bytes.size(),
-          nullptr,
-          {}};
+  return {host_region(bytes), 0, bytes.size(), nullptr, {}};
 }
 
 template <class Pred>

@@ -57,7 +57,7 @@ std::string read_all(const memory_store& store, const sluice::object_ref& object
 }
 
 std::string mapped_string(const memory_store::mapping& m) {
-  const sluice::region r = m.region();
+  const sluice::const_region r = m.region();
   return {static_cast<const char*>(r.data), r.size};
 }
 
@@ -246,7 +246,7 @@ TEST_CASE("missing objects and buckets") {
 
   const auto mapping = store.map({"bucket", "nope"}, ec);
   CHECK(ec == errc::no_such_object);
-  CHECK(mapping.region() == sluice::region{});
+  CHECK(mapping.region() == sluice::const_region{});
 
   store.remove({"bucket", "nope"}, ec);
   CHECK(ec == errc::no_such_object);

@@ -102,7 +102,7 @@ std::string read_all(const fs_store& store, const object_ref& object) {
 }
 
 std::string mapped_string(const fs_store::mapping& m) {
-  const sluice::region r = m.region();
+  const sluice::const_region r = m.region();
   return {static_cast<const char*>(r.data), r.size};
 }
 
@@ -427,7 +427,7 @@ TEST_CASE("fs_store: empty objects, reads at offsets, missing objects and bucket
   CHECK(ec == errc::no_such_bucket);
   const auto missing = store.map({"bucket", "nope"}, ec);
   CHECK(ec == errc::no_such_object);
-  CHECK(missing.region() == sluice::region{});
+  CHECK(missing.region() == sluice::const_region{});
   (void)store.map({"../bucket", "k"}, ec);
   CHECK(ec == errc::no_such_bucket);
   store.remove({"bucket", "nope"}, ec);
@@ -483,7 +483,7 @@ TEST_CASE("fs_store: overwrite is atomic and a held mapping or reader keeps the 
   // Mappings move; the moved-from one is empty.
   fs_store::mapping moved(std::move(new_mapping));
   CHECK(mapped_string(moved) == "new!");
-  CHECK(new_mapping.region() == sluice::region{});  // NOLINT(bugprone-use-after-move)
+  CHECK(new_mapping.region() == sluice::const_region{});  // NOLINT(bugprone-use-after-move)
 }
 
 TEST_CASE("fs_store: abandoned writers leave nothing, moved writers carry the file") {

@@ -73,11 +73,7 @@ s3::rdma_token token_of(const std::unique_ptr<s3::rdma_client_plane::grant>& g) 
 }
 
 s3::rdma_source source_of(const std::vector<std::byte>& bytes) {
-  return {{const_cast<std::byte*>(bytes.data()), bytes.size(), memory_kind::host_pageable, -1},
-          0,
-          bytes.size(),
-          nullptr,
-          {}};
+  return {host_region(bytes), 0, bytes.size(), nullptr, {}};
 }
 
 }  // namespace

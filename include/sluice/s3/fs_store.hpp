@@ -188,7 +188,9 @@ class fs_store {
 
     /// The object's bytes (host pageable memory; writing them faults). Empty for an empty
     /// mapping or an empty object.
-    [[nodiscard]] sluice::region region() const noexcept { return {data_, size_, memory_kind::host_pageable, -1}; }
+    [[nodiscard]] sluice::const_region region() const noexcept {
+      return {data_, size_, memory_kind::host_pageable, -1};
+    }
     /// The mapped version's info. Pre: the mapping is not empty.
     [[nodiscard]] const object_info& info() const noexcept { return info_; }
     /// The open file's descriptor; -1 for an empty mapping.

@@ -320,7 +320,7 @@ class gateway_store {
   class mapping {
    public:
     mapping() = default;
-    [[nodiscard]] sluice::region region() const noexcept {
+    [[nodiscard]] sluice::const_region region() const noexcept {
       if (memory_) return {memory_.get(), size_, memory_kind::host_pageable, -1};
       return growing_ ? growing_->region() : cached_.region();
     }

@@ -43,7 +43,7 @@ struct object_version_id {
 
 /// Where a GET's bytes come from: a range of one object version, mapped read-only.
 struct rdma_source {
-  region mapping;            ///< the whole object (host memory, read only)
+  const_region mapping;      ///< the whole object (host memory, read only)
   std::uint64_t offset = 0;  ///< the range to send, inside mapping
   std::uint64_t length = 0;
   std::shared_ptr<const void> owner;  ///< keeps mapping valid and unchanged while it lives
@@ -55,7 +55,7 @@ struct rdma_source {
   std::uint64_t file_offset = 0;
 
   /// The bytes to send. Precondition: [offset, offset + length) lies inside mapping.
-  [[nodiscard]] region bytes() const noexcept {
+  [[nodiscard]] const_region bytes() const noexcept {
     return {mapping.bytes() + offset, static_cast<std::size_t>(length), mapping.kind, mapping.device};
   }
 };

@@ -64,7 +64,7 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
   attributes.upload_id.clear();
   attributes.checksums = mapping.info().attributes.checksums;  // the bytes are the same
   const object_info info = co_await offload([&] {
-    const region bytes = mapping.region();
+    const const_region bytes = mapping.region();
     digest md5(digest_kind::md5);
     write_from(writer, bytes.bytes(), bytes.size, &md5, ec);
     attributes.etag = to_hex(md5.finish());
@@ -354,7 +354,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
 
   // The body straight from the store's mapping, in slices (no copy in user space). Over plain
   // HTTP, from the store's file by sendfile(2) when it has one: no copy into the socket either.
-  const region bytes = mapping.region();
+  const const_region bytes = mapping.region();
   int file = -1;
   std::uint64_t file_offset = 0;
   if constexpr (!tls && requires { mapping.data_offset(); }) {
@@ -390,7 +390,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
       written = sent += n;
       continue;
     }
-    res.body().data = bytes.bytes() + (offset - base) + sent;
+    // buffer_body holds a void* for both directions; a response's serializer only reads it.
+    res.body().data = sluice::detail::readable_as_region(bytes).bytes() + (offset - base) + sent;
     res.body().size = static_cast<std::size_t>(n);
     sent += n;
     res.body().more = sent < length;
@@ -496,7 +497,7 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
       writer.require(write_precondition{false, attributes.etag});
     }
     (void)co_await offload([&] {
-      const region bytes = mapping.region();
+      const const_region bytes = mapping.region();
       write_from(writer, bytes.bytes(), bytes.size, nullptr, ec);
       return ec ? object_info{} : writer.commit(attributes, ec);
     });
