@@ -1,6 +1,7 @@
 // Compiled part of sluice::fabric that serves the S3 tier: the token protocol's data plane.
 #include <sluice/fabric/s3_plane.hpp>
 
+#include <sluice/fabric/transport.hpp>
 #include <sluice/s3/error.hpp>
 
 #include <signal.h>
@@ -120,12 +121,22 @@ struct segment_cursor {
 
 }  // namespace
 
-/// One provider's endpoint and its pool of registered staging buffers.
+/// One provider's path parts and its pool of registered staging buffers: the server's side of
+/// the token protocol is a path too. Its negotiator is the token (the request that carries it);
+/// `sources` registers the store's mapping of a GET for RMA writes, `staging` the PUT pool's
+/// buffers for RMA reads; `mover` moves the bytes (fabric::transport, as a client would).
 struct server_plane::provider_state {
+  explicit provider_state(std::shared_ptr<endpoint> e)
+      : ep(std::move(e)), mover(ep), sources(ep, access::write_source, 0), staging(ep, access::local, 0) {}
   std::shared_ptr<endpoint> ep;
+  transport mover;
+  /// Capacity 0: a mapping is registered for its request only, so no MR outlives the mapping it
+  /// names (a cached MR of an unmapped file would name whatever is mapped there next).
+  registrar sources;
+  registrar staging;
   std::atomic<std::size_t> active{0};  // write_from/read calls using it now (retired: closed at 0)
   std::vector<aligned_bytes> memory;
-  std::vector<memory_region> regions;
+  std::vector<registration> regions;
   std::mutex mutex;
   std::condition_variable returned;
   std::vector<std::size_t> free;
@@ -187,12 +198,11 @@ std::shared_ptr<server_plane::provider_state> server_plane::open_provider(const 
   if (name == "shm") remove_stale_shm_regions();
   auto ep = endpoint::open(name, config_.fabric, ec);
   if (ec) return nullptr;
-  auto state = std::make_shared<provider_state>();
-  state->ep = ep;
+  auto state = std::make_shared<provider_state>(ep);
   for (std::size_t i = 0; i < config_.staging_buffers && !ec; ++i) {
     state->memory.emplace_back(config_.staging_buffer_bytes);
     const region mem{state->memory.back().bytes.get(), config_.staging_buffer_bytes, memory_kind::host_pageable, -1};
-    state->regions.push_back(ep->register_memory(mem, access::local, ec));
+    state->regions.push_back(state->staging.register_region(mem, ec));
     state->free.push_back(i);
   }
   if (ec) return nullptr;
@@ -375,10 +385,10 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
   const fi_addr_t peer = ep.resolve(token.endpoint, ec);
   if (ec) return s3::errc::rdma_not_supported;
   // Registered for this call only: the bytes go from where they are (a page-cache mapping, say)
-  // into the client's memory, one copy in all.
-  // access::write_source: the provider only reads the memory (the source of RMA writes).
-  auto mr = std::make_shared<const memory_region>(
-      ep.register_memory(sluice::detail::readable_as_region(memory), access::write_source, ec));
+  // into the client's memory, one copy in all. access::write_source: the provider only reads
+  // the memory (the source of RMA writes), so the read-only mapping may be handed over as is.
+  auto reg = std::make_shared<const registration>(
+      provider->sources.register_region(sluice::detail::readable_as_region(memory), ec));
   if (ec) return s3::errc::rdma_not_supported;
 
   auto pending = std::make_shared<batch>();
@@ -394,11 +404,10 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
     if (!pending->wait_until_at_most(window - 1, deadline()) || pending->error()) break;
     const auto piece = cursor.next(std::min(piece_limit, length - posted));
     pending->add();
-    if (const error_code e = ep.post_write(*mr, posted, piece.length, peer, piece.address, piece.key,
-                                           [pending](error_code done) { pending->done(done); })) {
-      pending->done(e);
-      break;
-    }
+    // The handler has no executor of its own: it runs on the progress thread (it only counts).
+    provider->mover.async_write(*reg, remote_memory{peer, {piece.address, piece.length, piece.key}},
+                                transfer_span{posted, 0, piece.length},
+                                [pending](error_code done, std::size_t) { pending->done(done); });
     posted += piece.length;
   }
   const bool all_done = pending->wait_idle(deadline());
@@ -409,7 +418,7 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
     // Writes still in flight (a peer that vanished; shm may never complete them): the MR and the
     // memory's owner stay until they do. The peer stays in the address vector meanwhile, since
     // removing it under outstanding operations is not safe on every provider.
-    pending->abandon([mr, owner] {});
+    pending->abandon([reg, owner] {});
     // libfabric 1.17's shm completes nothing more on an endpoint with writes to a dead peer
     // outstanding: later requests get a fresh endpoint, and this one closes (aborting what it
     // holds) once no call uses it.
@@ -452,17 +461,15 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
         failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
         break;
       }
-      const memory_region& mr = provider->regions[*slot];
-      const std::uint64_t n = std::min<std::uint64_t>(mr.region().size, length - posted);
+      const registration& buffer = provider->regions[*slot];
+      const std::uint64_t n = std::min<std::uint64_t>(buffer.region().size, length - posted);
       chunk c{*slot, n, std::make_shared<batch>()};
       for (std::uint64_t local = 0; local < n;) {
         const auto piece = cursor.next(n - local);
         c.arrived->add();
-        auto arrived = c.arrived;
-        if (const error_code e = ep.post_read(mr, local, piece.length, peer, piece.address, piece.key,
-                                              [arrived](error_code done) { arrived->done(done); })) {
-          arrived->done(e);
-        }
+        provider->mover.async_read(buffer, remote_memory{peer, {piece.address, piece.length, piece.key}},
+                                   transfer_span{local, 0, piece.length},
+                                   [arrived = c.arrived](error_code done, std::size_t) { arrived->done(done); });
         local += piece.length;
       }
       posted += n;
@@ -476,8 +483,8 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
       break;
     }
     reached = true;
-    const memory_region& mr = provider->regions[head.slot];
-    failure = sink(std::span<const std::byte>(mr.region().bytes(), static_cast<std::size_t>(head.length)));
+    const registration& buffer = provider->regions[head.slot];
+    failure = sink(std::span<const std::byte>(buffer.region().bytes(), static_cast<std::size_t>(head.length)));
     provider->release(head.slot);
     window.pop_front();
   }

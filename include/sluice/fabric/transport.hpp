@@ -7,6 +7,7 @@
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 
@@ -34,7 +35,9 @@ class transport {
 
   /// RMA-reads `span.length` bytes of `remote` at `span.remote_offset` into `local` at
   /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)` on the handler's
-  /// associated executor, whose work is kept outstanding meanwhile. Errors (nothing moved):
+  /// associated executor, whose work is kept outstanding meanwhile; a handler with no executor
+  /// of its own (a plain function object: Asio's system executor) runs on the endpoint's
+  /// progress thread, so it must not block. Errors (nothing moved):
   /// region_too_small (span outside `local`), bad_range (outside the remote segment); fabric
   /// errors from posting or from the completion queue. Not cancellable: an RMA in flight
   /// cannot be recalled, so `local` must stay valid until the completion.
@@ -77,12 +80,16 @@ class transport {
           };
           auto holder = std::make_shared<pending>(pending{std::move(handler), boost::asio::make_work_guard(executor)});
           const std::uint64_t length = span.length;
-          auto done = [holder, length](error_code ec) {
-            auto ex = holder->work.get_executor();
-            boost::asio::post(ex, [holder, ec, length]() mutable {
-              std::move(holder->handler)(ec, ec ? 0 : static_cast<std::size_t>(length));
-              holder->work.reset();
-            });
+          auto finish = [holder, length](error_code ec) {
+            std::move(holder->handler)(ec, ec ? 0 : static_cast<std::size_t>(length));
+            holder->work.reset();
+          };
+          // From the progress thread (or the thread that closes the endpoint): dispatched, as
+          // Asio completes its own operations, so a handler whose executor is not running on
+          // that thread is posted to it, and one without an executor of its own (the system
+          // executor) runs right there, with no thread hop on the data path.
+          auto done = [holder, finish](error_code ec) {
+            boost::asio::dispatch(holder->work.get_executor(), [finish, ec] { finish(ec); });
           };
           const std::uint64_t remote_address = remote.segment.address + span.remote_offset;
           const std::uint64_t local_offset = local.offset_in_mr() + span.local_offset;
@@ -90,7 +97,9 @@ class transport {
                                                               remote_address, remote.segment.key, done)
                                       : endpoint_->post_read(local.mr(), local_offset, length, remote.peer,
                                                              remote_address, remote.segment.key, done);
-          if (ec) done(ec);
+          if (ec) {  // nothing was posted: never complete inside the initiating function
+            boost::asio::post(holder->work.get_executor(), [finish, ec] { finish(ec); });
+          }
         },
         token);
   }
