@@ -3,6 +3,9 @@
 #include <sluice/fabric/endpoint.hpp>
 #include <sluice/fabric/registrar.hpp>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include <doctest/doctest.h>
 
 #include "conformance/host_fixtures.hpp"
@@ -14,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -210,6 +214,75 @@ TEST_CASE("a transfer larger than the provider's largest message is split") {
   CHECK(!done.get_future().get());
   CHECK(sink == data);
   CHECK(pair.local->statistics().operations - posted == 128);
+}
+
+TEST_CASE(
+    "fabric::transport completes where Asio says: a plain handler off the caller's thread, a bound one on its "
+    "executor") {
+  // The server plane's handlers have no executor: they run on the progress thread (dispatched,
+  // no thread hop) and so never inside the initiating call on the caller's thread. A handler
+  // bound to an io_context runs only in that context's run(); a post that fails completes
+  // through post, never inline, either way.
+  for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
+    CAPTURE(provider);
+    auto& pair = endpoints(provider);
+    fabric::transport mover{pair.local};
+    fabric::registrar registrar{pair.local, fabric::access::local, 0};
+    const auto data = testing::random_bytes(64 << 10, 5);
+    testing::host_buffer local(data.size());
+    local.fill(data);
+    error_code ec;
+    const auto reg = registrar.register_region(local.region(), ec);
+    REQUIRE(!ec);
+    const fabric_remote remote(pair, std::vector<std::byte>(data.size()));
+    const transfer_span all{0, 0, data.size()};
+    const auto caller = std::this_thread::get_id();
+
+    std::promise<std::thread::id> plain;
+    mover.async_write(reg, remote.descriptor(), all, [&](error_code e, std::size_t n) {
+      CHECK(!e);
+      CHECK(n == data.size());
+      plain.set_value(std::this_thread::get_id());
+    });
+    CHECK(plain.get_future().get() != caller);
+    CHECK(remote.contents() == data);
+
+    boost::asio::io_context context;
+    std::atomic<int> bound_calls{0};
+    std::thread::id bound_thread;
+    mover.async_read(reg, remote.descriptor(), all,
+                     boost::asio::bind_executor(context, [&](error_code e, std::size_t n) {
+                       CHECK(!e);
+                       CHECK(n == data.size());
+                       bound_thread = std::this_thread::get_id();
+                       ++bound_calls;
+                     }));
+    CHECK(bound_calls == 0);  // not before the context runs, however fast the read was
+    context.run();            // returns only after the handler ran: the transport keeps work outstanding
+    CHECK(bound_calls == 1);
+    CHECK(bound_thread == caller);
+
+    // A closed endpoint refuses every post: the failure still completes later, not inside the call.
+    fabric::fabric_config config;
+    config.node = provider == "shm" ? "" : "127.0.0.1";
+    auto closed = fabric::endpoint::open(provider, config, ec);
+    REQUIRE(!ec);
+    fabric::registrar closed_registrar{closed, fabric::access::local, 0};
+    const auto closed_reg = closed_registrar.register_region(local.region(), ec);
+    REQUIRE(!ec);
+    closed->close();
+    fabric::transport refused{closed};
+    boost::asio::io_context later;
+    error_code failure;
+    refused.async_write(closed_reg, remote.descriptor(), all,
+                        boost::asio::bind_executor(later, [&](error_code e, std::size_t n) {
+                          failure = e;
+                          CHECK(n == 0);
+                        }));
+    CHECK(!failure);
+    later.run();
+    CHECK(failure == boost::asio::error::operation_aborted);
+  }
 }
 
 TEST_CASE("a peer name of the wrong shape is refused before libfabric reads it") {
