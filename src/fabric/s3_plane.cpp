@@ -404,10 +404,15 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
     if (!pending->wait_until_at_most(window - 1, deadline()) || pending->error()) break;
     const auto piece = cursor.next(std::min(piece_limit, length - posted));
     pending->add();
-    // The handler has no executor of its own: it runs on the progress thread (it only counts).
-    provider->mover.async_write(*reg, remote_memory{peer, {piece.address, piece.length, piece.key}},
-                                transfer_span{posted, 0, piece.length},
-                                [pending](error_code done, std::size_t) { pending->done(done); });
+    // Posted on the endpoint itself, not through `mover`: a post that fails must end the loop at
+    // once (each further post to a peer that vanished may retry FI_EAGAIN for up to
+    // connect_timeout), and fabric::transport reports a failed post only through its handler,
+    // never inside the initiating call.
+    if (const error_code e = ep.post_write(reg->mr(), reg->offset_in_mr() + posted, piece.length, peer, piece.address,
+                                           piece.key, [pending](error_code done) { pending->done(done); })) {
+      pending->done(e);
+      break;
+    }
     posted += piece.length;
   }
   const bool all_done = pending->wait_idle(deadline());
