@@ -99,6 +99,14 @@ struct batch {
   }
 };
 
+/// Whether a post failed because the endpoint's transmit queue stayed full for the post's whole
+/// deadline (endpoint::post_write/post_read retry FI_EAGAIN that long): the endpoint completes
+/// nothing, whoever's operations fill it (libfabric 1.17's shm with writes to a dead peer
+/// outstanding, an earlier request's). Nothing of this request may be outstanding, so no
+/// deadline of its own runs out: the failed post is the only sign that the endpoint needs
+/// replacing.
+bool queue_stayed_full(const error_code& ec) { return ec == make_fabric_error(-FI_EAGAIN); }
+
 /// Maps a transfer's byte offsets onto the token's segments, in order. Precondition: the
 /// segments hold at least the bytes asked for in all (the callers check total_length first).
 struct segment_cursor {
@@ -400,6 +408,7 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
   const std::uint64_t piece_limit = config_.staging_buffer_bytes;
   segment_cursor cursor{token.segments};
   std::uint64_t posted = 0;
+  bool wedged = false;  // a post found the transmit queue full past its deadline
   while (posted < length) {
     if (!pending->wait_until_at_most(window - 1, deadline()) || pending->error()) break;
     const auto piece = cursor.next(std::min(piece_limit, length - posted));
@@ -411,6 +420,7 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
     if (const error_code e = ep.post_write(reg->mr(), reg->offset_in_mr() + posted, piece.length, peer, piece.address,
                                            piece.key, [pending](error_code done) { pending->done(done); })) {
       pending->done(e);
+      wedged = queue_stayed_full(e);
       break;
     }
     posted += piece.length;
@@ -419,6 +429,7 @@ error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3:
   if (all_done && !pending->error() && posted == length) return {};
   if (all_done) {
     ep.forget(token.endpoint);  // the next request from this peer starts a fresh connection
+    if (wedged) reopen(provider);
   } else {
     // Writes still in flight (a peer that vanished; shm may never complete them): the MR and the
     // memory's owner stay until they do. The peer stays in the address vector meanwhile, since
@@ -458,6 +469,7 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
   const auto deadline = [&] { return reached ? steady::now() + ep.config().operation_timeout : connect_deadline; };
   error_code failure;
   bool timed_out = false;  // reads outstanding past their deadline
+  bool wedged = false;     // a read's post found the transmit queue full past its deadline
   std::uint64_t posted = 0;
   while (!failure && (posted < length || !window.empty())) {
     while (posted < length && window.size() < config_.buffers_per_transfer) {
@@ -483,6 +495,7 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
     if (failure || window.empty()) break;
     chunk& head = window.front();
     timed_out = !head.arrived->wait_idle(deadline());
+    wedged = !timed_out && queue_stayed_full(head.arrived->error());
     if (timed_out || head.arrived->error()) {
       failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
       break;
@@ -498,7 +511,7 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
   for (auto& c : window) c.arrived->abandon([provider, slot = c.slot] { provider->release(slot); });
   const bool failed = failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported;
   if (failed && quiet) ep.forget(token.endpoint);  // not under outstanding reads (see write_from)
-  if (timed_out && !quiet) reopen(provider);       // reads that never completed (see write_from)
+  if ((timed_out && !quiet) || wedged) reopen(provider);  // reads that never completed (see write_from)
   return failure;
 }
 

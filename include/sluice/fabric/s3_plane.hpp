@@ -67,7 +67,8 @@ class server_plane final : public s3::rdma_server_plane {
   void close() noexcept override;
   /// How many times an endpoint was replaced: a transfer whose operations did not complete
   /// within its deadline (a peer that vanished, a token naming memory the provider never
-  /// answers for) leaves its endpoint to a fresh one of the same provider, so one bad token
+  /// answers for), or whose post found the transmit queue full for the whole post deadline,
+  /// leaves its endpoint to a fresh one of the same provider, so one bad token
   /// never wedges the provider for later requests; the old endpoint closes once no call uses it.
   [[nodiscard]] std::uint64_t reopened() const noexcept;
 
