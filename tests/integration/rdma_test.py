@@ -21,7 +21,9 @@ Scenarios (each one CTest test):
   netns_multihomed  as netns, with a second interface on the client's side that the server cannot reach
 P is tcp or shm. Exit 0: passed; 77: skipped (a missing tool or privilege, with the reason);
 anything else: failed."""
+import datetime
 import glob
+import json
 import os
 import random
 import re
@@ -35,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import MIB, Server, expect, gateway_counts, make_file, sha256  # noqa: E402
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
+ACCESS_LOG = "access.jsonl"  # the server's, in the test's directory (json lines)
 UP_AK, UP_SK = "SLUICEUPSTREAMAK", "sluice-upstream-secret"  # a gateway's upstream (gateway-* scenarios)
 SKIP = 77
 PROVIDER = {"tcp": "tcp;ofi_rxm", "shm": "shm"}
@@ -122,6 +125,30 @@ class Harness:
             if line.startswith("  ok:"):
                 print("    rdma_probe %s:%s" % (args[0], line[4:]))
         return r
+
+    def served(self, key, since, count=1):
+        """The server's access-log records (json) of the GETs of `key` that began at or after
+        `since` (time.time()), at least `count` of them: what the server itself took
+        (duration_us), apart from the clients' own start-up, which a loaded machine under
+        AddressSanitizer stretches by seconds. Requests are told apart by their start time, not
+        by where the file ended: the server writes its log out every second, so an earlier
+        request's line may land after the file's end seen at a later moment. Waits up to 10 s for the lines."""
+        log = os.path.join(self.tmp, ACCESS_LOG)
+        deadline = time.monotonic() + 10
+        while True:
+            with open(log, "rb") as f:
+                records = [json.loads(line) for line in f.read().decode().splitlines() if line.strip()]
+            # "2026-11-25T04:18:00.123Z", truncated to the millisecond
+            records = [r for r in records if r["method"] == "GET" and r["key"] == key and
+                       datetime.datetime.strptime(r["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                           tzinfo=datetime.timezone.utc).timestamp() >= since - 0.001]
+            if len(records) >= count or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if len(records) < count:
+            raise AssertionError("the server's access log holds %d GET(s) of %s since the client started, not %d" %
+                                 (len(records), key, count))
+        return records
 
     def server_log(self):
         proc = self.server.proc
@@ -328,18 +355,24 @@ def test_vanish(h, fabric):
     vias = ("http", "rdma") if fabric == "tcp" else ("http", "auto")
 
     def still_serves(after):
-        start = time.monotonic()
+        # Timed by the server (its access log), not by the clients: under AddressSanitizer on a
+        # loaded 2-core machine a client's own start-up takes seconds. What must hold: the server
+        # answers each GET without waiting out a deadline of the vanished transfer (tcp: at once;
+        # shm: the auto get's RDMA attempt may wait out connect_timeout, 5 s, before its decline).
+        limit = 2.5 if fabric == "tcp" else 8
         for via in vias:
+            since, start = time.time(), time.monotonic()
             try:
-                r = h.cli("get", "s3://rdma/small", out, "--via", via, "--fabric", fabric, timeout=15)
+                r = h.cli("get", "s3://rdma/small", out, "--via", via, "--fabric", fabric, timeout=30)
             except AssertionError as e:
                 raise AssertionError("%s: after %s, get --via %s: %s" % (fabric, after, via, e))
+            took = time.monotonic() - start
             expect(r.returncode == 0 and sha256(out) == sha256(small),
                    "%s: after %s, a get --via %s works (%.1f s) %s" %
-                   (fabric, after, via, time.monotonic() - start, r.stderr.strip()[-300:]))
-        took = time.monotonic() - start
-        limit = 5 if fabric == "tcp" else 15  # shm: the auto get waits out connect_timeout (5 s) before HTTP
-        expect(took < limit, "%s: after %s, the server answered both within %d s (%.1f s)" % (fabric, after, limit, took))
+                   (fabric, after, via, took, r.stderr.strip()[-300:]))
+            served = [rec["duration_us"] / 1e6 for rec in h.served("small", since)]
+            expect(max(served) < limit, "%s: after %s, the server answered the get --via %s within %.1f s (%s s)" %
+                   (fabric, after, via, limit, ", ".join("%.2f" % t for t in served)))
 
     h.get("s3://rdma/big", out, "rdma", fabric)  # warm up: staging buffers touched, connections made
     baseline = rss_anon_kib(h.server.proc.pid)
@@ -398,11 +431,15 @@ def test_hostile(h, fabric):
         said = r.stderr.decode(errors="replace").strip().splitlines()
         print("  %s" % (said[-1] if said else mode))
         expect(h.server.proc.poll() is None, "%s: the server lives after a %s token" % (fabric, mode))
-        start = time.monotonic()
+        since, start = time.time(), time.monotonic()
         get = paths_of(h.get("s3://rdma/obj", out, "rdma", fabric).stdout)
         took = time.monotonic() - start
-        expect(get["rdma_bytes"] == size and sha256(out) == sha256(src) and took < 4,
-               "%s: after a %s token, the next GET goes by RDMA at once (%.1f s)" % (fabric, mode, took))
+        # At once: the server's own time for it (its access log) is far below connect_timeout
+        # (5 s), the deadline a GET stuck behind the bad token's transfer would wait out.
+        served = [rec["duration_us"] / 1e6 for rec in h.served("obj", since)]
+        expect(get["rdma_bytes"] == size and sha256(out) == sha256(src) and max(served) < 2.5,
+               "%s: after a %s token, the next GET goes by RDMA at once (the server took %s s; the client %.1f s)" %
+               (fabric, mode, ", ".join("%.2f" % t for t in served), took))
 
 
 # ------------------------------------------------------------------------------------------
@@ -593,7 +630,9 @@ def main():
                                   extra=["--fabric", "off", "--grant-socket", "off"]).start()
                 gateway = ["--upstream", upstream.url, "--upstream-access-key", UP_AK, "--upstream-secret-key", UP_SK,
                            "--admin-listen", "127.0.0.1:0"]
-            server = Server(binary, os.path.join(tmp, "root"), AK, SK, extra=["--fabric", server_fabric] + gateway).start()
+            server = Server(binary, os.path.join(tmp, "root"), AK, SK,
+                            extra=["--fabric", server_fabric, "--access-log", os.path.join(tmp, ACCESS_LOG),
+                                   "--access-log-format", "json"] + gateway).start()
             PIDS.append(server.proc.pid)
             if gateway:
                 expect("gateway to " + upstream.url in server.ready_line, "a gateway over %s: %s" % (upstream.url, server.ready_line))
