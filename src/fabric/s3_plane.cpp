@@ -510,8 +510,9 @@ error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_
   const bool quiet = window.empty();
   for (auto& c : window) c.arrived->abandon([provider, slot = c.slot] { provider->release(slot); });
   const bool failed = failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported;
-  if (failed && quiet) ep.forget(token.endpoint);         // not under outstanding reads (see write_from)
-  if ((timed_out && !quiet) || wedged) reopen(provider);  // reads that never completed (see write_from)
+  if (failed && quiet) ep.forget(token.endpoint);  // not under outstanding reads (see write_from)
+  // Reads that never completed, or a queue that stayed full (see write_from): a fresh endpoint.
+  if ((timed_out && !quiet) || wedged) reopen(provider);
   return failure;
 }
 
