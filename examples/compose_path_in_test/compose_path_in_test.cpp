@@ -3,12 +3,14 @@
 //
 // A path is one negotiator (who agrees what moves), one registrar (makes memory reachable) and
 // one transport (moves the bytes). The test bodies below are written once, against a fixture
-// that owns a path, and run with three:
+// that owns a path, and run with four:
 //   in_process    local_negotiator<memory_store> × host_registrar × loopback_transport
 //                 (the "server" is an object store in memory, the bytes move by memcpy)
 //   s3_over_http  s3::negotiator × host_registrar × s3::http_transport, against `sluice serve`
 //   s3_over_rdma  s3::negotiator × host_registrar × s3::rdma_transport, the same server, the
 //                 bytes by libfabric RMA (tcp;ofi_rxm) into the test's memory (x-amz-rdma-token)
+//   s3_auto       s3::negotiator × host_registrar × s3::auto_transport, the same server: RDMA
+//                 when the server takes the token, else the body of the same request
 // The S3 fixtures start `sluice serve` (the binary named by $SLUICE, else `sluice` on PATH) on
 // an ephemeral loopback port with a store in a temporary directory.
 // A read-only path joins the bodies that only read (a fixture's `seed` puts the object there):
@@ -194,7 +196,10 @@ struct s3_over_http : s3_fixture<sluice::s3::http_transport, false> {
 struct s3_over_rdma : s3_fixture<sluice::s3::rdma_transport, true> {
   static constexpr const char* name = "s3_over_rdma";
 };
-#define SLUICE_EXAMPLE_PATHS in_process, s3_over_http, s3_over_rdma
+struct s3_auto : s3_fixture<sluice::s3::auto_transport, true> {
+  static constexpr const char* name = "s3_auto";
+};
+#define SLUICE_EXAMPLE_PATHS in_process, s3_over_http, s3_over_rdma, s3_auto
 #else
 #define SLUICE_EXAMPLE_PATHS in_process
 #endif

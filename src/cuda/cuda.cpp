@@ -7,9 +7,13 @@
 #include <sluice/cuda/pinned.hpp>
 #include <sluice/cuda/stager.hpp>
 
+#include "driver.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -139,6 +143,15 @@ device_registration device_registrar::register_region(const region& mem, error_c
     return {};
   }
   if (attributes.type != cudaMemoryTypeDevice || attributes.device != mem.device) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  // The whole region inside the allocation that holds its first byte: a transport moves bytes
+  // into every byte of it, and past the allocation lies memory the caller was never given.
+  std::byte* base = nullptr;
+  std::uint64_t allocated = 0;
+  if (driver::allocation_of(mem.data, base, allocated) &&
+      mem.size > allocated - static_cast<std::uint64_t>(mem.bytes() - base)) {
     ec = errc::invalid_argument;
     return {};
   }

@@ -5,7 +5,8 @@
 
 #include <sluice/s3/error.hpp>
 
-#include <cuda.h>  // types of cuMemGetAddressRange only: the driver is reached through the runtime
+#include "driver.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <unistd.h>
@@ -33,6 +34,9 @@ namespace sluice::cuda {
 
 namespace {
 
+using driver::allocation_of;
+using driver::driver_entry;
+
 error_code from(cudaError_t e) noexcept { return make_cuda_error(static_cast<int>(e)); }
 
 // The description a client sends: magic, version, the IPC handle of the allocation's base, the
@@ -42,29 +46,6 @@ constexpr std::uint8_t description_version = 1;
 constexpr std::size_t handle_bytes = sizeof(cudaIpcMemHandle_t);
 constexpr std::size_t uuid_bytes = 16;
 constexpr std::size_t description_bytes = 4 + 4 + handle_bytes + uuid_bytes + 8;
-
-using get_range_fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-
-/// A driver entry point through the runtime (no link to libcuda), at the version of CUDA
-/// `version` (the signature `Fn` must be that version's); null when the driver does not give it.
-template <class Fn>
-Fn driver_entry(const char* name, unsigned version = 12000) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &status) != cudaSuccess ||
-      status != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  return reinterpret_cast<Fn>(p);  // the driver's documented signature at that version
-}
-
-/// cuMemGetAddressRange (hosts without a driver still load the library); null when the driver
-/// does not give it.
-get_range_fn address_range() {
-  static const get_range_fn fn = driver_entry<get_range_fn>("cuMemGetAddressRange");
-  return fn;
-}
 
 /// Page-cache registration in a context of its own. Measured on the H100 host
 /// (bench/gpu/register_probe.cpp): while cudaHostRegister runs in the primary context, that
@@ -143,19 +124,6 @@ class registration_context {
   CUresult (*destroy_)(CUcontext) = nullptr;
   CUcontext context_ = nullptr;
 };
-
-/// The allocation holding `p`: base and size; false when the driver does not know it.
-bool allocation_of(const void* p, std::byte*& base, std::uint64_t& size) {
-  const get_range_fn fn = address_range();
-  if (fn == nullptr) return false;
-  CUdeviceptr b = 0;
-  size_t n = 0;
-  if (fn(&b, &n, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return false;
-  base =
-      reinterpret_cast<std::byte*>(b);  // NOLINT(performance-no-int-to-ptr): the driver's device addresses are integers
-  size = n;
-  return true;
-}
 
 std::array<std::byte, uuid_bytes> uuid_of(int device, error_code& ec) {
   std::array<std::byte, uuid_bytes> out{};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,23 @@ class rma_source_buffer {
 
  private:
   std::shared_ptr<std::vector<std::byte>> bytes_;
+};
+
+/// Pageable host memory that starts on a page and fills whole pages (registrars that pin, pin
+/// pages: slices of it a page apart never share one).
+class page_buffer {
+ public:
+  static constexpr std::size_t page = 4096;
+  explicit page_buffer(std::size_t size)
+      : size_(size), bytes_(static_cast<std::byte*>(std::aligned_alloc(page, (size + page - 1) / page * page))) {}
+  [[nodiscard]] sluice::region region() const { return {bytes_.get(), size_, memory_kind::host_pageable, -1}; }
+
+ private:
+  struct release {
+    void operator()(std::byte* p) const noexcept { std::free(p); }  // NOLINT(cppcoreguidelines-no-malloc)
+  };
+  std::size_t size_;
+  std::unique_ptr<std::byte, release> bytes_;
 };
 
 /// A remote that is another host region of this process (loopback's remote_type).

@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
+#include "conformance/host_fixtures.hpp"
+#include "conformance/registrar_conformance.hpp"
 #include "conformance/transport_conformance.hpp"
 
 namespace {
@@ -59,9 +61,21 @@ bool is_pinned(const void* p) {
   return cudaPointerGetAttributes(&attributes, p) == cudaSuccess && attributes.type == cudaMemoryTypeHost;
 }
 
+/// pinning_registrar in the registrar conformance suite: pageable memory, which it pins.
+struct pinning_registrar_fixture {
+  using registrar_type = cuda::pinning_registrar;
+  static constexpr bool overlapping = false;  // cudaHostRegister pins a page once
+  static registrar_type make_registrar() { return {}; }
+  static testing::page_buffer make_memory(std::size_t size) { return testing::page_buffer(size); }
+  static region refused(std::span<std::byte> scratch) {
+    return {scratch.data(), scratch.size(), memory_kind::cuda_device, 0};
+  }
+};
+
 }  // namespace
 
 TEST_CASE_TEMPLATE_INVOKE(transport_conformance, pinned_loopback_fixture);
+TEST_CASE_TEMPLATE_INVOKE(registrar_conformance, pinning_registrar_fixture);
 
 TEST_CASE("pinning_registrar pins pageable memory in place and unpins it on destruction") {
   std::vector<std::byte> pageable(1 << 20, std::byte{1});

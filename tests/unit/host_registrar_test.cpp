@@ -2,8 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include "conformance/host_fixtures.hpp"
+#include "conformance/registrar_conformance.hpp"
+
 #include <array>
 #include <cstddef>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -17,7 +21,20 @@ static_assert(!std::is_copy_assignable_v<sluice::host_registration>);
 static_assert(std::is_nothrow_move_constructible_v<sluice::host_registration>);
 static_assert(std::is_nothrow_move_assignable_v<sluice::host_registration>);
 
+/// host_registrar in the registrar conformance suite: pageable host memory; device memory refused.
+struct host_registrar_fixture {
+  using registrar_type = sluice::host_registrar;
+  static constexpr bool overlapping = true;
+  static registrar_type make_registrar() { return {}; }
+  static sluice::testing::page_buffer make_memory(std::size_t size) { return sluice::testing::page_buffer(size); }
+  static sluice::region refused(std::span<std::byte> scratch) {
+    return {scratch.data(), scratch.size(), sluice::memory_kind::cuda_device, 0};
+  }
+};
+
 }  // namespace
+
+TEST_CASE_TEMPLATE_INVOKE(registrar_conformance, host_registrar_fixture);
 
 TEST_CASE("host pageable memory is accepted as it is") {
   std::vector<std::byte> buffer(128);

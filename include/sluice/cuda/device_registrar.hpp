@@ -33,10 +33,12 @@ class device_registration {
 };
 
 /// Accepts device memory only, after asking the CUDA runtime that the region's first byte is
-/// device memory of the region's device (cudaPointerGetAttributes). Errors: unsupported_memory
-/// (host memory: use host_registrar or pinning_registrar), invalid_argument (a null pointer with a
-/// size, or a pointer that is not device memory of `mem.device`), no_device. A region of size 0
-/// passes unchecked. Stateless and thread-safe.
+/// device memory of the region's device (cudaPointerGetAttributes) and the driver that the whole
+/// region lies inside the allocation holding that byte (cuMemGetAddressRange, when the driver
+/// gives it). Errors: unsupported_memory (host memory: use host_registrar or pinning_registrar),
+/// invalid_argument (a null pointer with a size, a pointer that is not device memory of
+/// `mem.device`, a region that runs past its allocation), no_device. A region of size 0 passes
+/// unchecked. Stateless and thread-safe.
 class device_registrar {
  public:
   using registration_type = device_registration;
