@@ -407,7 +407,13 @@ def test_vanish(h, fabric):
         # ASan keeps freed memory in quarantine (256 MiB by default): RSS says nothing there.
         print("  (RSS bound not checked: the server is built with AddressSanitizer; grew %d KiB)" % grown)
     else:
-        expect(grown < 64 * 1024, "%s: the server's anonymous RSS grew by %d KiB over 4 vanished clients (< 64 MiB)" %
+        # What this bounds: memory kept per vanished client (its staging buffers, the 64 MiB
+        # object's mapping): four of them would hold 256 MiB. What it allows: one endpoint's own
+        # pools twice. A post that finds the transmit queue full past its deadline (a peer that
+        # vanished right after its request) replaces the endpoint, and the old one closes once no
+        # call uses it: measured on tcp;ofi_rxm, +87.6 MiB while both live, +1 MiB after the close,
+        # and over 12 vanished clients never more than +91 MiB.
+        expect(grown < 128 * 1024, "%s: the server's anonymous RSS grew by %d KiB over 4 vanished clients (< 128 MiB)" %
                (fabric, grown))
     start = time.monotonic()
     # Transfers still waiting on a vanished peer (shm may never complete them) are aborted by
