@@ -12,9 +12,11 @@
 // Requests are one template, attempt<Tls>: plain HTTP reads and writes the beast::tcp_stream as
 // before, https goes through the ssl::stream over it.
 #include <sluice/detail/completion.hpp>
+#include <sluice/path.hpp>
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
+#include <sluice/s3/path.hpp>
 #include <sluice/s3/sigv4.hpp>
 #include <sluice/s3/xml.hpp>
 #include <sluice/s3/xml_client.hpp>
@@ -44,6 +46,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 
 #include <fcntl.h>
 #include <openssl/bio.h>
@@ -177,15 +180,85 @@ void client::start_head_object(std::string bucket, std::string key, detail::clie
   spawn(state_, head_object_op(make_op(state_), std::move(bucket), std::move(key)), std::move(handler));
 }
 
+// GET and PUT from memory: one path each, negotiate → register → move → complete, over the parts
+// of include/sluice/s3/path.hpp; the transport moves the bytes with start_read_object and
+// start_write_object (the request machinery of client_get.ipp and client_put.ipp).
+namespace {
+
+/// The path of one call: built per call (its transport carries the call's options) and kept
+/// alive by its completion.
+template <transfer_via Via>
+using object_path = sluice::path<negotiator, token_registrar, object_transport<Via>>;
+
+template <transfer_via Via>
+void get_by_path(client& c, std::string bucket, std::string key, region destination, get_options options,
+                 detail::client_handler<std::uint64_t> handler) {
+  negotiator_options agreed;
+  agreed.never_head = true;  // the first GET answers what a HEAD would: a small object is one request
+  agreed.up_to = destination.size;
+  agreed.if_match = options.if_match;
+  const byte_range range = options.range;
+  auto p = std::make_shared<object_path<Via>>(c.get_executor(), negotiator(c, std::move(agreed)), token_registrar(Via),
+                                              object_transport<Via>(c, std::move(options), put_options{}));
+  object_path<Via>& running = *p;
+  running.async_get(object_ref{std::move(bucket), std::move(key)}, destination, range,
+                    [keep = std::move(p), h = std::move(handler)](error_code ec, const transfer_result& r) mutable {
+                      keep.reset();
+                      h(ec, ec ? 0 : r.bytes);
+                    });
+}
+
+template <transfer_via Via>
+void put_by_path(client& c, std::string bucket, std::string key, const_region source, put_options options,
+                 detail::client_handler<std::string> handler) {
+  auto p = std::make_shared<object_path<Via>>(c.get_executor(), negotiator(c), token_registrar(Via),
+                                              object_transport<Via>(c, get_options{}, std::move(options)));
+  object_path<Via>& running = *p;
+  running.async_put(object_ref{std::move(bucket), std::move(key)}, source,
+                    [keep = std::move(p), h = std::move(handler)](error_code ec, transfer_result r) mutable {
+                      keep.reset();
+                      h(ec, ec ? std::string{} : std::move(r.version));
+                    });
+}
+
+/// Calls `f` with transfer_via `via` as a compile-time constant (the transports are templates on it).
+template <class F>
+void with_via(transfer_via via, F&& f) {
+  switch (via) {
+    case transfer_via::http: return f(std::integral_constant<transfer_via, transfer_via::http>{});
+    case transfer_via::rdma: return f(std::integral_constant<transfer_via, transfer_via::rdma>{});
+    case transfer_via::automatic: break;
+  }
+  f(std::integral_constant<transfer_via, transfer_via::automatic>{});
+}
+
+}  // namespace
+
 void client::start_get_object(std::string bucket, std::string key, region destination, get_options options,
                               detail::client_handler<std::uint64_t> handler) {
+  with_via(options.via, [&](auto via) {
+    get_by_path<decltype(via)::value>(*this, std::move(bucket), std::move(key), destination, std::move(options),
+                                      std::move(handler));
+  });
+}
+
+void client::start_put_object(std::string bucket, std::string key, const_region source, put_options options,
+                              detail::client_handler<std::string> handler) {
+  with_via(options.via, [&](auto via) {
+    put_by_path<decltype(via)::value>(*this, std::move(bucket), std::move(key), source, std::move(options),
+                                      std::move(handler));
+  });
+}
+
+void client::start_read_object(std::string bucket, std::string key, region destination, get_options options,
+                               detail::client_handler<std::uint64_t> handler) {
   using namespace detail::client_impl;
   spawn(state_, get_object_op(make_op(state_), std::move(bucket), std::move(key), destination, std::move(options)),
         std::move(handler));
 }
 
-void client::start_put_object(std::string bucket, std::string key, const_region source, put_options options,
-                              detail::client_handler<std::string> handler) {
+void client::start_write_object(std::string bucket, std::string key, const_region source, put_options options,
+                                detail::client_handler<std::string> handler) {
   using namespace detail::client_impl;
   spawn(state_, put_region_op(make_op(state_), std::move(bucket), std::move(key), source, std::move(options)),
         std::move(handler));

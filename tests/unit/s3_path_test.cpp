@@ -11,13 +11,16 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "conformance/host_fixtures.hpp"
+#include "conformance/registrar_conformance.hpp"
 #include "conformance/s3_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
 
@@ -50,9 +53,37 @@ struct http_path_fixture : testing::s3_memory_server {
   http_path p{s3::negotiator{*client}, host_registrar{}, s3::http_transport{*client}};
 };
 
+static_assert(registrar<s3::token_registrar>);
+static_assert(transport<s3::http_transport, s3::token_registration>);
+
+/// token_registrar in the registrar conformance suite, as the client's GET and PUT over HTTP use
+/// it: host memory; device memory refused (no body comes from it).
+struct token_registrar_fixture {
+  using registrar_type = s3::token_registrar;
+  static constexpr bool overlapping = true;
+  static registrar_type make_registrar() { return registrar_type(s3::transfer_via::http); }
+  static testing::page_buffer make_memory(std::size_t size) { return testing::page_buffer(size); }
+  static region refused(std::span<std::byte> scratch) {
+    return {scratch.data(), scratch.size(), memory_kind::cuda_device, 0};
+  }
+};
+
 }  // namespace
 
 TEST_CASE_TEMPLATE_INVOKE(transport_conformance, http_fixture, auto_fixture);
+TEST_CASE_TEMPLATE_INVOKE(registrar_conformance, token_registrar_fixture);
+
+TEST_CASE("token_registrar: device memory goes by token (rdma, automatic), never in a body (http)") {
+  std::array<std::byte, 64> scratch{};
+  const region device{scratch.data(), scratch.size(), memory_kind::cuda_device, 0};
+  error_code ec;
+  for (const auto via : {s3::transfer_via::rdma, s3::transfer_via::automatic}) {
+    CHECK(s3::token_registrar(via).register_region(device, ec).region() == device);
+    CHECK(!ec);
+  }
+  CHECK(s3::token_registrar(s3::transfer_via::http).register_region(device, ec).region() == region{});
+  CHECK(ec == errc::unsupported_memory);
+}
 
 TEST_CASE_FIXTURE(http_path_fixture, "s3 path over HTTP: put, get whole and in ranges, and the parts it names") {
   for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, 7 * mib + 3}) {
@@ -199,4 +230,45 @@ TEST_CASE_FIXTURE(http_path_fixture, "s3 path: skip_head_for_ranges agrees an ex
   CHECK(ranged.get({"bkt", "r"}, host_region(got), byte_range{9900, std::nullopt}).bytes == 100);
   ranged.get({"bkt", "r"}, host_region(got), byte_range{10001, 0}, ec);
   CHECK(ec == errc::bad_range);
+}
+
+TEST_CASE_FIXTURE(http_path_fixture,
+                  "s3 path: never_head agrees every get without a request, as the client's GET does") {
+  auto data = random_bytes(10000, 12);
+  p.put({"bkt", "n"}, host_region(data));
+  std::vector<std::byte> room(16384, std::byte{0x5A});
+  auto unseen = [&](std::uint64_t up_to) {
+    return http_path{s3::negotiator{*client, {.never_head = true, .up_to = up_to}}, host_registrar{},
+                     s3::http_transport{*client}};
+  };
+
+  // The whole object into more room than it needs: one request, the object's bytes, no version.
+  auto before = client->statistics().requests;
+  const transfer_result whole = unseen(room.size()).get({"bkt", "n"}, host_region(room));
+  CHECK(whole.bytes == 10000);
+  CHECK(std::equal(data.begin(), data.end(), room.begin()));
+  CHECK(std::all_of(room.begin() + 10000, room.end(), [](std::byte b) { return b == std::byte{0x5A}; }));
+  CHECK(whole.version.empty());
+  CHECK(client->statistics().requests - before == 1);
+
+  // The client's own GET is this path: one request for a small object too.
+  before = client->statistics().requests;
+  CHECK(client->get_object("bkt", "n", host_region(room)) == 10000);
+  CHECK(client->statistics().requests - before == 1);
+
+  // What a HEAD would have said, the GET says: too little room, a missing key, ranges outside.
+  error_code ec;
+  std::vector<std::byte> small(9999);
+  unseen(small.size()).get({"bkt", "n"}, host_region(small), {}, ec);
+  CHECK(ec == errc::region_too_small);
+  unseen(room.size()).get({"bkt", "missing"}, host_region(room), {}, ec);
+  CHECK(ec == s3::errc::no_such_key);
+  unseen(room.size()).get({"bkt", "n"}, host_region(room), byte_range{10001, 0}, ec);
+  CHECK(ec == errc::bad_range);  // a read of no bytes is still checked against the object
+  CHECK(unseen(room.size()).get({"bkt", "n"}, host_region(room), byte_range{10000, 0}).bytes == 0);
+  CHECK(unseen(room.size()).get({"bkt", "n"}, host_region(room), byte_range{9990, std::nullopt}).bytes == 10);
+  before = client->statistics().requests;
+  unseen(room.size()).get({"bkt", "n"}, host_region(room), byte_range{~std::uint64_t{0} - 5, 10}, ec);
+  CHECK(ec == errc::bad_range);  // the end passes 2^64: refused before any request
+  CHECK(client->statistics().requests == before);
 }

@@ -259,6 +259,9 @@ class upload_source {
 /// An S3 client. Thread-safe: any thread may start operations at any time. Not movable (its
 /// threads refer to it). The destructor cancels what is in flight (as cancel() does), waits
 /// for those operations to complete, then joins its threads.
+template <transfer_via Via>
+class object_transport;
+
 class client {
  public:
   /// The executor of the client's io_context.
@@ -306,9 +309,10 @@ class client {
   // -- GetObject -----------------------------------------------------------------------------
 
   /// Reads `options.range` of `bucket`/`key` into the start of `destination`, the body straight
-  /// from the socket into the caller's buffer. Device memory is read by RDMA only (the plane must
-  /// register it: a provider with FI_HMEM); cuda::get_object_to_device also stages it. A transfer larger than
-  /// multipart_threshold is read as ranged GETs of part_size, parts_in_flight at once, each
+  /// from the socket into the caller's buffer. It runs the path s3::negotiator × s3::token_registrar
+  /// × s3::object_transport<options.via> (include/sluice/s3/path.hpp), agreed without a HEAD. Device memory is read by
+  /// RDMA only (the plane must register it: a provider with FI_HMEM); cuda::get_object_to_device also stages it. A
+  /// transfer larger than multipart_threshold is read as ranged GETs of part_size, parts_in_flight at once, each
   /// conditional on the ETag of the first answer (an object replaced meanwhile fails with
   /// s3::errc::precondition_failed instead of mixing versions).
   ///
@@ -341,7 +345,8 @@ class client {
   /// Content-MD5 (the payload is sent as UNSIGNED-PAYLOAD and checked by the server against the
   /// MD5). Larger: a multipart upload of part_size parts (more when 10,000 parts would not
   /// hold it), parts_in_flight at once, each with its Content-MD5; when anything fails the upload
-  /// is aborted, so nothing is left behind.
+  /// is aborted, so nothing is left behind. It runs the path s3::negotiator × s3::token_registrar ×
+  /// s3::object_transport<options.via> (include/sluice/s3/path.hpp).
   ///
   /// Completion: `void(error_code, std::string etag)`, the object's ETag without quotes.
   /// `source` must stay valid and unchanged until the completion.
@@ -495,11 +500,20 @@ class client {
   std::vector<bucket_info> list_buckets();
 
  private:
+  // The transports of s3/path.hpp move the bytes of the paths that start_get_object and
+  // start_put_object run, with start_read_object and start_write_object.
+  template <transfer_via>
+  friend class object_transport;
+
   void start_head_object(std::string bucket, std::string key, detail::client_handler<object_info> handler);
   void start_get_object(std::string bucket, std::string key, region destination, get_options options,
                         detail::client_handler<std::uint64_t> handler);
   void start_put_object(std::string bucket, std::string key, const_region source, put_options options,
                         detail::client_handler<std::string> handler);
+  void start_read_object(std::string bucket, std::string key, region destination, get_options options,
+                         detail::client_handler<std::uint64_t> handler);
+  void start_write_object(std::string bucket, std::string key, const_region source, put_options options,
+                          detail::client_handler<std::string> handler);
   void start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source, put_options options,
                         detail::client_handler<std::string> handler);
   void start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,

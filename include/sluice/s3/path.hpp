@@ -16,8 +16,15 @@
 //
 // Registration. An S3 token grants the server one operation on a range until an expiry, so the
 // client's RDMA plane makes it per request (rdma_client_plane::grant_access, whose registration
-// cache makes a repeat free); the path's registrar only checks that the memory is host memory the
-// client can reach. Device memory goes through sluice::cuda's entry points.
+// cache makes a repeat free); the path's registrar only checks that the memory is memory the
+// request can carry (host_registrar: host memory; token_registrar: device memory too, by token).
+//
+// s3::client's own GET and PUT from memory are this pipeline too:
+//   path<s3::negotiator, s3::token_registrar, s3::object_transport<Via>>
+// with a negotiator that never HEADs (negotiator_options::never_head: the first GET answers what
+// a HEAD would, so a GET of a small object stays one request) and a transport that carries the
+// call's options (progress, report, a PUT's attributes). The transports move the bytes with the
+// client's request machinery (parallel ranged GETs, multipart PUTs, tokens per request).
 #pragma once
 
 #include <sluice/concepts.hpp>
@@ -28,6 +35,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/bind_executor.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -46,6 +54,12 @@ struct object_remote {
   /// put: where the transport leaves the ETag the server gave the new object (the negotiator makes
   /// it and reports it as transfer_result::version); null for a get.
   std::shared_ptr<std::string> created;
+  /// get: agreed without a HEAD, so `size` only bounds the span: the GET that moves the bytes
+  /// checks the range against the object, a read of no bytes included.
+  bool unchecked = false;
+  /// get: the span's length is the most to read (the size of the local memory): the object may
+  /// end sooner, and the move says how many bytes it read.
+  bool up_to = false;
 };
 
 /// The checks every S3 transport makes before any request, in this order: errc::region_too_small
@@ -83,6 +97,17 @@ struct negotiator_options {
   /// no version (transfer_result::version empty). A get of the whole object, of a range to the
   /// end or of no bytes still HEADs: the object's size decides its span.
   bool skip_head_for_ranges = false;
+  /// No get is ever agreed by a HEAD (s3::client's own GET): an explicit range, empty or not, is
+  /// agreed as asked; a get without a length (the whole object, or to its end) is agreed as up to
+  /// `up_to` bytes, the size of the memory it reads into, and its result's bytes say how many the
+  /// object held. The first GET answers what a HEAD would (size, ETag, errors), and the parts after
+  /// it are conditional on its ETag. The result's version is if_match (empty when not given).
+  /// Overrides skip_head_for_ranges.
+  bool never_head = false;
+  std::uint64_t up_to = 0;  ///< with never_head: the most a get without a length reads
+  /// When not empty, every GET of a get agreed without a HEAD is conditional on this ETag
+  /// (If-Match): s3::errc::precondition_failed when the object has another.
+  std::string if_match;
 };
 
 /// Negotiates transfers with an S3 server through `client`: a get HEADs the object (size,
@@ -108,7 +133,8 @@ class negotiator {
   };
   using session_type = session;
 
-  explicit negotiator(client& c, negotiator_options options = {}) noexcept : client_(&c), options_(options) {}
+  explicit negotiator(client& c, negotiator_options options = {}) noexcept
+      : client_(&c), options_(std::move(options)) {}
 
   /// Completion: `void(error_code, session_type)`. Errors of a get: what the HEAD answered
   /// (s3::errc::no_such_key, access_denied, ...; a missing object compares equal to
@@ -129,7 +155,8 @@ class negotiator {
   auto async_complete(session_type&& s, error_code transport_error, std::uint64_t bytes, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, transfer_result)>(
         [](auto handler, const session_type& owned, error_code ec, std::uint64_t n) {
-          if (!ec && n != owned.span_.length) ec = sluice::errc::protocol_violation;
+          const bool whole = n == owned.span_.length || (owned.remote_.up_to && n < owned.span_.length);
+          if (!ec && !whole) ec = sluice::errc::protocol_violation;
           transfer_result result{n, name, {}, {}, {}};
           if (!ec) result.version = owned.remote_.created ? *owned.remote_.created : owned.remote_.etag;
           sluice::detail::post_completion(std::move(handler), ec, std::move(result));
@@ -155,6 +182,11 @@ class negotiator {
       sluice::detail::post_completion(std::move(handler), ec, std::move(s));
       return;
     }
+    if (options_.never_head) {
+      const error_code ec = agree_unseen(request.range, s);
+      sluice::detail::post_completion(std::move(handler), ec, std::move(s));
+      return;
+    }
     if (options_.skip_head_for_ranges && request.range.length && *request.range.length != 0) {
       // The span as asked; the remote's size only bounds it (the GET checks it against the object).
       error_code ec;
@@ -164,6 +196,7 @@ class negotiator {
         ec = sluice::errc::bad_range;
       } else {
         s.remote_.size = offset + length;
+        s.remote_.unchecked = true;
         s.span_ = {0, offset, length};
       }
       sluice::detail::post_completion(std::move(handler), ec, std::move(s));
@@ -184,6 +217,21 @@ class negotiator {
           }
           std::move(h)(ec, std::move(s));
         }));
+  }
+
+  // A get agreed without asking the server (never_head): the range as asked (bad_range when its
+  // end passes 2^64), or up to up_to bytes from its offset. The GET checks it against the object.
+  [[nodiscard]] error_code agree_unseen(const byte_range& range, session_type& s) const {
+    const std::uint64_t offset = range.offset;
+    const std::uint64_t room = std::numeric_limits<std::uint64_t>::max() - offset;
+    if (range.length && *range.length > room) return sluice::errc::bad_range;
+    const std::uint64_t length = range.length ? *range.length : std::min(options_.up_to, room);
+    s.remote_.size = offset + length;
+    s.remote_.etag = options_.if_match;
+    s.remote_.unchecked = true;
+    s.remote_.up_to = !range.length;
+    s.span_ = {0, offset, length};
+    return {};
   }
 
   client* client_;
@@ -214,29 +262,39 @@ class object_transport {
   static constexpr bool writes_whole_objects = true;
 
   /// `progress`, when given, is passed to every GET and PUT (the client calls it as bytes move).
-  explicit object_transport(client& c, progress_callback progress = {}) noexcept
-      : client_(&c), progress_(std::move(progress)) {}
+  explicit object_transport(client& c, progress_callback progress = {}) : client_(&c) {
+    get_.progress = progress;
+    put_.progress = std::move(progress);
+  }
+  /// Every GET with `get`'s progress and report, every PUT with `put`'s attributes, progress and
+  /// report (s3::client's own GET and PUT: a transport per call). Their range, via and if_match
+  /// come from the path and `Via`.
+  object_transport(client& c, get_options get, put_options put)
+      : client_(&c), get_(std::move(get)), put_(std::move(put)) {}
 
   /// Reads `span.length` bytes of `remote` at `span.remote_offset` into `local` at
-  /// `span.local_offset`. Completion: `void(error_code, std::size_t bytes)`; a remote replaced
-  /// since it was negotiated is s3::errc::precondition_failed (a remote without an ETag, agreed
-  /// without a HEAD: the GET is not conditional).
+  /// `span.local_offset` (a remote agreed `up_to`: at most that many, as many as the object
+  /// holds). Completion: `void(error_code, std::size_t bytes)`; a remote replaced since it was
+  /// negotiated is s3::errc::precondition_failed (a remote without an ETag, agreed without a
+  /// HEAD: the GET is not conditional).
   template <registration G, class CompletionToken>
   auto async_read(const G& local, const object_remote& remote, transfer_span span, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
         [this](auto handler, region here, object_remote there, transfer_span s) {
           error_code ec = check_object_span(here, there, s, direction::get);
-          if (ec || s.length == 0) {
+          // A read of nothing moves nothing, unless no HEAD checked it (the GET answers where it lies).
+          if (ec || (s.length == 0 && !there.unchecked)) {
             sluice::detail::post_completion(std::move(handler), ec, std::size_t{0});
             return;
           }
-          get_options options{byte_range{s.remote_offset, s.length}};
+          get_options options = get_;
+          options.range = there.up_to ? byte_range{s.remote_offset} : byte_range{s.remote_offset, s.length};
           options.via = Via;
           options.if_match = std::move(there.etag);
-          options.progress = progress_;
           const region into = here.subregion(s.local_offset, s.length, ec);
-          client_->async_get_object(std::move(there.bucket), std::move(there.key), into, std::move(options),
-                                    forward_bytes(std::move(handler)));
+          client_->start_read_object(
+              std::move(there.bucket), std::move(there.key), into, std::move(options),
+              detail::client_handler<std::uint64_t>(forward_bytes(std::move(handler)), client_->get_executor()));
         },
         token, local.region(), remote, span);
   }
@@ -252,13 +310,14 @@ class object_transport {
             sluice::detail::post_completion(std::move(handler), ec, std::size_t{0});
             return;
           }
-          put_options options;
+          put_options options = put_;
           options.via = Via;
-          options.progress = progress_;
           const region from = here.subregion(s.local_offset, s.length, ec);
-          client_->async_put_object(
+          client_->start_write_object(
               std::move(there.bucket), std::move(there.key), from, std::move(options),
-              report_created(std::move(handler), client_->get_executor(), std::move(there.created), s.length));
+              detail::client_handler<std::string>(
+                  report_created(std::move(handler), client_->get_executor(), std::move(there.created), s.length),
+                  client_->get_executor()));
         },
         token, local.region(), remote, span);
   }
@@ -274,7 +333,57 @@ class object_transport {
   }
 
   client* client_;
-  progress_callback progress_;
+  get_options get_;
+  put_options put_;
+};
+
+/// What a token_registrar hands out: the region, checked; nothing to undo (the client's plane
+/// registers the memory per request, and caches the registration). Move-only.
+class token_registration {
+ public:
+  token_registration() = default;
+  explicit token_registration(const sluice::region& mem) noexcept : region_(mem) {}
+  token_registration(token_registration&& other) noexcept : region_(std::exchange(other.region_, {})) {}
+  token_registration& operator=(token_registration&& other) noexcept {
+    region_ = std::exchange(other.region_, {});
+    return *this;
+  }
+  token_registration(const token_registration&) = delete;
+  token_registration& operator=(const token_registration&) = delete;
+  ~token_registration() = default;
+
+  /// The registered region; empty after a failed registration or a move.
+  [[nodiscard]] const sluice::region& region() const noexcept { return region_; }
+
+ private:
+  sluice::region region_{};
+};
+
+/// The registrar of s3::client's own GET and PUT: memory a request can carry. Host memory goes by
+/// token or in the body; device memory only by token (the plane registers it: FI_HMEM, or a
+/// same-host grant), so with transfer_via::http it is errc::unsupported_memory. A null pointer with
+/// a size is errc::invalid_argument. Stateless and thread-safe.
+class token_registrar {
+ public:
+  using registration_type = token_registration;
+
+  explicit token_registrar(transfer_via via = transfer_via::automatic) noexcept : via_(via) {}
+
+  registration_type register_region(const region& mem, error_code& ec) const {
+    if (!mem.host_accessible() && via_ == transfer_via::http) {
+      ec = sluice::errc::unsupported_memory;
+      return {};
+    }
+    if (mem.data == nullptr && mem.size != 0) {
+      ec = sluice::errc::invalid_argument;
+      return {};
+    }
+    ec = {};
+    return registration_type{mem};
+  }
+
+ private:
+  transfer_via via_;
 };
 
 /// The bytes in HTTP bodies.
