@@ -5,7 +5,8 @@
 // completion queue (FI_PROGRESS_MANUAL), on the side that starts an RMA and on the side whose
 // memory it targets. Each endpoint therefore runs one progress thread: while nothing is in
 // flight it sleeps on the CQ's file descriptor (FI_WAIT_FD, once fi_trywait allows; a provider
-// without one is polled every 1-10 ms, or continuously while a remote_access_window is open);
+// without one is polled every 1-10 ms, or continuously while a remote_access_window is open,
+// and a window that opens or a post wakes it at once);
 // while operations are outstanding it polls. It runs each operation's completion function;
 // those must be short and must not block.
 #pragma once
@@ -17,6 +18,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -150,7 +152,10 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   /// rather than napping. Open one for the life of each request that hands out a token.
   class remote_access_window {
    public:
-    explicit remote_access_window(std::shared_ptr<endpoint> ep) : ep_(std::move(ep)) { ++ep_->remote_access_; }
+    explicit remote_access_window(std::shared_ptr<endpoint> ep) : ep_(std::move(ep)) {
+      ++ep_->remote_access_;
+      ep_->wake();  // a napping progress thread would leave the peer's first RMAs waiting
+    }
     remote_access_window(const remote_access_window&) = delete;
     remote_access_window& operator=(const remote_access_window&) = delete;
     ~remote_access_window() { --ep_->remote_access_; }
@@ -175,6 +180,9 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
                       fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op);
   void progress_loop();
   void finish(operation* op, error_code ec);
+  /// Ends the progress thread's nap (no wait object) at once: a window opened, an operation was
+  /// posted, or the endpoint closes.
+  void wake();
 
   fabric_config config_;
   provider_traits traits_;
@@ -188,6 +196,9 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   bool cq_can_wait_ = false;
   int wait_fd_ = -1;
   std::atomic<std::size_t> remote_access_{0};
+  std::mutex nap_mutex_;
+  std::condition_variable nap_;
+  bool woken_ = false;  // guarded by nap_mutex_: wake() came since the last nap
 
   std::mutex peers_mutex_;
   std::map<std::string, fi_addr_t> peers_;  // peer name bytes → address
