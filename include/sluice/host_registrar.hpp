@@ -3,29 +3,12 @@
 #pragma once
 
 #include <sluice/concepts.hpp>
+#include <sluice/region_registration.hpp>
 
 namespace sluice {
 
-/// Registration of host memory with nothing to undo; it only carries the region.
-class host_registration {
- public:
-  host_registration() = default;
-  explicit host_registration(const sluice::region& mem) noexcept : region_(mem) {}
-  host_registration(host_registration&& other) noexcept : region_(std::exchange(other.region_, {})) {}
-  host_registration& operator=(host_registration&& other) noexcept {
-    region_ = std::exchange(other.region_, {});
-    return *this;
-  }
-  host_registration(const host_registration&) = delete;
-  host_registration& operator=(const host_registration&) = delete;
-  ~host_registration() = default;
-
-  /// The registered region; empty after a failed registration or a move.
-  [[nodiscard]] const sluice::region& region() const noexcept { return region_; }
-
- private:
-  sluice::region region_{};
-};
+/// Registration of host memory: the region, nothing to undo.
+using host_registration = region_registration;
 
 /// Accepts host pageable and host pinned memory (pinned memory stays pinned: its owner
 /// pinned it). Device memory is errc::unsupported_memory (use sluice::cuda's registrar); a

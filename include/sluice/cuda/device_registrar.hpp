@@ -5,32 +5,13 @@
 
 #include <sluice/concepts.hpp>
 #include <sluice/cuda/error.hpp>
-
-#include <utility>
+#include <sluice/region_registration.hpp>
 
 namespace sluice::cuda {
 
 /// A checked device region; nothing to undo (the transport's plane registers it per request
 /// and caches that registration). Move-only.
-class device_registration {
- public:
-  device_registration() = default;
-  explicit device_registration(const sluice::region& mem) noexcept : region_(mem) {}
-  device_registration(device_registration&& other) noexcept : region_(std::exchange(other.region_, {})) {}
-  device_registration& operator=(device_registration&& other) noexcept {
-    region_ = std::exchange(other.region_, {});
-    return *this;
-  }
-  device_registration(const device_registration&) = delete;
-  device_registration& operator=(const device_registration&) = delete;
-  ~device_registration() = default;
-
-  /// The registered region, of kind cuda_device; empty after a failed registration or a move.
-  [[nodiscard]] const sluice::region& region() const noexcept { return region_; }
-
- private:
-  sluice::region region_{};
-};
+using device_registration = region_registration;
 
 /// Accepts device memory only, after asking the CUDA runtime that the region's first byte is
 /// device memory of the region's device (cudaPointerGetAttributes) and the driver that the whole

@@ -29,6 +29,7 @@
 
 #include <sluice/concepts.hpp>
 #include <sluice/detail/completion.hpp>
+#include <sluice/region_registration.hpp>
 #include <sluice/s3/client.hpp>
 
 #include <boost/asio/associated_executor.hpp>
@@ -339,25 +340,7 @@ class object_transport {
 
 /// What a token_registrar hands out: the region, checked; nothing to undo (the client's plane
 /// registers the memory per request, and caches the registration). Move-only.
-class token_registration {
- public:
-  token_registration() = default;
-  explicit token_registration(const sluice::region& mem) noexcept : region_(mem) {}
-  token_registration(token_registration&& other) noexcept : region_(std::exchange(other.region_, {})) {}
-  token_registration& operator=(token_registration&& other) noexcept {
-    region_ = std::exchange(other.region_, {});
-    return *this;
-  }
-  token_registration(const token_registration&) = delete;
-  token_registration& operator=(const token_registration&) = delete;
-  ~token_registration() = default;
-
-  /// The registered region; empty after a failed registration or a move.
-  [[nodiscard]] const sluice::region& region() const noexcept { return region_; }
-
- private:
-  sluice::region region_{};
-};
+using token_registration = region_registration;
 
 /// The registrar of s3::client's own GET and PUT: memory a request can carry. Host memory goes by
 /// token or in the body; device memory only by token (the plane registers it: FI_HMEM, or a
