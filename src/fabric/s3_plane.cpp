@@ -2,6 +2,7 @@
 #include <sluice/fabric/s3_plane.hpp>
 
 #include <sluice/fabric/transport.hpp>
+#include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>
 
 #include <signal.h>
@@ -16,8 +17,13 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <new>
+
+#include <boost/asio/system_executor.hpp>
+
+#include "server_path.hpp"
 
 namespace sluice::fabric {
 
@@ -378,69 +384,43 @@ std::shared_ptr<server_plane::provider_state> server_plane::find_provider(const 
   return nullptr;
 }
 
-error_code server_plane::write_from(const s3::rdma_requester& /*who*/, const s3::rdma_token& token,
+error_code server_plane::write_from(const s3::rdma_requester& who, const s3::rdma_token& token,
                                     const s3::rdma_source& source) {
-  const const_region memory = source.bytes();
-  const std::shared_ptr<const void>& owner = source.owner;
-  const provider_use use(find_provider(token));
-  const auto& provider = use.get();
-  if (!provider) return s3::errc::rdma_not_supported;
-  const std::uint64_t length = memory.size;
-  if (length == 0) return {};
-  if (token.total_length() < length) return s3::errc::invalid_rdma_token;
-  endpoint& ep = *provider->ep;
-  error_code ec;
-  const fi_addr_t peer = ep.resolve(token.endpoint, ec);
-  if (ec) return s3::errc::rdma_not_supported;
-  // Registered for this call only: the bytes go from where they are (a page-cache mapping, say)
-  // into the client's memory, one copy in all. access::write_source: the provider only reads
-  // the memory (the source of RMA writes), so the read-only mapping may be handed over as is.
-  auto reg = std::make_shared<const registration>(
-      provider->sources.register_region(sluice::detail::readable_as_region(memory), ec));
-  if (ec) return s3::errc::rdma_not_supported;
+  std::promise<error_code> result;
+  auto moved = result.get_future();
+  async_write_from(who, token, source, boost::asio::system_executor(),
+                   [&result](error_code ec) { result.set_value(ec); });
+  return moved.get();
+}
 
-  auto pending = std::make_shared<batch>();
-  const auto connect_deadline = steady::now() + ep.config().connect_timeout;
-  const auto deadline = [&] {
-    return pending->reached() ? steady::now() + ep.config().operation_timeout : connect_deadline;
-  };
-  const std::size_t window = config_.buffers_per_transfer;
-  const std::uint64_t piece_limit = config_.staging_buffer_bytes;
-  segment_cursor cursor{token.segments};
-  std::uint64_t posted = 0;
-  bool wedged = false;  // a post found the transmit queue full past its deadline
-  while (posted < length) {
-    if (!pending->wait_until_at_most(window - 1, deadline()) || pending->error()) break;
-    const auto piece = cursor.next(std::min(piece_limit, length - posted));
-    pending->add();
-    // Posted on the endpoint itself, not through `mover`: a post that fails must end the loop at
-    // once (each further post to a peer that vanished may retry FI_EAGAIN for up to
-    // connect_timeout), and fabric::transport reports a failed post only through its handler,
-    // never inside the initiating call.
-    if (const error_code e = ep.post_write(reg->mr(), reg->offset_in_mr() + posted, piece.length, peer, piece.address,
-                                           piece.key, [pending](error_code done) { pending->done(done); })) {
-      pending->done(e);
-      wedged = queue_stayed_full(e);
-      break;
-    }
-    posted += piece.length;
+void server_plane::async_write_from(const s3::rdma_requester& /*who*/, const s3::rdma_token& token,
+                                    const s3::rdma_source& source, const boost::asio::any_io_executor& executor,
+                                    std::function<void(error_code)> done) {
+  auto use = std::make_shared<provider_use>(find_provider(token));
+  const std::shared_ptr<provider_state>& provider = use->get();
+  const const_region memory = source.bytes();
+  if (!provider || memory.size == 0) {
+    const error_code ec = provider ? error_code{} : error_code(s3::errc::rdma_not_supported);
+    boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
+    return;
   }
-  const bool all_done = pending->wait_idle(deadline());
-  if (all_done && !pending->error() && posted == length) return {};
-  if (all_done) {
-    ep.forget(token.endpoint);  // the next request from this peer starts a fresh connection
-    if (wedged) reopen(provider);
-  } else {
-    // Writes still in flight (a peer that vanished; shm may never complete them): the MR and the
-    // memory's owner stay until they do. The peer stays in the address vector meanwhile, since
-    // removing it under outstanding operations is not safe on every provider.
-    pending->abandon([reg, owner] {});
-    // libfabric 1.17's shm completes nothing more on an endpoint with writes to a dead peer
-    // outstanding: later requests get a fresh endpoint, and this one closes (aborting what it
-    // holds) once no call uses it.
-    reopen(provider);
-  }
-  return pending->reached() ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
+  // Built per request: a negotiator for this token, a registrar that keeps this mapping's owner.
+  // The mapping is registered for this request only and goes from where it is (a page-cache
+  // mapping, say) into the client's memory, one copy in all; access::write_source lets the
+  // read-only mapping be handed over as is.
+  using get_path = path<detail::token_negotiator, detail::mapping_registrar, detail::token_transport>;
+  auto get = std::make_shared<get_path>(
+      executor, detail::token_negotiator{provider->ep, token, [this, provider] { reopen(provider); }},
+      detail::mapping_registrar{provider->sources, source.owner},
+      detail::token_transport{provider->ep, executor, config_.staging_buffer_bytes, config_.buffers_per_transfer});
+  get->async_put(
+      object_ref{}, memory, [get, use, done = std::move(done)](error_code ec, const transfer_result& result) mutable {
+        if (ec && ec != s3::errc::invalid_rdma_token) {
+          // After the first byte a failure; before it a decline (the server answers by HTTP).
+          ec = result.bytes > 0 ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
+        }
+        done(ec);
+      });
 }
 
 error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_token& token, std::uint64_t length,

@@ -5,11 +5,13 @@
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <doctest/doctest.h>
 
 #include "conformance/host_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
+#include "fabric/server_path.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -92,9 +94,46 @@ struct shm_provider {
 using tcp_fixture = fabric_fixture<tcp_provider>;
 using shm_fixture = fabric_fixture<shm_provider>;
 
+/// The server path's transport (src/fabric/server_path.hpp): the remote is a token's memory cut
+/// into segments of 3000 bytes (the last shorter), moved in pieces of at most 4096 bytes, two in
+/// flight, so that pieces cross segment ends; local memory registered as a GET registers a
+/// store's mapping (mapping_registrar).
+struct token_remote {
+  token_remote(endpoint_pair& pair, std::span<const std::byte> initial) : whole(pair, initial) {
+    const fabric::remote_memory& d = whole.descriptor();
+    descriptor_.peer = d.peer;
+    descriptor_.length = d.segment.length;
+    for (std::uint64_t at = 0; at < d.segment.length; at += 3000) {
+      const std::uint64_t n = std::min<std::uint64_t>(3000, d.segment.length - at);
+      descriptor_.segments.push_back({d.segment.address + at, n, d.segment.key});
+    }
+  }
+  [[nodiscard]] const fabric::detail::token_memory& descriptor() const { return descriptor_; }
+  [[nodiscard]] std::vector<std::byte> contents() const { return whole.contents(); }
+
+ private:
+  fabric_remote whole;
+  fabric::detail::token_memory descriptor_;
+};
+
+template <class Provider>
+struct token_fixture {
+  using transport_type = fabric::detail::token_transport;
+  using registrar_type = fabric::detail::mapping_registrar;
+  endpoint_pair& pair = endpoints(Provider::name);
+  boost::asio::thread_pool posts{1};
+  fabric::registrar sources{pair.local, fabric::access::local, 0};
+  transport_type transport{pair.local, posts.get_executor(), 4096, 2};
+  registrar_type registrar{sources, nullptr};
+  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+  token_remote make_remote(std::span<const std::byte> initial) { return {pair, initial}; }
+};
+using token_tcp_fixture = token_fixture<tcp_provider>;
+using token_shm_fixture = token_fixture<shm_provider>;
+
 }  // namespace
 
-TEST_CASE_TEMPLATE_INVOKE(transport_conformance, tcp_fixture, shm_fixture);
+TEST_CASE_TEMPLATE_INVOKE(transport_conformance, tcp_fixture, shm_fixture, token_tcp_fixture, token_shm_fixture);
 
 TEST_CASE("fabric config names its bad field") {
   fabric::fabric_config config;

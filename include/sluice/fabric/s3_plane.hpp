@@ -59,8 +59,15 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] std::vector<server_plane_statistics> statistics() const;
 
   [[nodiscard]] bool serves(std::string_view provider) const override;
+  /// The blocking form of async_write_from (its posts run on Asio's system executor).
   [[nodiscard]] error_code write_from(const s3::rdma_requester& who, const s3::rdma_token& token,
                                       const s3::rdma_source& source) override;
+  /// A GET's bytes as a path built for the request (src/fabric/server_path.hpp): the token as
+  /// negotiator, the store's mapping registered for this request only, RMA writes of at most
+  /// staging_buffer_bytes each, buffers_per_transfer in flight, posted on `executor`; no thread
+  /// waits for them.
+  void async_write_from(const s3::rdma_requester& who, const s3::rdma_token& token, const s3::rdma_source& source,
+                        const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) override;
   [[nodiscard]] error_code read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
                                 const s3::rdma_sink& sink) override;
   /// Closes every endpoint (endpoint::close): transfers in flight end with an error now.

@@ -8,6 +8,9 @@
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/rdma_token.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/post.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -61,9 +64,9 @@ struct rdma_source {
 };
 
 /// The server's side: moves bytes between the server's memory and the memory a client granted in
-/// a token (libfabric RMA, or a same-host grant). Calls block (the server runs them on its own
-/// threads) and are thread-safe. Staging memory is bounded by the implementation, whatever the
-/// object size.
+/// a token (libfabric RMA, or a same-host grant). Thread-safe. write_from and read block (the
+/// server runs a GET's transfer by async_write_from, a PUT's read on its own threads). Staging memory is bounded by the
+/// implementation, whatever the object size.
 class rdma_server_plane {
  public:
   virtual ~rdma_server_plane() = default;
@@ -79,6 +82,15 @@ class rdma_server_plane {
   /// a transfer failed or timed out after the first byte.
   [[nodiscard]] virtual error_code write_from(const rdma_requester& who, const rdma_token& token,
                                               const rdma_source& source) = 0;
+  /// write_from without a thread waiting for the bytes: `done` runs once with what write_from
+  /// would return, on any thread (a plane's progress thread, or `executor`). `executor` runs what
+  /// may block (a libfabric post waiting for a full transmit queue). `who`, `token` and `source`
+  /// must stay valid until `done` runs. The default runs write_from on `executor`.
+  virtual void async_write_from(const rdma_requester& who, const rdma_token& token, const rdma_source& source,
+                                const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) {
+    boost::asio::post(executor,
+                      [this, &who, &token, &source, done = std::move(done)] { done(write_from(who, token, source)); });
+  }
   /// Reads `length` bytes from the token's segments and hands them to `sink` in order.
   /// Errors as write_from, and the sink's (which end the transfer).
   [[nodiscard]] virtual error_code read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
@@ -99,6 +111,12 @@ class rdma_server_planes final : public rdma_server_plane {
                                       const rdma_source& source) override {
     rdma_server_plane* plane = find(token.provider);
     return plane != nullptr ? plane->write_from(who, token, source) : error_code(errc::rdma_not_supported);
+  }
+  void async_write_from(const rdma_requester& who, const rdma_token& token, const rdma_source& source,
+                        const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) override {
+    if (rdma_server_plane* plane = find(token.provider))
+      return plane->async_write_from(who, token, source, executor, std::move(done));
+    boost::asio::post(executor, [done = std::move(done)] { done(errc::rdma_not_supported); });
   }
   [[nodiscard]] error_code read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
                                 const rdma_sink& sink) override {

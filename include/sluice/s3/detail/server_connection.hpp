@@ -151,6 +151,26 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
         pool.get_executor(), [&work]() -> asio::awaitable<result_type> { co_return work(); }, asio::use_awaitable);
   }
 
+  // The plane writes `source` into the token's memory (async_write_from; blocking posts on the
+  // RDMA pool); this coroutine resumes on its own executor when the bytes are delivered, with no
+  // thread waiting for them meanwhile (a plane without an asynchronous form takes a pool thread).
+  asio::awaitable<error_code> rdma_write(const rdma_requester& who, const rdma_token& token,
+                                         const rdma_source& source) {
+    error_code moved;
+    auto into_moved = asio::redirect_error(asio::use_awaitable, moved);
+    co_await asio::async_initiate<decltype(into_moved), void(error_code)>(
+        [&](auto handler) {
+          auto waiting = std::make_shared<decltype(handler)>(std::move(handler));
+          state_->config.rdma->async_write_from(who, token, source, state_->rdma.get_executor(),
+                                                [waiting](error_code ec) {
+                                                  const auto home = asio::get_associated_executor(*waiting);
+                                                  asio::dispatch(home, [waiting, ec] { std::move (*waiting)(ec); });
+                                                });
+        },
+        into_moved);
+    co_return moved;
+  }
+
   // The upstream's answer to whether a speculatively mapped copy (map_unconfirmed) is current,
   // asked on the blocking pool while the answer's bytes move. The job owns what it reads (the
   // mapping, the object's name), so a request that ends first does not wait for it.

@@ -297,8 +297,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
         source.file = mapping.native_handle();
         source.file_offset = mapping.data_offset();
       }
-      const error_code moved = co_await offload_to(
-          state_->rdma, [&] { return state_->config.rdma->write_from(requester(req), token, source); });
+      const rdma_requester who = requester(req);
+      const error_code moved = co_await rdma_write(who, token, source);
       if (asked) {  // the upstream's HEAD, asked while the bytes moved
         if (!co_await confirmed(*asked)) co_return co_await retry();
         unconfirmed = false;
