@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -42,69 +41,6 @@ struct aligned_bytes {
       : bytes(static_cast<std::byte*>(::operator new[](n, std::align_val_t{4096}))), size(n) {}
 };
 
-/// Outstanding RMAs of one request (or of one staging buffer): how many, how many succeeded,
-/// the first error, and a wakeup for the waiter. Shared with the completion functions, so a
-/// waiter that gives up leaves the rest to them: `on_idle`, once set by abandon(), runs when the
-/// last outstanding operation completes (it returns the staging buffer).
-struct batch {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::size_t outstanding = 0;
-  std::uint64_t succeeded = 0;
-  error_code first_error;
-  std::function<void()> on_idle;
-
-  void add() {
-    const std::lock_guard lock(mutex);
-    ++outstanding;
-  }
-  void done(error_code ec) {
-    std::function<void()> idle;
-    {
-      const std::lock_guard lock(mutex);
-      --outstanding;
-      if (ec && !first_error) first_error = ec;
-      if (!ec) ++succeeded;
-      if (outstanding == 0) idle = std::move(on_idle);
-    }
-    changed.notify_all();
-    if (idle) idle();
-  }
-  /// Waits until at most `limit` operations are outstanding or one failed; false on timeout.
-  bool wait_until_at_most(std::size_t limit, steady::time_point deadline) {
-    std::unique_lock lock(mutex);
-    return changed.wait_until(lock, deadline, [&] { return outstanding <= limit || first_error; });
-  }
-  /// Waits until nothing is outstanding; false on timeout.
-  bool wait_idle(steady::time_point deadline) {
-    std::unique_lock lock(mutex);
-    return changed.wait_until(lock, deadline, [&] { return outstanding == 0; });
-  }
-  /// The waiter leaves: `idle` runs now if nothing is outstanding, else after the last completion.
-  void abandon(std::function<void()> idle) {
-    {
-      const std::lock_guard lock(mutex);
-      if (outstanding != 0) {
-        on_idle = std::move(idle);
-        return;
-      }
-    }
-    idle();
-  }
-  error_code error() {
-    const std::lock_guard lock(mutex);
-    return first_error;
-  }
-  bool reached() {
-    const std::lock_guard lock(mutex);
-    return succeeded > 0;
-  }
-  std::uint64_t successes() {
-    const std::lock_guard lock(mutex);
-    return succeeded;
-  }
-};
-
 /// Whether a post failed because the endpoint's transmit queue stayed full for the post's whole
 /// deadline (endpoint::post_write/post_read retry FI_EAGAIN that long): the endpoint completes
 /// nothing, whoever's operations fill it (libfabric 1.17's shm with writes to a dead peer
@@ -112,26 +48,6 @@ struct batch {
 /// deadline of its own runs out: the failed post is the only sign that the endpoint needs
 /// replacing.
 bool queue_stayed_full(const error_code& ec) { return ec == make_fabric_error(-FI_EAGAIN); }
-
-/// Maps a transfer's byte offsets onto the token's segments, in order. Precondition: the
-/// segments hold at least the bytes asked for in all (the callers check total_length first).
-struct segment_cursor {
-  const std::vector<s3::rdma_segment>& segments;
-  std::size_t index = 0;
-  std::uint64_t within = 0;
-  /// The next piece of at most `want` bytes: remote address, key and length.
-  s3::rdma_segment next(std::uint64_t want) {
-    while (index < segments.size() && within == segments[index].length) {
-      ++index;
-      within = 0;
-    }
-    const auto& seg = segments[index];
-    const std::uint64_t n = std::min(want, seg.length - within);
-    s3::rdma_segment piece{seg.address + within, n, seg.key};
-    within += n;
-    return piece;
-  }
-};
 
 }  // namespace
 
@@ -152,23 +68,32 @@ struct server_plane::provider_state {
   std::vector<aligned_bytes> memory;
   std::vector<registration> regions;
   std::mutex mutex;
-  std::condition_variable returned;
   std::vector<std::size_t> free;
+  std::deque<std::function<void(std::size_t)>> waiting;  // first come, first served
 
-  /// A free buffer, waiting until `deadline`; nullopt on timeout.
-  std::optional<std::size_t> acquire(steady::time_point deadline) {
+  /// Hands a free buffer to `got`: at once (on this thread) when one is free, else when one is
+  /// released (on the releasing thread). `got` must be short and must not block; it owns the slot.
+  void async_acquire(std::function<void(std::size_t)> got) {
     std::unique_lock lock(mutex);
-    if (!returned.wait_until(lock, deadline, [&] { return !free.empty(); })) return std::nullopt;
+    if (free.empty()) {
+      waiting.push_back(std::move(got));
+      return;
+    }
     const std::size_t slot = free.back();
     free.pop_back();
-    return slot;
+    lock.unlock();
+    got(slot);
   }
   void release(std::size_t slot) {
-    {
-      const std::lock_guard lock(mutex);
+    std::unique_lock lock(mutex);
+    if (waiting.empty()) {
       free.push_back(slot);
+      return;
     }
-    returned.notify_one();
+    auto next = std::move(waiting.front());
+    waiting.pop_front();
+    lock.unlock();
+    next(slot);
   }
 };
 
@@ -423,77 +348,304 @@ void server_plane::async_write_from(const s3::rdma_requester& /*who*/, const s3:
       });
 }
 
-error_code server_plane::read(const s3::rdma_requester& /*who*/, const s3::rdma_token& token, std::uint64_t length,
+error_code server_plane::read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
                               const s3::rdma_sink& sink) {
-  const provider_use use(find_provider(token));
-  const auto& provider = use.get();
-  if (!provider) return s3::errc::rdma_not_supported;
-  if (length == 0) return {};
-  if (token.total_length() < length) return s3::errc::invalid_rdma_token;
-  endpoint& ep = *provider->ep;
-  error_code ec;
-  const fi_addr_t peer = ep.resolve(token.endpoint, ec);
-  if (ec) return s3::errc::rdma_not_supported;
+  std::promise<error_code> result;
+  auto moved = result.get_future();
+  async_read(who, token, length, sink, boost::asio::system_executor(),
+             [&result](error_code ec) { result.set_value(ec); });
+  return moved.get();
+}
 
-  // A window of buffers being read, consumed in order: each buffer goes to the sink once it and
-  // every buffer before it arrived.
+/// One PUT by RDMA: a window of at most buffers_per_transfer staging buffers being read, each
+/// handed to the sink once it and every buffer before it arrived. Buffers come from the
+/// provider's pool as they are released (async_acquire), reads are posted and the sink runs on
+/// the executor, read completions come on the progress thread: no thread waits. Shared with the
+/// completion functions: a buffer whose reads are still outstanding when the transfer ends goes
+/// back to the pool when they complete.
+struct server_plane::put_operation : std::enable_shared_from_this<put_operation> {
   struct chunk {
-    std::size_t slot = 0;
+    std::uint64_t index = 0;  // the transfer's index-th buffer's worth of bytes
     std::uint64_t length = 0;
-    std::shared_ptr<batch> arrived;
+    std::optional<std::size_t> slot;  // the staging buffer, once acquired
+    bool posted = false;              // its reads were posted
+    std::size_t pending = 0;          // reads outstanding
+    error_code failure;
   };
-  std::deque<chunk> window;
-  segment_cursor cursor{token.segments};
-  const auto connect_deadline = steady::now() + ep.config().connect_timeout;
-  bool reached = false;
-  const auto deadline = [&] { return reached ? steady::now() + ep.config().operation_timeout : connect_deadline; };
+
+  server_plane* plane = nullptr;
+  std::shared_ptr<provider_use> use;
+  std::shared_ptr<provider_state> provider;
+  boost::asio::any_io_executor executor;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  std::vector<s3::rdma_segment> segments;  // the token's, copied: the operation may outlive it
+  std::vector<std::byte> peer_name;
+  const s3::rdma_sink* sink = nullptr;  // valid until `done` runs
+  std::uint64_t length = 0;
+  std::uint64_t buffer_bytes = 0;
+  std::size_t window_limit = 0;
+  std::function<void(error_code)> done;
+
+  std::mutex mutex;  // the rest
+  std::unique_ptr<boost::asio::steady_timer> timer;
+  std::deque<chunk> window;   // in order; front is the next for the sink
+  std::uint64_t planned = 0;  // bytes assigned to chunks
+  std::size_t segment = 0;    // the read cursor over `segments`
+  std::uint64_t within = 0;
+  bool pumping = false;
+  bool delivering = false;
+  bool expired = false;  // the deadline passed while the sink ran
+  bool finished = false;
+  bool reached = false;  // a buffer reached the sink
+  bool wedged = false;
   error_code failure;
-  bool timed_out = false;  // reads outstanding past their deadline
-  bool wedged = false;     // a read's post found the transmit queue full past its deadline
-  std::uint64_t posted = 0;
-  while (!failure && (posted < length || !window.empty())) {
-    while (posted < length && window.size() < config_.buffers_per_transfer) {
-      const auto slot = provider->acquire(deadline());
-      if (!slot) {  // every staging buffer stayed busy: before the first byte, a decline
-        failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
+  steady::time_point connect_deadline;
+  steady::time_point last_progress;
+
+  using lock_type = std::unique_lock<std::mutex>;
+
+  // Under the lock: asks the pool for buffers for the next chunks, up to the window.
+  void plan(lock_type& lock) {
+    std::size_t asked = 0;
+    while (!finished && planned < length && window.size() < window_limit) {
+      const std::uint64_t n = std::min(buffer_bytes, length - planned);
+      window.push_back(chunk{planned / buffer_bytes, n, std::nullopt, false, 0, {}});
+      planned += n;
+      ++asked;
+    }
+    if (asked == 0) return;
+    lock.unlock();
+    for (std::size_t k = 0; k < asked; ++k) {
+      provider->async_acquire([self = shared_from_this()](std::size_t slot) { self->got(slot); });
+    }
+    lock.lock();
+  }
+
+  // A buffer from the pool (any thread, short): the first chunk without one takes it.
+  void got(std::size_t slot) {
+    lock_type lock(mutex);
+    if (finished) {
+      lock.unlock();
+      provider->release(slot);
+      return;
+    }
+    for (auto& c : window) {
+      if (!c.slot) {
+        c.slot = slot;
         break;
       }
-      const registration& buffer = provider->regions[*slot];
-      const std::uint64_t n = std::min<std::uint64_t>(buffer.region().size, length - posted);
-      chunk c{*slot, n, std::make_shared<batch>()};
-      for (std::uint64_t local = 0; local < n;) {
-        const auto piece = cursor.next(n - local);
-        c.arrived->add();
-        provider->mover.async_read(buffer, remote_memory{peer, {piece.address, piece.length, piece.key}},
-                                   transfer_span{local, 0, piece.length},
-                                   [arrived = c.arrived](error_code done, std::size_t) { arrived->done(done); });
-        local += piece.length;
-      }
-      posted += n;
-      window.push_back(std::move(c));
     }
-    if (failure || window.empty()) break;
-    chunk& head = window.front();
-    timed_out = !head.arrived->wait_idle(deadline());
-    wedged = !timed_out && queue_stayed_full(head.arrived->error());
-    if (timed_out || head.arrived->error()) {
-      failure = reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported);
-      break;
-    }
-    reached = true;
-    const registration& buffer = provider->regions[head.slot];
-    failure = sink(std::span<const std::byte>(buffer.region().bytes(), static_cast<std::size_t>(head.length)));
-    provider->release(head.slot);
-    window.pop_front();
+    if (pumping) return;  // the running pump finds it
+    pumping = true;
+    boost::asio::post(executor, [self = shared_from_this()] { self->pump(); });
   }
-  // Buffers still being read go back to the pool when their reads complete.
-  const bool quiet = window.empty();
-  for (auto& c : window) c.arrived->abandon([provider, slot = c.slot] { provider->release(slot); });
-  const bool failed = failure == s3::errc::rdma_transfer_failed || failure == s3::errc::rdma_not_supported;
-  if (failed && quiet) ep.forget(token.endpoint);  // not under outstanding reads (see write_from)
-  // Reads that never completed, or a queue that stayed full (see write_from): a fresh endpoint.
-  if ((timed_out && !quiet) || wedged) reopen(provider);
-  return failure;
+
+  // On the executor, one pump at a time: posts the reads of every chunk that has its buffer, in
+  // order (the cursor over the segments moves in order; a post may wait for a full transmit queue).
+  void pump() {
+    lock_type lock(mutex);
+    while (!finished) {
+      chunk* next = nullptr;
+      for (auto& c : window) {
+        if (!c.posted) {
+          if (c.slot) next = &c;
+          break;
+        }
+      }
+      if (next == nullptr) break;
+      post_chunk(lock, *next);  // `next` stays valid: a chunk is not removed before it is posted
+    }
+    pumping = false;
+    if (!finished && !window.empty() && window.front().posted && window.front().pending == 0) {
+      schedule_delivery(lock);
+    }
+  }
+
+  void post_chunk(lock_type& lock, chunk& c) {
+    const std::uint64_t index = c.index;
+    const registration& buffer = provider->regions[*c.slot];
+    for (std::uint64_t local = 0; local < c.length && !c.failure && !finished;) {
+      while (within == segments[segment].length) {
+        ++segment;
+        within = 0;
+      }
+      const auto& seg = segments[segment];
+      const std::uint64_t n = std::min(c.length - local, seg.length - within);
+      const std::uint64_t address = seg.address + within;
+      const std::uint64_t key = seg.key;
+      within += n;
+      ++c.pending;
+      lock.unlock();
+      const error_code e =
+          provider->ep->post_read(buffer.mr(), buffer.offset_in_mr() + local, n, peer, address, key,
+                                  [self = shared_from_this(), index](error_code ec) { self->arrived(index, ec); });
+      lock.lock();
+      if (e) {
+        --c.pending;
+        c.failure = e;
+        wedged = wedged || queue_stayed_full(e);
+      }
+      local += n;
+    }
+    c.posted = true;
+    if (finished && c.pending == 0 && c.slot) {  // ended while posting: nothing reads into it
+      const std::size_t slot = *c.slot;
+      c.slot.reset();
+      lock.unlock();
+      provider->release(slot);
+      lock.lock();
+    }
+  }
+
+  chunk* find(std::uint64_t index) {
+    for (auto& c : window) {
+      if (c.index == index) return &c;
+    }
+    return nullptr;
+  }
+
+  // A read completed (progress thread, or the thread that closes the endpoint).
+  void arrived(std::uint64_t index, error_code ec) {
+    lock_type lock(mutex);
+    chunk* c = find(index);
+    if (c == nullptr) return;  // not possible: a chunk with reads outstanding stays
+    --c->pending;
+    if (ec && !c->failure) c->failure = ec;
+    if (!ec) last_progress = steady::now();
+    if (c->pending != 0) return;
+    if (finished) {  // abandoned: its buffer goes back now
+      const std::size_t slot = *c->slot;
+      c->slot.reset();
+      lock.unlock();
+      provider->release(slot);
+      return;
+    }
+    if (&window.front() == c) schedule_delivery(lock);
+  }
+
+  void schedule_delivery(lock_type&) {
+    if (delivering) return;
+    delivering = true;
+    boost::asio::post(executor, [self = shared_from_this()] { self->deliver(); });
+  }
+
+  // On the executor: hands the buffers that arrived to the sink, in order.
+  void deliver() {
+    lock_type lock(mutex);
+    while (!finished && !window.empty() && window.front().posted && window.front().pending == 0) {
+      chunk& head = window.front();
+      if (head.failure) {
+        end(lock, reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported));
+        return;
+      }
+      const std::size_t slot = *head.slot;
+      const std::uint64_t n = head.length;
+      lock.unlock();
+      const registration& buffer = provider->regions[slot];
+      const error_code e = (*sink)(std::span<const std::byte>(buffer.region().bytes(), static_cast<std::size_t>(n)));
+      provider->release(slot);
+      lock.lock();
+      window.pop_front();
+      reached = true;
+      last_progress = steady::now();
+      if (e) {
+        end(lock, e);
+        return;
+      }
+      if (expired) {
+        end(lock, error_code(s3::errc::rdma_transfer_failed));
+        return;
+      }
+      plan(lock);
+    }
+    delivering = false;
+    if (!finished && window.empty() && planned == length) end(lock, {});
+  }
+
+  // On the executor, when the timer fires.
+  void check_deadline() {
+    lock_type lock(mutex);
+    if (finished) return;
+    const steady::time_point deadline =
+        reached ? last_progress + provider->ep->config().operation_timeout : connect_deadline;
+    if (steady::now() < deadline) {
+      arm(deadline);
+      return;
+    }
+    if (delivering) {
+      expired = true;  // the sink is running: deliver() ends the transfer when it returns
+      return;
+    }
+    end(lock, reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported));
+  }
+
+  void arm(steady::time_point deadline) {
+    timer->expires_at(deadline);
+    timer->async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->check_deadline();
+    });
+  }
+
+  // Under the lock, once: gives back the buffers nothing reads into, releases what a failure
+  // leaves behind (the peer, a wedged endpoint) and completes.
+  void end(lock_type& lock, error_code ec) {
+    finished = true;
+    timer.reset();
+    std::vector<std::size_t> idle;
+    bool quiet = true;
+    for (auto& c : window) {
+      if (c.pending != 0) {
+        quiet = false;
+      } else if (c.slot) {
+        idle.push_back(*c.slot);
+        c.slot.reset();
+      }
+    }
+    const bool failed = ec == s3::errc::rdma_transfer_failed || ec == s3::errc::rdma_not_supported;
+    const bool replace = (failed && !quiet) || wedged;  // reads that never completed, a full queue
+    auto complete = std::move(done);
+    lock.unlock();
+    for (const std::size_t slot : idle) provider->release(slot);
+    if (failed && quiet) provider->ep->forget(peer_name);  // not under outstanding reads
+    if (replace) plane->reopen(provider);
+    use.reset();
+    complete(ec);
+  }
+};
+
+void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_token& token, std::uint64_t length,
+                              const s3::rdma_sink& sink, const boost::asio::any_io_executor& executor,
+                              std::function<void(error_code)> done) {
+  const auto finish_now = [&](error_code ec) {
+    boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
+  };
+  auto use = std::make_shared<provider_use>(find_provider(token));
+  const std::shared_ptr<provider_state> provider = use->get();
+  if (!provider) return finish_now(s3::errc::rdma_not_supported);
+  if (length == 0) return finish_now({});
+  if (token.total_length() < length) return finish_now(s3::errc::invalid_rdma_token);
+  error_code ec;
+  const fi_addr_t peer = provider->ep->resolve(token.endpoint, ec);
+  if (ec) return finish_now(s3::errc::rdma_not_supported);
+
+  auto op = std::make_shared<put_operation>();
+  op->plane = this;
+  op->use = std::move(use);
+  op->provider = provider;
+  op->executor = executor;
+  op->peer = peer;
+  op->segments = token.segments;
+  op->peer_name = token.endpoint;
+  op->sink = &sink;
+  op->length = length;
+  op->buffer_bytes = config_.staging_buffer_bytes;
+  op->window_limit = config_.buffers_per_transfer;
+  op->done = std::move(done);
+  op->connect_deadline = steady::now() + provider->ep->config().connect_timeout;
+  put_operation::lock_type lock(op->mutex);
+  op->timer = std::make_unique<boost::asio::steady_timer>(executor);
+  op->arm(op->connect_deadline);
+  op->plan(lock);
 }
 
 // -- client ----------------------------------------------------------------------------------

@@ -77,7 +77,8 @@ struct options {
 int usage() {
   std::fprintf(stderr,
                "usage: rdma_probe [--provider tcp|shm] [--access-key AK] [--secret-key SK] [--region R]\n"
-               "                  range|expired|short|tampered|unsigned|vanish|vanish-now|name ENDPOINT BUCKET KEY\n"
+               "                  range|expired|short|tampered|unsigned|vanish|vanish-now|name|put-garbage-endpoint|\n"
+               "                  put-far-address|put-vanish ENDPOINT BUCKET KEY\n"
                "                  [OFFSET LENGTH [OUT]]\n");
   return 2;
 }
@@ -390,6 +391,37 @@ int run(const options& opt) {
       std::this_thread::sleep_for(100ms);
       require(untouched(buffer), mode + ": the buffer is untouched (all 0xA5)");
     }
+    return 0;
+  }
+  if (mode == "put-garbage-endpoint" || mode == "put-far-address" || mode == "put-vanish") {
+    // PUTs by RDMA of the object's own size over the object, which the server cannot complete:
+    // an endpoint name of all 0xff bytes, an address 1 GiB past the registered memory, a client
+    // that exits right after sending the request (the server reads from a process that is gone).
+    // The request fails or is declined; the object must stay as it was (no part of a PUT is ever
+    // published) and the server must serve on (rdma_test.py checks both).
+    std::fill(buffer.begin(), buffer.end(), std::byte{0x3c});
+    const auto grant = plane->grant_access(whole, s3::rdma_op::read, expires_soon, ec);
+    if (ec) throw failure("grant_access: " + ec.message());
+    s3::rdma_token token = s3::decode_rdma_token(grant->token(), ec);
+    if (ec || token.segments.size() != 1) throw failure("the plane's own token does not decode to one segment");
+    if (mode == "put-garbage-endpoint") std::fill(token.endpoint.begin(), token.endpoint.end(), std::byte{0xff});
+    if (mode == "put-far-address") token.segments[0].address += 1ULL << 30;
+    std::vector<std::pair<std::string, std::string>> headers{{"host", t->host},
+                                                             {"x-amz-decoded-content-length", std::to_string(size)},
+                                                             {"x-amz-rdma-token", s3::encode_rdma_token(token)}};
+    sign_request(opt, "PUT", t->path, headers);
+    const auto start = std::chrono::steady_clock::now();
+    connection c(t->connect_host, t->port);
+    c.send(http::verb::put, t->path, headers);
+    if (mode == "put-vanish") {
+      std::fprintf(stderr, "  put-vanish: vanishing right after the request\n");
+      std::fflush(stderr);
+      ::_exit(0);
+    }
+    const answer a = c.receive(false);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "  %s: %s, %.1f s\n", mode.c_str(), a.describe().c_str(), took);
+    require(a.status != 0 && a.status != 200, mode + ": the server answered, not with 200");
     return 0;
   }
   if (mode == "vanish" || mode == "vanish-now") {

@@ -446,6 +446,19 @@ def test_hostile(h, fabric):
         expect(get["rdma_bytes"] == size and sha256(out) == sha256(src) and max(served) < 2.5,
                "%s: after a %s token, the next GET goes by RDMA at once (the server took %s s; the client %.1f s)" %
                (fabric, mode, ", ".join("%.2f" % t for t in served), took))
+    # PUTs by RDMA the server cannot complete (it reads from an endpoint that answers nothing, from
+    # 1 GiB past the granted memory, from a client that is gone): the object stays as it was.
+    for mode in ("put-garbage-endpoint", "put-far-address", "put-vanish"):
+        r = h.probe_ok(fabric, mode, h.server.url, "rdma", "obj", timeout=90)
+        said = r.stderr.decode(errors="replace").strip().splitlines()
+        print("  %s" % (said[-1] if said else mode))
+        expect(h.server.proc.poll() is None, "%s: the server lives after a %s PUT" % (fabric, mode))
+        time.sleep(0.5 if mode != "put-vanish" else 6)  # put-vanish: the server's transfer gives up
+        get = paths_of(h.get("s3://rdma/obj", out, "rdma", fabric).stdout)
+        expect(get["rdma_bytes"] == size and sha256(out) == sha256(src),
+               "%s: after a %s PUT, the object is as it was and a GET goes by RDMA" % (fabric, mode))
+        up = paths_of(h.put(src, "s3://rdma/obj", "rdma", fabric).stdout)
+        expect(up.get("rdma_bytes") == size, "%s: after a %s PUT, a PUT goes by RDMA (%s)" % (fabric, mode, up))
 
 
 # ------------------------------------------------------------------------------------------

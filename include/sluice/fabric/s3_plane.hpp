@@ -68,8 +68,16 @@ class server_plane final : public s3::rdma_server_plane {
   /// waits for them.
   void async_write_from(const s3::rdma_requester& who, const s3::rdma_token& token, const s3::rdma_source& source,
                         const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) override;
+  /// The blocking form of async_read (its posts and the sink run on Asio's system executor).
   [[nodiscard]] error_code read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
                                 const s3::rdma_sink& sink) override;
+  /// A PUT's bytes: RMA reads into the provider's staging buffers, at most buffers_per_transfer
+  /// at once, each handed to `sink` in order on `executor` (which also runs the posts); buffers
+  /// are handed out by the pool as they come back, read completions come on the progress thread:
+  /// no thread waits.
+  void async_read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
+                  const s3::rdma_sink& sink, const boost::asio::any_io_executor& executor,
+                  std::function<void(error_code)> done) override;
   /// Closes every endpoint (endpoint::close): transfers in flight end with an error now.
   void close() noexcept override;
   /// How many times an endpoint was replaced: a transfer whose operations did not complete
@@ -80,6 +88,7 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] std::uint64_t reopened() const noexcept;
 
   struct provider_state;
+  struct put_operation;
 
  private:
   server_plane() = default;

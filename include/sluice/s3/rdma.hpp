@@ -64,9 +64,9 @@ struct rdma_source {
 };
 
 /// The server's side: moves bytes between the server's memory and the memory a client granted in
-/// a token (libfabric RMA, or a same-host grant). Thread-safe. write_from and read block (the
-/// server runs a GET's transfer by async_write_from, a PUT's read on its own threads). Staging memory is bounded by the
-/// implementation, whatever the object size.
+/// a token (libfabric RMA, or a same-host grant). Thread-safe. write_from and read block; the
+/// server calls their asynchronous forms, which a plane may implement without a waiting thread. Staging memory is
+/// bounded by the implementation, whatever the object size.
 class rdma_server_plane {
  public:
   virtual ~rdma_server_plane() = default;
@@ -95,6 +95,17 @@ class rdma_server_plane {
   /// Errors as write_from, and the sink's (which end the transfer).
   [[nodiscard]] virtual error_code read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
                                         const rdma_sink& sink) = 0;
+  /// read without a thread waiting for the bytes: `sink` and what may block run on `executor`,
+  /// `done` runs once with what read would return, on any thread. `who`, `token` and `sink` must
+  /// stay valid until `done` runs; `sink` is not called after it. The default runs read on
+  /// `executor`.
+  virtual void async_read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
+                          const rdma_sink& sink, const boost::asio::any_io_executor& executor,
+                          std::function<void(error_code)> done) {
+    boost::asio::post(executor, [this, &who, &token, length, &sink, done = std::move(done)] {
+      done(read(who, token, length, sink));
+    });
+  }
   /// Aborts the transfers in flight (their calls return at once, with rdma_transfer_failed or
   /// rdma_not_supported) and declines every later token. server::stop() calls it, so that a
   /// stop never waits out the operation timeout of a transfer to a peer that vanished.
@@ -122,6 +133,13 @@ class rdma_server_planes final : public rdma_server_plane {
                                 const rdma_sink& sink) override {
     rdma_server_plane* plane = find(token.provider);
     return plane != nullptr ? plane->read(who, token, length, sink) : error_code(errc::rdma_not_supported);
+  }
+  void async_read(const rdma_requester& who, const rdma_token& token, std::uint64_t length, const rdma_sink& sink,
+                  const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) override {
+    if (rdma_server_plane* plane = find(token.provider)) {
+      return plane->async_read(who, token, length, sink, executor, std::move(done));
+    }
+    boost::asio::post(executor, [done = std::move(done)] { done(errc::rdma_not_supported); });
   }
   void close() noexcept override {
     for (const auto& p : planes_) p->close();

@@ -424,13 +424,13 @@ asio::awaitable<std::optional<object_attributes>> connection<Store, Stream>::rec
     co_return std::nullopt;
   }
   error_code store_error;
-  const error_code moved = co_await offload_to(state_->rdma, [&] {
-    return state_->config.rdma->read(requester(req), token, expected, [&](std::span<const std::byte> data) {
-      digests.update(data);
-      writer.write(data, store_error);
-      return store_error;
-    });
-  });
+  const rdma_requester who = requester(req);
+  const rdma_sink sink = [&](std::span<const std::byte> data) {
+    digests.update(data);
+    writer.write(data, store_error);
+    return store_error;
+  };
+  const error_code moved = co_await rdma_read(who, token, expected, sink);
   if (moved) {
     // The store failed (a full disk, an I/O error): that is the answer, not a decline, even when
     // the plane stopped before its first byte moved.

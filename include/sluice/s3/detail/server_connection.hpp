@@ -151,21 +151,33 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
         pool.get_executor(), [&work]() -> asio::awaitable<result_type> { co_return work(); }, asio::use_awaitable);
   }
 
-  // The plane writes `source` into the token's memory (async_write_from; blocking posts on the
-  // RDMA pool); this coroutine resumes on its own executor when the bytes are delivered, with no
-  // thread waiting for them meanwhile (a plane without an asynchronous form takes a pool thread).
+  // The plane writes `source` into the token's memory (a GET) or reads `length` bytes of it into
+  // `sink` (a PUT), by its asynchronous form: what may block (posts that wait for a full transmit
+  // queue, the sink) runs on the RDMA pool, and no thread waits for the bytes (a plane without an
+  // asynchronous form takes a pool thread). This coroutine resumes on its own executor.
   asio::awaitable<error_code> rdma_write(const rdma_requester& who, const rdma_token& token,
                                          const rdma_source& source) {
+    co_return co_await rdma_transfer([&](std::function<void(error_code)> done) {
+      state_->config.rdma->async_write_from(who, token, source, state_->rdma.get_executor(), std::move(done));
+    });
+  }
+  asio::awaitable<error_code> rdma_read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
+                                        const rdma_sink& sink) {
+    co_return co_await rdma_transfer([&](std::function<void(error_code)> done) {
+      state_->config.rdma->async_read(who, token, length, sink, state_->rdma.get_executor(), std::move(done));
+    });
+  }
+  template <class Start>
+  asio::awaitable<error_code> rdma_transfer(Start start) {
     error_code moved;
     auto into_moved = asio::redirect_error(asio::use_awaitable, moved);
     co_await asio::async_initiate<decltype(into_moved), void(error_code)>(
         [&](auto handler) {
           auto waiting = std::make_shared<decltype(handler)>(std::move(handler));
-          state_->config.rdma->async_write_from(who, token, source, state_->rdma.get_executor(),
-                                                [waiting](error_code ec) {
-                                                  const auto home = asio::get_associated_executor(*waiting);
-                                                  asio::dispatch(home, [waiting, ec] { std::move (*waiting)(ec); });
-                                                });
+          start([waiting](error_code ec) {
+            const auto home = asio::get_associated_executor(*waiting);
+            asio::dispatch(home, [waiting, ec] { std::move (*waiting)(ec); });
+          });
         },
         into_moved);
     co_return moved;
