@@ -81,7 +81,7 @@ struct server_config {
   /// The data plane behind x-amz-rdma-token (sluice::fabric::server_plane). Null: every token
   /// is declined (x-amz-rdma-reply: 501; GET answers over HTTP, PUT with RDMANotSupported).
   std::shared_ptr<rdma_server_plane> rdma;
-  std::size_t rdma_threads = 8;  ///< RDMA PUTs that run at once (each blocks one thread); where GETs post their RMAs
+  std::size_t rdma_threads = 8;  ///< post RDMA operations and run PUTs' writes to the store (no transfer waits on one)
   /// Refuse a token whose endpoint is not on the host the request came from (an IP address that
   /// differs from the HTTP peer's; shm from a peer that is not on loopback). Turn off when
   /// clients send HTTP and RDMA over different networks.
