@@ -24,6 +24,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -221,7 +222,8 @@ class token_transport {
     std::uint64_t posted = 0;
     std::uint64_t moved = 0;
     std::size_t outstanding = 0;
-    bool pumping = false;  // a pump is queued or running
+    bool pumping = false;     // a pump is queued or running
+    bool initiating = false;  // the first pump runs inside the initiating call
     bool finished = false;
     error_code failure;
     steady::time_point connect_deadline;
@@ -319,7 +321,12 @@ class token_transport {
       timer.reset();  // cancels the wait: its handler holds `this` and finds it finished
       const auto bytes = static_cast<std::size_t>(moved);
       auto done = std::move(complete);
+      const bool defer = initiating;
       lock.unlock();
+      if (defer) {  // never complete inside the initiating call
+        boost::asio::post(poster, [done = std::move(done), ec, bytes] { done(ec, bytes); });
+        return;
+      }
       done(ec, bytes);
     }
   };
@@ -370,8 +377,20 @@ class token_transport {
             op->arm(op->connect_deadline);
             op->pumping = true;
           }
-          // Posted: the first posts may wait for a full transmit queue, and the initiating call
-          // must not complete the operation.
+          // The first posts run here when this thread is one of `poster`'s (a path's step after
+          // its negotiator: no second hop onto the same pool), else are posted there: a post may
+          // wait for a full transmit queue.
+          const auto* pool = poster_.target<boost::asio::thread_pool::executor_type>();
+          if (pool != nullptr && pool->running_in_this_thread()) {
+            {
+              const std::lock_guard lock(op->mutex);
+              op->initiating = true;
+            }
+            op->pump();
+            const std::lock_guard lock(op->mutex);
+            op->initiating = false;
+            return;
+          }
           boost::asio::post(poster_, [op] { op->pump(); });
         },
         token);
