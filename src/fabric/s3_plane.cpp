@@ -398,7 +398,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   bool finished = false;
   bool reached = false;  // a buffer reached the sink
   bool wedged = false;
-  error_code failure;
+  bool post_failed = false;  // no more posts: the transfer fails when that chunk's turn comes
   steady::time_point connect_deadline;
   steady::time_point last_progress;
 
@@ -444,7 +444,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   // order (the cursor over the segments moves in order; a post may wait for a full transmit queue).
   void pump() {
     lock_type lock(mutex);
-    while (!finished) {
+    while (!finished && !post_failed) {
       chunk* next = nullptr;
       for (auto& c : window) {
         if (!c.posted) {
@@ -483,6 +483,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
       if (e) {
         --c.pending;
         c.failure = e;
+        post_failed = true;
         wedged = wedged || queue_stayed_full(e);
       }
       local += n;
@@ -552,7 +553,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
         end(lock, e);
         return;
       }
-      if (expired) {
+      if (expired && !(window.empty() && planned == length)) {
         end(lock, error_code(s3::errc::rdma_transfer_failed));
         return;
       }
