@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -380,7 +381,9 @@ class token_transport {
           // The first posts run here when this thread is one of `poster`'s (a path's step after
           // its negotiator: no second hop onto the same pool), else are posted there: a post may
           // wait for a full transmit queue.
-          const auto* pool = poster_.target<boost::asio::thread_pool::executor_type>();
+          // (target() of Boost 1.74's any_executor does not check the type: target_type() first.)
+          using pool_executor = boost::asio::thread_pool::executor_type;
+          const auto* pool = poster_.target_type() == typeid(pool_executor) ? poster_.target<pool_executor>() : nullptr;
           if (pool != nullptr && pool->running_in_this_thread()) {
             {
               const std::lock_guard lock(op->mutex);

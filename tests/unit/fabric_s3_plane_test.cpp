@@ -15,6 +15,8 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "conformance/s3_rdma_fixtures.hpp"
@@ -238,4 +240,81 @@ TEST_CASE("S3 over RDMA: a client plane with several endpoints spreads its grant
   fabric::client_plane_config none;
   none.endpoints = 0;
   CHECK(none.validate()->field == "endpoints");
+}
+
+TEST_CASE("server plane: the blocking write_from and read, and more reads at once than staging buffers") {
+  for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
+    CAPTURE(provider);
+    rdma_pair pair(provider, provider);  // 8 staging buffers of 1 MiB, 4 per transfer
+    const auto deadline = std::chrono::system_clock::now() + 5min;
+    const s3::rdma_requester who{"alice"};
+    const std::size_t size = 3 * mib + 7;
+
+    // write_from: the source's bytes land in the granted memory, nothing past them.
+    const auto data = random_bytes(size, 11);
+    auto owner = std::make_shared<std::vector<std::byte>>(data);
+    std::vector<std::byte> into(size + 64, std::byte{0xA5});
+    error_code ec;
+    auto grant = pair.client_plane->grant_access(region{into.data(), size, memory_kind::host_pageable, -1},
+                                                 s3::rdma_op::write, deadline, ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+    s3::rdma_token token = s3::decode_rdma_token(grant->token(), ec);
+    REQUIRE(!ec);
+    const s3::rdma_source source{host_region(std::as_const(*owner)), 0, size, owner, {}};
+    CHECK(!pair.server_plane->write_from(who, token, source));
+    CHECK(std::equal(data.begin(), data.end(), into.begin()));
+    CHECK(std::all_of(into.begin() + static_cast<std::ptrdiff_t>(size), into.end(),
+                      [](std::byte b) { return b == std::byte{0xA5}; }));
+    // A token whose memory is one byte short of the source: refused, nothing moved.
+    s3::rdma_token short_token = token;
+    short_token.segments[0].length = size - 1;
+    CHECK(pair.server_plane->write_from(who, short_token, source) == s3::errc::invalid_rdma_token);
+
+    // read: six transfers of 3 MiB + 7 at once need 24 buffers over their lives, 8 exist: the
+    // pool hands them out as they come back; every sink sees its bytes in order.
+    constexpr int transfers = 6;
+    std::vector<std::vector<std::byte>> sources;
+    std::vector<std::unique_ptr<s3::rdma_client_plane::grant>> grants;
+    std::vector<s3::rdma_token> tokens;
+    for (int i = 0; i < transfers; ++i) {
+      sources.push_back(random_bytes(size, 100 + static_cast<std::uint32_t>(i)));
+      grants.push_back(pair.client_plane->grant_access(host_region(sources.back()), s3::rdma_op::read, deadline, ec));
+      REQUIRE(!ec);
+      tokens.push_back(s3::decode_rdma_token(grants.back()->token(), ec));
+      REQUIRE(!ec);
+    }
+    std::vector<std::vector<std::byte>> received(transfers);
+    std::vector<error_code> results(transfers);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < transfers; ++i) {
+      threads.emplace_back([&, i] {
+        results[i] = pair.server_plane->read(who, tokens[i], size, [&, i](std::span<const std::byte> bytes) {
+          received[i].insert(received[i].end(), bytes.begin(), bytes.end());
+          return error_code{};
+        });
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < transfers; ++i) {
+      CAPTURE(i);
+      CHECK(!results[i]);
+      CHECK(received[i] == sources[i]);
+    }
+    // A sink's error ends the transfer with it; the buffers all come back.
+    const error_code full = make_error_code(boost::system::errc::no_space_on_device);
+    std::size_t seen = 0;
+    CHECK(pair.server_plane->read(who, tokens[0], size, [&](std::span<const std::byte> bytes) {
+      seen += bytes.size();
+      return full;
+    }) == full);
+    CHECK(seen == 1 * mib);
+    // Buffers whose reads were in flight when the sink failed come back when those complete.
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    std::size_t free = 0;
+    while ((free = pair.server_plane->statistics().at(0).staging_buffers_free) != 8 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(free == 8);
+  }
 }
