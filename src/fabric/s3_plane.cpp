@@ -1,7 +1,6 @@
 // Compiled part of sluice::fabric that serves the S3 tier: the token protocol's data plane.
 #include <sluice/fabric/s3_plane.hpp>
 
-#include <sluice/fabric/transport.hpp>
 #include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>
 
@@ -54,12 +53,11 @@ bool queue_stayed_full(const error_code& ec) { return ec == make_fabric_error(-F
 /// One provider's path parts and its pool of registered staging buffers: the server's side of
 /// the token protocol is a path too. Its negotiator is the token (the request that carries it);
 /// `sources` registers the store's mapping of a GET for RMA writes, `staging` the PUT pool's
-/// buffers for RMA reads; `mover` moves the bytes (fabric::transport, as a client would).
+/// buffers for RMA reads (src/fabric/server_path.hpp builds a GET's path from them).
 struct server_plane::provider_state {
   explicit provider_state(std::shared_ptr<endpoint> e)
-      : ep(std::move(e)), mover(ep), sources(ep, access::write_source, 0), staging(ep, access::local, 0) {}
+      : ep(std::move(e)), sources(ep, access::write_source, 0), staging(ep, access::local, 0) {}
   std::shared_ptr<endpoint> ep;
-  transport mover;
   /// Capacity 0: a mapping is registered for its request only, so no MR outlives the mapping it
   /// names (a cached MR of an unmapped file would name whatever is mapped there next).
   registrar sources;
@@ -378,7 +376,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   std::shared_ptr<provider_state> provider;
   boost::asio::any_io_executor executor;
   fi_addr_t peer = FI_ADDR_UNSPEC;
-  std::vector<s3::rdma_segment> segments;  // the token's, copied: the operation may outlive it
+  std::vector<remote_segment> segments;  // the token's, copied: the operation may outlive it
   std::vector<std::byte> peer_name;
   const s3::rdma_sink* sink = nullptr;  // valid until `done` runs
   std::uint64_t length = 0;
@@ -388,10 +386,9 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
 
   std::mutex mutex;  // the rest
   std::unique_ptr<boost::asio::steady_timer> timer;
-  std::deque<chunk> window;   // in order; front is the next for the sink
-  std::uint64_t planned = 0;  // bytes assigned to chunks
-  std::size_t segment = 0;    // the read cursor over `segments`
-  std::uint64_t within = 0;
+  std::deque<chunk> window;       // in order; front is the next for the sink
+  std::uint64_t planned = 0;      // bytes assigned to chunks
+  detail::segment_cursor cursor;  // the reads' position in `segments`
   bool pumping = false;
   bool delivering = false;
   bool expired = false;  // the deadline passed while the sink ran
@@ -465,15 +462,10 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
     const std::uint64_t index = c.index;
     const registration& buffer = provider->regions[*c.slot];
     for (std::uint64_t local = 0; local < c.length && !c.failure && !finished;) {
-      while (within == segments[segment].length) {
-        ++segment;
-        within = 0;
-      }
-      const auto& seg = segments[segment];
-      const std::uint64_t n = std::min(c.length - local, seg.length - within);
-      const std::uint64_t address = seg.address + within;
-      const std::uint64_t key = seg.key;
-      within += n;
+      const remote_segment piece = cursor.next(segments, c.length - local);
+      const std::uint64_t n = piece.length;
+      const std::uint64_t address = piece.address;
+      const std::uint64_t key = piece.key;
       ++c.pending;
       lock.unlock();
       const error_code e =
@@ -635,7 +627,7 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   op->provider = provider;
   op->executor = executor;
   op->peer = peer;
-  op->segments = token.segments;
+  for (const auto& seg : token.segments) op->segments.push_back({seg.address, seg.length, seg.key});
   op->peer_name = token.endpoint;
   op->sink = &sink;
   op->length = length;

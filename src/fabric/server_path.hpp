@@ -48,6 +48,36 @@ struct token_memory {
   std::uint64_t length = 0;  ///< of all segments together
 };
 
+/// Walks a token's segments in order, piece by piece. Precondition of skip and next: the
+/// segments hold the bytes asked for (the callers check the token's length first).
+struct segment_cursor {
+  std::size_t segment = 0;
+  std::uint64_t within = 0;  // bytes of segments[segment] already passed
+
+  void skip(const std::vector<remote_segment>& segments, std::uint64_t n) {
+    while (n > 0) {
+      if (within == segments[segment].length) {
+        ++segment;
+        within = 0;
+      }
+      const std::uint64_t step = std::min(n, segments[segment].length - within);
+      within += step;
+      n -= step;
+    }
+  }
+  /// The next piece of at most `want` bytes (want > 0): peer address, length and key.
+  remote_segment next(const std::vector<remote_segment>& segments, std::uint64_t want) {
+    while (within == segments[segment].length) {
+      ++segment;
+      within = 0;
+    }
+    const remote_segment& seg = segments[segment];
+    const remote_segment piece{seg.address + within, std::min(want, seg.length - within), seg.key};
+    within += piece.length;
+    return piece;
+  }
+};
+
 /// A registration of a store's mapping that outlives its request while RMAs on it are still in
 /// flight: the MR and the mapping's owner are shared with the operations that use them. Move-only
 /// (one owner among the path's parts); the transport takes a share.
@@ -218,8 +248,7 @@ class token_transport {
 
     std::mutex mutex;
     std::unique_ptr<boost::asio::steady_timer> timer;  // reset when finished
-    std::size_t segment = 0;
-    std::uint64_t within = 0;  // of remote.segments[segment]
+    segment_cursor cursor;                             // over remote.segments
     std::uint64_t posted = 0;
     std::uint64_t moved = 0;
     std::size_t outstanding = 0;
@@ -230,34 +259,16 @@ class token_transport {
     steady::time_point connect_deadline;
     steady::time_point last_completion;
 
-    // Skips `n` bytes of the remote segments. Precondition: they hold them.
-    void skip(std::uint64_t n) {
-      while (n > 0) {
-        const std::uint64_t step = std::min(n, remote.segments[segment].length - within);
-        within += step;
-        n -= step;
-        if (within == remote.segments[segment].length && n > 0) {
-          ++segment;
-          within = 0;
-        }
-      }
-    }
-
     // On `poster`: posts pieces until the window is full, the span is posted or one failed.
     void pump() {
       std::unique_lock lock(mutex);
       while (!finished && !failure && posted < length && outstanding < window) {
-        while (within == remote.segments[segment].length) {
-          ++segment;
-          within = 0;
-        }
-        const remote_segment& seg = remote.segments[segment];
-        const std::uint64_t n = std::min({piece_bytes, length - posted, seg.length - within});
+        const remote_segment piece = cursor.next(remote.segments, std::min(piece_bytes, length - posted));
+        const std::uint64_t n = piece.length;
         const std::uint64_t at = local_offset + posted;
-        const std::uint64_t address = seg.address + within;
-        const std::uint64_t key = seg.key;
+        const std::uint64_t address = piece.address;
+        const std::uint64_t key = piece.key;
         posted += n;
-        within += n;
         ++outstanding;
         lock.unlock();
         auto done = [self = shared_from_this(), n](error_code e) { self->completed(e, n); };
@@ -366,7 +377,7 @@ class token_transport {
           op->local = local.share();
           op->local_offset = op->local->reg.offset_in_mr() + span.local_offset;
           op->remote = remote;
-          op->skip(span.remote_offset);
+          op->cursor.skip(op->remote.segments, span.remote_offset);
           op->length = span.length;
           op->piece_bytes = piece_bytes_;
           op->window = window_;
