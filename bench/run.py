@@ -510,7 +510,8 @@ class Harness:
                               "note": "sluice's store and nginx's files on %s (%s): PUTs fsync, and this machine's "
                                       "disk does ~146 MB/s" % (fs, os.path.dirname(self.work))}
         log("store and nginx root on %s (%s)" % (fs, self.work))
-        self.server = SluiceServer(self.cli, self.store, os.path.join(self.out, "logs")).start()
+        self.server = SluiceServer(self.cli, self.store, os.path.join(self.out, "logs"),
+                                   extra=self.args.serve_arg).start()
         self.meta["sluice_serve"] = {"url": self.server.url, "banner": self.server.banner}
         log("sluice serve: %s" % " | ".join(self.server.banner))
         nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
@@ -1725,6 +1726,9 @@ def main():
     parser.add_argument("--out", help="output dir (default bench/results/<UTC timestamp>/)")
     parser.add_argument("--sweep-max", type=parse_size, default=GIB, metavar="SIZE",
                         help="largest object of the size sweep (default 1GiB; 4GiB needs ~10 GiB free memory)")
+    parser.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for the main `sluice serve` (repeat it for each: "
+                             "--serve-arg=--fabric-registration-cache --serve-arg=0)")
     args = parser.parse_args()
     if args.only and not set(args.only) <= set(GROUPS):
         parser.error("--only: unknown group(s) %s; groups: %s" % (", ".join(sorted(set(args.only) - set(GROUPS))),

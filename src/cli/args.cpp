@@ -239,6 +239,17 @@ void add_serve(CLI::App& app, serve_options& o) {
   serve.add_option("--secret-key", o.secret_key, "Its secret")->type_name("SK")->envname("AWS_SECRET_ACCESS_KEY");
   serve.add_option("--fabric", o.fabric, "RDMA providers (default auto: hardware and tcp, never shm)")
       ->type_name("auto|shm|tcp|verbs|efa|off");
+  serve
+      .add_option_function<std::string>(
+          "--fabric-registration-cache",
+          [&o](const std::string& value) { o.fabric_registration_cache = parse_size(value); },
+          "Bytes of GET sources kept registered per provider for the next GET of the same object "
+          "(default 1 GiB; 0: register each GET's bytes for it alone)")
+      ->type_name("SIZE")
+      ->check(check([](const std::string& value) -> std::string {
+        if (parse_size(value)) return {};
+        return "'" + value + "' is not a size (0, 256 MiB, 1GiB, 1048576)";
+      }));
   optional_option(serve, "--grant-socket", o.grant_socket,
                   "Same-host grants (memfd, CUDA IPC) here (default /tmp/sluice-PORT.sock)")
       ->type_name("PATH|off");

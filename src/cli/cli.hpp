@@ -28,7 +28,8 @@ struct serve_options {
   std::string access_key;  ///< --access-key, else AWS_ACCESS_KEY_ID, else none
   std::string secret_key;  ///< --secret-key, else AWS_SECRET_ACCESS_KEY
   std::string fabric = "auto";
-  std::optional<std::string> grant_socket;  ///< PATH or off; default /tmp/sluice-PORT.sock
+  std::optional<std::uint64_t> fabric_registration_cache;  ///< bytes of GET sources kept registered
+  std::optional<std::string> grant_socket;                 ///< PATH or off; default /tmp/sluice-PORT.sock
   std::optional<std::size_t> grant_copy_threads;
   std::optional<std::string> access_log;         ///< off, stderr or FILE
   std::optional<std::string> access_log_format;  ///< text or json

@@ -166,6 +166,18 @@ s3::metrics_source fabric_plane_metrics(std::shared_ptr<fabric::server_plane> pl
     family("sluice_fabric_endpoint_reopened_total", metric_type::counter,
            "Endpoints replaced after a transfer gave up with operations outstanding, by provider.",
            [](const stats& p) { return p.reopened; });
+    family("sluice_fabric_registration_cache_hits_total", metric_type::counter,
+           "GETs sent from a registration kept for their object version, by provider.",
+           [](const stats& p) { return p.registration_cache_hits; });
+    family("sluice_fabric_registration_cache_misses_total", metric_type::counter,
+           "GET sources registered and kept for later GETs of their version, by provider.",
+           [](const stats& p) { return p.registration_cache_misses; });
+    family("sluice_fabric_registration_cache_entries", metric_type::gauge,
+           "Object versions kept registered now (each holds its file open), by provider.",
+           [](const stats& p) { return std::uint64_t{p.registration_cache_entries}; });
+    family("sluice_fabric_registration_cache_bytes", metric_type::gauge,
+           "Bytes of object versions kept registered now, by provider.",
+           [](const stats& p) { return p.registration_cache_bytes; });
     family("sluice_fabric_staging_buffers", metric_type::gauge, "Registered staging buffers (PUT), by provider.",
            [](const stats& p) { return std::uint64_t{p.staging_buffers}; });
     family("sluice_fabric_staging_buffers_in_use", metric_type::gauge, "Staging buffers in use now, by provider.",
@@ -373,6 +385,7 @@ int serve(const serve_options& o) {
 #ifdef SLUICE_CLI_WITH_FABRIC
     fabric::server_plane_config plane;
     plane.fabric.provider = provider_name(o.fabric);
+    if (o.fabric_registration_cache) plane.registration_cache_bytes = *o.fabric_registration_cache;
     if (config.listen_address != "0.0.0.0" && config.listen_address != "::") plane.fabric.node = config.listen_address;
     auto rdma = fabric::server_plane::open(plane, ec);
     if (ec && o.fabric != "auto") {

@@ -55,13 +55,18 @@ bool queue_stayed_full(const error_code& ec) { return ec == make_fabric_error(-F
 /// `sources` registers the store's mapping of a GET for RMA writes, `staging` the PUT pool's
 /// buffers for RMA reads (src/fabric/server_path.hpp builds a GET's path from them).
 struct server_plane::provider_state {
-  explicit provider_state(std::shared_ptr<endpoint> e)
-      : ep(std::move(e)), sources(ep, access::write_source, 0), staging(ep, access::local, 0) {}
+  provider_state(std::shared_ptr<endpoint> e, const server_plane_config& config)
+      : ep(std::move(e)),
+        sources(ep, access::write_source, 0),
+        staging(ep, access::local, 0),
+        cache(config.registration_cache_bytes, config.registration_cache_entries) {}
   std::shared_ptr<endpoint> ep;
-  /// Capacity 0: a mapping is registered for its request only, so no MR outlives the mapping it
-  /// names (a cached MR of an unmapped file would name whatever is mapped there next).
+  /// Capacity 0: no MR outlives the mapping it names (a cached MR of an unmapped file would name
+  /// whatever is mapped there next); registrations kept past their request are kept in `cache`,
+  /// with the mapping they name.
   registrar sources;
   registrar staging;
+  detail::mapping_cache cache;
   std::atomic<std::size_t> active{0};  // write_from/read calls using it now (retired: closed at 0)
   std::vector<aligned_bytes> memory;
   std::vector<registration> regions;
@@ -102,6 +107,7 @@ std::optional<config_error> server_plane_config::validate() const {
   if (buffers_per_transfer == 0 || buffers_per_transfer > staging_buffers) {
     return config_error{"rdma.buffers_per_transfer", "must be between 1 and staging_buffers"};
   }
+  if (registration_cache_entries > 65536) return config_error{"rdma.registration_cache_entries", "must be 0..65536"};
   return std::nullopt;
 }
 
@@ -135,7 +141,7 @@ std::shared_ptr<server_plane::provider_state> server_plane::open_provider(const 
   if (name == "shm") remove_stale_shm_regions();
   auto ep = endpoint::open(name, config_.fabric, ec);
   if (ec) return nullptr;
-  auto state = std::make_shared<provider_state>(ep);
+  auto state = std::make_shared<provider_state>(ep, config_);
   for (std::size_t i = 0; i < config_.staging_buffers && !ec; ++i) {
     state->memory.emplace_back(config_.staging_buffer_bytes);
     const region mem{state->memory.back().bytes.get(), config_.staging_buffer_bytes, memory_kind::host_pageable, -1};
@@ -175,7 +181,10 @@ server_plane::~server_plane() = default;
 void server_plane::close() noexcept {
   const std::lock_guard lock(providers_mutex_);
   closed_ = true;
-  for (const auto& p : providers_) p->ep->close();
+  for (const auto& p : providers_) {
+    p->ep->close();
+    p->cache.clear();  // the mappings kept go (their files may be deleted already)
+  }
   for (const auto& p : retired_) p->ep->close();
   retired_.clear();
 }
@@ -252,6 +261,11 @@ std::vector<server_plane_statistics> server_plane::statistics() const {
       const std::lock_guard pool(p->mutex);
       one.staging_buffers_free = p->free.size();
     }
+    const detail::mapping_cache::statistics kept = p->cache.stats();
+    one.registration_cache_hits = kept.hits;
+    one.registration_cache_misses = kept.misses;
+    one.registration_cache_entries = kept.entries;
+    one.registration_cache_bytes = kept.bytes;
     // Replaced endpoints of the provider: counters keep counting up across a reopen.
     const auto add = [&](const endpoint_statistics& e) {
       one.endpoint.operations += e.operations;
@@ -327,14 +341,14 @@ void server_plane::async_write_from(const s3::rdma_requester& /*who*/, const s3:
     boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
     return;
   }
-  // Built per request: a negotiator for this token, a registrar that keeps this mapping's owner.
-  // The mapping is registered for this request only and goes from where it is (a page-cache
-  // mapping, say) into the client's memory, one copy in all; access::write_source lets the
-  // read-only mapping be handed over as is.
+  // Built per request: a negotiator for this token, a registrar that keeps this mapping's owner
+  // with its MR (the provider's registration cache answers a version it holds, and keeps a new
+  // one). The bytes go from where they are (a page-cache mapping, say) into the client's memory,
+  // one copy in all; access::write_source lets the read-only mapping be handed over as is.
   using get_path = path<detail::token_negotiator, detail::mapping_registrar, detail::token_transport>;
   auto get = std::make_shared<get_path>(
       executor, detail::token_negotiator{provider->ep, token, [this, provider] { reopen(provider); }},
-      detail::mapping_registrar{provider->sources, source.owner},
+      detail::mapping_registrar{provider->sources, source, &provider->cache},
       detail::token_transport{provider->ep, executor, config_.staging_buffer_bytes, config_.buffers_per_transfer});
   get->async_put(
       object_ref{}, memory, [get, use, done = std::move(done)](error_code ec, const transfer_result& result) mutable {

@@ -14,6 +14,7 @@
 #include <sluice/fabric/registrar.hpp>
 #include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>
+#include <sluice/s3/rdma.hpp>
 #include <sluice/s3/rdma_token.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -30,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -79,16 +81,19 @@ struct segment_cursor {
 };
 
 /// A registration of a store's mapping that outlives its request while RMAs on it are still in
-/// flight: the MR and the mapping's owner are shared with the operations that use them. Move-only
-/// (one owner among the path's parts); the transport takes a share.
+/// flight: the MR and the mapping's owner are shared with the operations that use them (and with
+/// the mapping_cache, when the registration came from it). Move-only (one owner among the path's
+/// parts); the transport takes a share.
 class mapping_registration {
  public:
   struct held {
-    registration reg;
+    registration reg;                   // the MR (of the whole mapping, when cached)
     std::shared_ptr<const void> owner;  // keeps the mapping valid and unchanged
   };
   mapping_registration() = default;
-  explicit mapping_registration(std::shared_ptr<const held> h) noexcept : held_(std::move(h)) {}
+  /// The registered bytes `memory`, inside h's MR.
+  mapping_registration(std::shared_ptr<const held> h, const sluice::region& memory) noexcept
+      : held_(std::move(h)), region_(memory) {}
   mapping_registration(mapping_registration&&) noexcept = default;
   mapping_registration& operator=(mapping_registration&&) noexcept = default;
   mapping_registration(const mapping_registration&) = delete;
@@ -96,32 +101,167 @@ class mapping_registration {
   ~mapping_registration() = default;
 
   /// The registered memory; empty after a failed registration or a move.
-  [[nodiscard]] sluice::region region() const noexcept { return held_ ? held_->reg.region() : sluice::region{}; }
+  [[nodiscard]] sluice::region region() const noexcept { return held_ ? region_ : sluice::region{}; }
+  /// Where region()'s first byte lies in the MR.
+  [[nodiscard]] std::uint64_t offset_in_mr() const noexcept {
+    return held_ ? static_cast<std::uint64_t>(region_.bytes() - held_->reg.mr().region().bytes()) : 0;
+  }
   /// The share an operation keeps until it completes.
   [[nodiscard]] const std::shared_ptr<const held>& share() const noexcept { return held_; }
 
  private:
   std::shared_ptr<const held> held_;
+  sluice::region region_{};
 };
 
-/// Registers a store's mapping for RMA writes (access::write_source) on one endpoint, for one
-/// request, keeping `owner` (the mapping's) with the registration.
-class mapping_registrar {
+/// Registrations of store mappings kept past their request, keyed by object version, so that
+/// GETs of an object that is read again skip fi_mr_reg (on verbs and efa: pinning every page of
+/// the object). An entry holds the MR of a whole mapping and the mapping's owner, so the bytes it
+/// names stay mapped and unchanged while it is cached, whatever happens to the key: a version id
+/// names one file (its device and inode, which the held descriptor keeps from being reused), and
+/// a store never changes a published file. A later GET of the same version sends from the cached
+/// mapping (the same file bytes) instead of its own.
+///
+/// Bounded: at most `max_bytes` of mappings and `max_entries` entries (each holds a descriptor);
+/// the least recently used entries that no transfer uses are evicted first; a mapping larger than
+/// max_bytes is not cached. What the bound costs: a deleted or replaced object's file keeps its
+/// disk space until its entry is evicted. Thread-safe.
+class mapping_cache {
  public:
-  using registration_type = mapping_registration;
-  mapping_registrar(registrar& sources, std::shared_ptr<const void> owner) noexcept
-      : sources_(&sources), owner_(std::move(owner)) {}
+  struct statistics {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;  ///< cacheable sources registered and kept
+    std::size_t entries = 0;
+    std::uint64_t bytes = 0;
+  };
 
-  registration_type register_region(const region& mem, error_code& ec) {
-    registration reg = sources_->register_region(mem, ec);
-    if (ec) return {};
-    return mapping_registration{
-        std::make_shared<const mapping_registration::held>(mapping_registration::held{std::move(reg), owner_})};
+  mapping_cache(std::uint64_t max_bytes, std::size_t max_entries) noexcept
+      : max_bytes_(max_bytes), max_entries_(max_entries) {}
+
+  /// Whether `source` may be cached: a cache with room, a version id, and its file (bytes are
+  /// matched by their place in the file).
+  [[nodiscard]] bool takes(const s3::rdma_source& source) const noexcept {
+    return max_entries_ > 0 && source.version.cacheable() && source.file >= 0 && source.mapping.size > 0 &&
+           source.mapping.size <= max_bytes_;
+  }
+
+  /// The cached registration holding bytes [at, at + length) of `version`'s file, with those
+  /// bytes' place in its mapping; null when none.
+  std::shared_ptr<const mapping_registration::held> find(const s3::object_version_id& version, std::uint64_t at,
+                                                         std::uint64_t length, sluice::region& memory) {
+    const std::lock_guard lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      const region& have = it->held->reg.region();
+      if (it->version == version && at >= it->file_offset && length <= have.size &&
+          at - it->file_offset <= have.size - length) {
+        entries_.splice(entries_.begin(), entries_, it);  // most recently used first
+        ++hits_;
+        memory = {have.bytes() + (at - it->file_offset), static_cast<std::size_t>(length), have.kind, have.device};
+        return entries_.front().held;
+      }
+    }
+    return nullptr;
+  }
+
+  /// Keeps `held`, the registration of a mapping whose first byte is at `file_offset` of
+  /// `version`'s file, and evicts what the bounds ask; not when a GET of the same bytes that
+  /// missed at the same time kept its own first.
+  void insert(const s3::object_version_id& version, std::uint64_t file_offset,
+              std::shared_ptr<const mapping_registration::held> held) {
+    std::vector<entry> evicted;  // closed outside the lock
+    {
+      const std::lock_guard lock(mutex_);
+      ++misses_;
+      const bool kept = std::any_of(entries_.begin(), entries_.end(), [&](const entry& e) {
+        return e.version == version && e.file_offset == file_offset &&
+               e.held->reg.region().size == held->reg.region().size;
+      });
+      if (kept) return;
+      bytes_ += held->reg.region().size;
+      entries_.push_front({version, file_offset, std::move(held)});
+      while (bytes_ > max_bytes_ || entries_.size() > max_entries_) {
+        auto victim =
+            std::find_if(entries_.rbegin(), entries_.rend(), [](const entry& e) { return e.held.use_count() == 1; });
+        if (victim == entries_.rend()) break;  // all in use: the bounds are exceeded only while they are
+        auto at = std::next(victim).base();
+        bytes_ -= at->held->reg.region().size;
+        evicted.push_back(std::move(*at));
+        entries_.erase(at);
+      }
+    }
+  }
+
+  /// Drops every entry (transfers still using one keep it until they complete).
+  void clear() {
+    std::list<entry> dropped;
+    const std::lock_guard lock(mutex_);
+    dropped.swap(entries_);
+    bytes_ = 0;
+  }
+
+  [[nodiscard]] statistics stats() const {
+    const std::lock_guard lock(mutex_);
+    return {hits_, misses_, entries_.size(), bytes_};
   }
 
  private:
+  struct entry {
+    s3::object_version_id version;
+    std::uint64_t file_offset = 0;
+    std::shared_ptr<const mapping_registration::held> held;
+  };
+  const std::uint64_t max_bytes_;
+  const std::size_t max_entries_;
+  mutable std::mutex mutex_;
+  std::list<entry> entries_;  // most recently used first
+  std::uint64_t bytes_ = 0;
+  std::uint64_t hits_ = 0;
+  std::uint64_t misses_ = 0;
+};
+
+/// Registers a store's mapping for RMA writes (access::write_source) on one endpoint, keeping
+/// the mapping's owner with the registration. With a cache that takes the source: the
+/// registration of the whole mapping, found by version or registered and kept; otherwise the
+/// bytes asked for, registered for this request only.
+class mapping_registrar {
+ public:
+  using registration_type = mapping_registration;
+  mapping_registrar(registrar& sources, s3::rdma_source source, mapping_cache* cache) noexcept
+      : sources_(&sources),
+        source_(std::move(source)),
+        cache_(cache != nullptr && cache->takes(source_) ? cache : nullptr) {}
+
+  /// Pre: `memory` lies inside the source's mapping.
+  registration_type register_region(const region& memory, error_code& ec) {
+    if (cache_ == nullptr) return register_alone(memory, ec);
+    const auto within = static_cast<std::uint64_t>(memory.bytes() - source_.mapping.bytes());
+    const std::uint64_t at = source_.file_offset + within;
+    sluice::region cached{};
+    if (auto held = cache_->find(source_.version, at, memory.size, cached)) {
+      ec = {};
+      return {std::move(held), cached};
+    }
+    // access::write_source: the MR is only the source of this endpoint's writes.
+    auto held = keep(sources_->register_region(sluice::detail::readable_as_region(source_.mapping), ec));
+    if (ec) return {};
+    cache_->insert(source_.version, source_.file_offset, held);
+    return {std::move(held), memory};
+  }
+
+ private:
+  registration_type register_alone(const region& memory, error_code& ec) {
+    auto held = keep(sources_->register_region(memory, ec));
+    if (ec) return {};
+    return {std::move(held), memory};
+  }
+  std::shared_ptr<const mapping_registration::held> keep(registration reg) const {
+    return std::make_shared<const mapping_registration::held>(
+        mapping_registration::held{std::move(reg), source_.owner});
+  }
+
   registrar* sources_;
-  std::shared_ptr<const void> owner_;
+  s3::rdma_source source_;
+  mapping_cache* cache_;
 };
 
 /// The token as a negotiator: agrees to move the request's bytes into (or out of) the memory the
@@ -375,7 +515,7 @@ class token_transport {
           }
           auto op = std::make_shared<operation>(write, endpoint_, poster_);
           op->local = local.share();
-          op->local_offset = op->local->reg.offset_in_mr() + span.local_offset;
+          op->local_offset = local.offset_in_mr() + span.local_offset;
           op->remote = remote;
           op->cursor.skip(op->remote.segments, span.remote_offset);
           op->length = span.length;

@@ -380,6 +380,10 @@ def scenario_metrics_planes(binary, tmp):
                              ("sluice_fabric_rma_bytes_total", "counter"),
                              ("sluice_fabric_rma_errors_total", "counter"),
                              ("sluice_fabric_registrations_total", "counter"),
+                             ("sluice_fabric_registration_cache_hits_total", "counter"),
+                             ("sluice_fabric_registration_cache_misses_total", "counter"),
+                             ("sluice_fabric_registration_cache_entries", "gauge"),
+                             ("sluice_fabric_registration_cache_bytes", "gauge"),
                              ("sluice_fabric_staging_buffers", "gauge"),
                              ("sluice_fabric_staging_buffers_in_use", "gauge"),
                              ("sluice_grant_sessions", "gauge"), ("sluice_grant_buffers", "gauge"),
@@ -427,6 +431,47 @@ def scenario_metrics_planes(binary, tmp):
                "the GET registered its source (%d)" % delta("sluice_fabric_registrations_total", provider=provider))
         expect(value(after, "sluice_fabric_staging_buffers_in_use", provider=provider) == 0,
                "the staging buffers went back to the pool")
+        with open(src, "rb") as f, open(os.path.join(tmp, "back"), "rb") as g:
+            expect(f.read() == g.read(), "the GET by RDMA brought the object's bytes")
+        expect(delta("sluice_fabric_registration_cache_misses_total", provider=provider) == 1,
+               "the GET's source was registered and kept for its version")
+        expect(value(after, "sluice_fabric_registration_cache_entries", provider=provider) == 1
+               and value(after, "sluice_fabric_registration_cache_bytes", provider=provider) == MIB,
+               "one version of 1 MiB kept")
+
+        # The same version again: sent from the registration kept, no fi_mr_reg. Then the key
+        # replaced: its new bytes (a new version, registered anew), never the kept ones.
+        def get(target):
+            r = subprocess.run([binary, "get", "s3://planes/k", target] + common, capture_output=True, text=True,
+                               env=env, timeout=120)
+            expect(r.returncode == 0, "sluice get (%s)" % (r.stdout + r.stderr).strip())
+            with open(target, "rb") as f:
+                return f.read()
+
+        with open(src, "rb") as f:
+            first = f.read()
+        expect(get(os.path.join(tmp, "again")) == first, "the second GET brought the same bytes")
+        _, again_text = scrape(admin)
+        _, again, _ = parse_prometheus(again_text)
+        expect(value(again, "sluice_fabric_registration_cache_hits_total", provider=provider)
+               - value(after, "sluice_fabric_registration_cache_hits_total", provider=provider) == 1,
+               "the second GET of the version hit the registration cache")
+        expect(value(again, "sluice_fabric_registrations_total", provider=provider)
+               == value(after, "sluice_fabric_registrations_total", provider=provider),
+               "and registered nothing")
+        replaced = os.path.join(tmp, "replaced")
+        with open(replaced, "wb") as f:
+            f.write(os.urandom(MIB))
+        r = subprocess.run([binary, "put", replaced, "s3://planes/k"] + common, capture_output=True, text=True,
+                           env=env, timeout=120)
+        expect(r.returncode == 0, "sluice put (%s)" % (r.stdout + r.stderr).strip())
+        with open(replaced, "rb") as f:
+            expect(get(os.path.join(tmp, "new")) == f.read(), "the GET after the PUT brought the new bytes")
+        _, last_text = scrape(admin)
+        _, last, _ = parse_prometheus(last_text)
+        expect(value(last, "sluice_fabric_registration_cache_misses_total", provider=provider)
+               - value(again, "sluice_fabric_registration_cache_misses_total", provider=provider) == 1,
+               "the new version was registered anew")
     finally:
         server.stop()
     return 0

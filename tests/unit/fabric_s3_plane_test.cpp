@@ -318,3 +318,68 @@ TEST_CASE("server plane: the blocking write_from and read, and more reads at onc
     CHECK(free == 8);
   }
 }
+
+TEST_CASE("server plane: a version's later GETs go from the registration kept for it, a new version from its own") {
+  for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
+    CAPTURE(provider);
+    rdma_pair pair(provider, provider);
+    const auto deadline = std::chrono::system_clock::now() + 5min;
+    const s3::rdma_requester who{"alice"};
+    const std::size_t size = 2 * mib + 3;
+    // A GET's source as fs_store hands it over: a version of a file, mapped (here: memory
+    // standing in for the mapping; the plane never reads the descriptor).
+    const auto source_of = [&](const std::shared_ptr<const std::vector<std::byte>>& mapping, s3::object_version_id v,
+                               std::uint64_t offset, std::uint64_t length) {
+      s3::rdma_source source{host_region(*mapping), offset, length, mapping, v};
+      source.file = 0;
+      source.file_offset = 4096;
+      return source;
+    };
+    // Moves `source` into fresh memory by RDMA; what landed.
+    const auto get = [&](const s3::rdma_source& source) {
+      std::vector<std::byte> into(source.length + 64, std::byte{0xA5});
+      error_code ec;
+      auto grant = pair.client_plane->grant_access(region{into.data(), source.length, memory_kind::host_pageable, -1},
+                                                   s3::rdma_op::write, deadline, ec);
+      REQUIRE_MESSAGE(!ec, ec.message());
+      const s3::rdma_token token = s3::decode_rdma_token(grant->token(), ec);
+      REQUIRE(!ec);
+      CHECK(!pair.server_plane->write_from(who, token, source));
+      CHECK(std::all_of(into.begin() + static_cast<std::ptrdiff_t>(source.length), into.end(),
+                        [](std::byte b) { return b == std::byte{0xA5}; }));
+      into.resize(source.length);
+      return into;
+    };
+    const auto stats = [&] { return pair.server_plane->statistics().at(0); };
+    const std::uint64_t registered = stats().endpoint.registrations;
+
+    const auto data = random_bytes(size, 21);
+    auto first = std::make_shared<const std::vector<std::byte>>(data);
+    const std::weak_ptr<const std::vector<std::byte>> first_watch = first;
+    CHECK(get(source_of(first, {7, 1}, 0, size)) == data);
+    first.reset();
+    CHECK_FALSE(first_watch.expired());  // kept, with its registration
+    CHECK(stats().registration_cache_misses == 1);
+    CHECK(stats().registration_cache_entries == 1);
+    CHECK(stats().registration_cache_bytes == size);
+    CHECK(stats().endpoint.registrations == registered + 1);
+
+    // The same version mapped again (its next GET), a range of it: no registration, the bytes exact.
+    auto again = std::make_shared<const std::vector<std::byte>>(data);
+    const auto range = get(source_of(again, {7, 1}, mib - 5, mib + 2));
+    CHECK(std::equal(range.begin(), range.end(), data.begin() + static_cast<std::ptrdiff_t>(mib - 5)));
+    CHECK(stats().registration_cache_hits == 1);
+    CHECK(stats().endpoint.registrations == registered + 1);
+
+    // A new version of the key (other bytes, another file): its own bytes, never the kept ones.
+    const auto replaced = random_bytes(size, 22);
+    auto next = std::make_shared<const std::vector<std::byte>>(replaced);
+    CHECK(get(source_of(next, {7, 2}, 0, size)) == replaced);
+    CHECK(stats().registration_cache_misses == 2);
+    CHECK(stats().endpoint.registrations == registered + 2);
+
+    // Closing the plane lets the kept mappings go.
+    pair.server_plane->close();
+    CHECK(first_watch.expired());
+  }
+}

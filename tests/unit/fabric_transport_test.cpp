@@ -124,7 +124,7 @@ struct token_fixture {
   boost::asio::thread_pool posts{1};
   fabric::registrar sources{pair.local, fabric::access::local, 0};
   transport_type transport{pair.local, posts.get_executor(), 4096, 2};
-  registrar_type registrar{sources, nullptr};
+  registrar_type registrar{sources, s3::rdma_source{}, nullptr};
   static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
   token_remote make_remote(std::span<const std::byte> initial) { return {pair, initial}; }
 };

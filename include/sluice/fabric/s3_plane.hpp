@@ -28,6 +28,13 @@ struct server_plane_config {
   std::size_t staging_buffer_bytes = 4 * mib;
   std::size_t staging_buffers = 16;      ///< per provider: staging memory = count × size (PUT only)
   std::size_t buffers_per_transfer = 4;  ///< RMAs in flight for one request
+  /// Registrations of GET sources kept for the next GET of the same object version, per
+  /// provider: at most this many bytes of mappings (0: each GET registers its bytes for itself,
+  /// as with a store whose mappings have no version) and registration_cache_entries entries.
+  /// Each entry keeps its object's file open and mapped, so a deleted or replaced object's disk
+  /// space comes back only when its entry is evicted (least recently used first).
+  std::uint64_t registration_cache_bytes = std::uint64_t{1} << 30;
+  std::size_t registration_cache_entries = 64;  ///< each holds a file descriptor
 
   /// The first problem, or nullopt: fabric invalid, a size or count 0, buffers_per_transfer
   /// more than staging_buffers.
@@ -36,11 +43,15 @@ struct server_plane_config {
 
 /// What one provider of a server plane did since it opened (for a host's /metrics).
 struct server_plane_statistics {
-  std::string provider;                  ///< e.g. "tcp;ofi_rxm"
-  endpoint_statistics endpoint;          ///< RMAs posted, their bytes and errors; fi_mr_reg calls
-  std::size_t staging_buffers = 0;       ///< registered staging buffers (the PUT pool)
-  std::size_t staging_buffers_free = 0;  ///< of them, free now
-  std::uint64_t reopened = 0;            ///< times the endpoint was replaced (server_plane::reopened)
+  std::string provider;                         ///< e.g. "tcp;ofi_rxm"
+  endpoint_statistics endpoint;                 ///< RMAs posted, their bytes and errors; fi_mr_reg calls
+  std::size_t staging_buffers = 0;              ///< registered staging buffers (the PUT pool)
+  std::size_t staging_buffers_free = 0;         ///< of them, free now
+  std::uint64_t reopened = 0;                   ///< times the endpoint was replaced (server_plane::reopened)
+  std::uint64_t registration_cache_hits = 0;    ///< GETs sent from a kept registration
+  std::uint64_t registration_cache_misses = 0;  ///< GET sources registered and kept
+  std::size_t registration_cache_entries = 0;   ///< kept now
+  std::uint64_t registration_cache_bytes = 0;   ///< of mappings kept now
 };
 
 /// The server side of the token protocol. Thread-safe; hold it by shared_ptr (server_config::rdma).
@@ -63,7 +74,8 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] error_code write_from(const s3::rdma_requester& who, const s3::rdma_token& token,
                                       const s3::rdma_source& source) override;
   /// A GET's bytes as a path built for the request (src/fabric/server_path.hpp): the token as
-  /// negotiator, the store's mapping registered for this request only, RMA writes of at most
+  /// negotiator, the store's mapping registered (from the registration cache when its version
+  /// is there, else for this request only, or kept in the cache), RMA writes of at most
   /// staging_buffer_bytes each, buffers_per_transfer in flight, posted on `executor`; no thread
   /// waits for them.
   void async_write_from(const s3::rdma_requester& who, const s3::rdma_token& token, const s3::rdma_source& source,
