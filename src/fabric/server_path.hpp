@@ -231,9 +231,10 @@ class mapping_registrar {
         source_(std::move(source)),
         cache_(cache != nullptr && cache->takes(source_) ? cache : nullptr) {}
 
-  /// Pre: `memory` lies inside the source's mapping.
+  /// From the cache when `memory` lies inside the source's mapping (what the server's GET asks
+  /// for); anything else is registered alone.
   registration_type register_region(const region& memory, error_code& ec) {
-    if (cache_ == nullptr) return register_alone(memory, ec);
+    if (cache_ == nullptr || !inside_mapping(memory)) return register_alone(memory, ec);
     const auto within = static_cast<std::uint64_t>(memory.bytes() - source_.mapping.bytes());
     const std::uint64_t at = source_.file_offset + within;
     sluice::region cached{};
@@ -249,6 +250,12 @@ class mapping_registrar {
   }
 
  private:
+  [[nodiscard]] bool inside_mapping(const region& memory) const noexcept {
+    const const_region& m = source_.mapping;
+    return memory.size > 0 && memory.kind == m.kind && memory.device == m.device &&
+           std::less_equal<>{}(m.bytes(), memory.bytes()) &&
+           std::less_equal<>{}(memory.bytes() + memory.size, m.bytes() + m.size);
+  }
   registration_type register_alone(const region& memory, error_code& ec) {
     auto held = keep(sources_->register_region(memory, ec));
     if (ec) return {};

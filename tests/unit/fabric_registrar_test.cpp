@@ -75,12 +75,41 @@ struct mapping_registrar_fixture {
   }
 };
 
+/// The same with the provider's registration cache: the suite's memory is one version of a file
+/// as the store maps it, so every registration comes from the cache's registration of it.
+template <class Provider>
+struct cached_mapping_fixture {
+  using registrar_type = fabric::detail::mapping_registrar;
+  static constexpr bool overlapping = true;
+  struct view {
+    sluice::region bytes;
+    [[nodiscard]] sluice::region region() const { return bytes; }
+  };
+  fabric::registrar sources{endpoint_of(Provider::name), fabric::access::write_source, 0};
+  fabric::detail::mapping_cache cache{16 * mib, 8};
+  testing::page_buffer mapping{8 * 64 * 1024};
+  registrar_type make_registrar() {
+    s3::rdma_source source{mapping.region(), 0, mapping.region().size, std::make_shared<int>(7), {5, 9}};
+    source.file = 0;
+    return {sources, source, &cache};
+  }
+  view make_memory(std::size_t size) {
+    REQUIRE(size <= mapping.region().size);
+    return {{mapping.region().data, size, memory_kind::host_pageable, -1}};
+  }
+  static region refused(std::span<std::byte> scratch) {
+    return {scratch.data(), scratch.size(), memory_kind::cuda_device, 0};
+  }
+};
+
 using tcp_cached = fabric_registrar_fixture<tcp_provider, 64>;
 using tcp_uncached = fabric_registrar_fixture<tcp_provider, 0>;
 using shm_cached = fabric_registrar_fixture<shm_provider, 64>;
 using shm_uncached = fabric_registrar_fixture<shm_provider, 0>;
 using tcp_mapping = mapping_registrar_fixture<tcp_provider>;
 using shm_mapping = mapping_registrar_fixture<shm_provider>;
+using tcp_mapping_cached = cached_mapping_fixture<tcp_provider>;
+using shm_mapping_cached = cached_mapping_fixture<shm_provider>;
 
 }  // namespace
 
@@ -90,9 +119,11 @@ TYPE_TO_STRING(shm_cached);
 TYPE_TO_STRING(shm_uncached);
 TYPE_TO_STRING(tcp_mapping);
 TYPE_TO_STRING(shm_mapping);
+TYPE_TO_STRING(tcp_mapping_cached);
+TYPE_TO_STRING(shm_mapping_cached);
 
 TEST_CASE_TEMPLATE_INVOKE(registrar_conformance, tcp_cached, tcp_uncached, shm_cached, shm_uncached, tcp_mapping,
-                          shm_mapping);
+                          shm_mapping, tcp_mapping_cached, shm_mapping_cached);
 
 TEST_CASE("mapping_registrar: a registration keeps the mapping's owner until its last share is gone") {
   fabric::registrar sources(endpoint_of("tcp;ofi_rxm"), fabric::access::write_source, 0);
