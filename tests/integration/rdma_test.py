@@ -93,10 +93,11 @@ class Harness:
             try:
                 out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
+                stacks = self.server_stacks()  # while the server is still in whatever held the client
                 proc.kill()
                 out, err = proc.communicate()
-                raise AssertionError("%s did not finish within %d s (killed): %s%s" %
-                                     (" ".join(cmd[:3]), timeout, out[-1000:], err[-1000:]))
+                raise AssertionError("%s did not finish within %d s (killed): %s%s\nthe server's threads:\n%s" %
+                                     (" ".join(cmd[:3]), timeout, out[-1000:], err[-1000:], stacks))
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
     def cli(self, *args, timeout=120):
@@ -149,6 +150,20 @@ class Harness:
             raise AssertionError("the server's access log holds %d GET(s) of %s since the client started, not %d" %
                                  (len(records), key, count))
         return records
+
+    def server_stacks(self):
+        """Every thread's stack of the running server (gdb, when there is one): what a client that
+        hung was waiting for."""
+        proc = self.server.proc if self.server else None
+        if proc is None or proc.poll() is not None or not shutil.which("gdb"):
+            return "(no stacks: no running server or no gdb)"
+        try:
+            r = subprocess.run(["gdb", "-p", str(proc.pid), "-batch", "-ex", "thread apply all bt 16"],
+                               capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return "(gdb did not finish)"
+        frames = [line[:240] for line in r.stdout.splitlines() if line.startswith(("Thread ", "#"))]
+        return "\n".join(frames)[-12000:] or r.stderr[-2000:]
 
     def server_log(self):
         proc = self.server.proc
