@@ -210,7 +210,7 @@ void server_plane::reopen(const std::shared_ptr<provider_state>& wedged) {
   ++reopened_;
 }
 
-void server_plane::reap() {
+void server_plane::reap(const boost::asio::any_io_executor& executor) {
   std::vector<std::shared_ptr<provider_state>> idle;
   {
     const std::lock_guard lock(providers_mutex_);
@@ -232,7 +232,10 @@ void server_plane::reap() {
   }
   // Closing aborts what it still holds (writes to a vanished peer): their completion functions
   // release the MRs, mappings and staging buffers they kept.
-  for (const auto& p : idle) p->ep->close();
+  if (idle.empty()) return;
+  boost::asio::post(executor, [idle = std::move(idle)] {
+    for (const auto& p : idle) p->ep->close();
+  });
 }
 
 std::vector<std::string> server_plane::providers() const {
@@ -309,8 +312,9 @@ class provider_use {
 
 }  // namespace
 
-std::shared_ptr<server_plane::provider_state> server_plane::find_provider(const s3::rdma_token& token) {
-  reap();
+std::shared_ptr<server_plane::provider_state> server_plane::find_provider(
+    const s3::rdma_token& token, const boost::asio::any_io_executor& executor) {
+  reap(executor);
   const std::lock_guard lock(providers_mutex_);
   for (const auto& p : providers_) {
     if (p->ep->traits().name == token.provider && p->ep->traits().virtual_addresses() == token.virtual_addresses) {
@@ -333,7 +337,7 @@ error_code server_plane::write_from(const s3::rdma_requester& who, const s3::rdm
 void server_plane::async_write_from(const s3::rdma_requester& /*who*/, const s3::rdma_token& token,
                                     const s3::rdma_source& source, const boost::asio::any_io_executor& executor,
                                     std::function<void(error_code)> done) {
-  auto use = std::make_shared<provider_use>(find_provider(token));
+  auto use = std::make_shared<provider_use>(find_provider(token, executor));
   const std::shared_ptr<provider_state>& provider = use->get();
   const const_region memory = source.bytes();
   if (!provider || memory.size == 0) {
@@ -626,7 +630,7 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   const auto finish_now = [&](error_code ec) {
     boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
   };
-  auto use = std::make_shared<provider_use>(find_provider(token));
+  auto use = std::make_shared<provider_use>(find_provider(token, executor));
   const std::shared_ptr<provider_state> provider = use->get();
   if (!provider) return finish_now(s3::errc::rdma_not_supported);
   if (length == 0) return finish_now({});

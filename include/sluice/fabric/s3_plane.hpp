@@ -105,10 +105,14 @@ class server_plane final : public s3::rdma_server_plane {
  private:
   server_plane() = default;
   [[nodiscard]] std::shared_ptr<provider_state> open_provider(const std::string& name, error_code& ec) const;
-  /// The provider serving `token`, counted as in use (the caller's provider_use gives it back).
-  [[nodiscard]] std::shared_ptr<provider_state> find_provider(const s3::rdma_token& token);
+  /// The provider serving `token`, counted as in use (the caller's provider_use gives it back);
+  /// retired endpoints that no call uses any more are closed on `executor` (reap).
+  [[nodiscard]] std::shared_ptr<provider_state> find_provider(const s3::rdma_token& token,
+                                                              const boost::asio::any_io_executor& executor);
   void reopen(const std::shared_ptr<provider_state>& wedged);
-  void reap();  // closes retired endpoints no call uses any more
+  /// Closes retired endpoints no call uses any more, on `executor`: closing joins the endpoint's
+  /// progress thread and may wait in libfabric, never on the network thread that asks.
+  void reap(const boost::asio::any_io_executor& executor);
 
   server_plane_config config_;
   mutable std::mutex providers_mutex_;  // providers_, retired_, closed_
