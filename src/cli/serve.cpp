@@ -16,6 +16,7 @@
 #endif
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -386,6 +387,9 @@ int serve(const serve_options& o) {
     fabric::server_plane_config plane;
     plane.fabric.provider = provider_name(o.fabric);
     if (o.fabric_registration_cache) plane.registration_cache_bytes = *o.fabric_registration_cache;
+    if (o.fabric_connect_timeout) {
+      plane.fabric.connect_timeout = std::chrono::milliseconds(std::llround(*o.fabric_connect_timeout * 1000));
+    }
     if (config.listen_address != "0.0.0.0" && config.listen_address != "::") plane.fabric.node = config.listen_address;
     auto rdma = fabric::server_plane::open(plane, ec);
     if (ec && o.fabric != "auto") {

@@ -306,30 +306,58 @@ std::uint64_t endpoint::random_key() {
   return key;
 }
 
-fi_addr_t endpoint::resolve(std::span<const std::byte> peer_name, error_code& ec) {
+endpoint::known_peer* endpoint::find_or_insert(std::span<const std::byte> peer_name, std::string& key,
+                                               error_code& ec) {
   // fi_av_insert takes no length: the name must be exactly what this provider's addresses are
   // (a NUL-terminated string, or as long as our own name), or libfabric reads past it.
   const bool well_formed = traits_.string_addresses ? !peer_name.empty() && peer_name.back() == std::byte{0}
                                                     : peer_name.size() == name_.size();
   if (!well_formed) {
     ec = make_fabric_error(-FI_EINVAL);
-    return FI_ADDR_UNSPEC;
+    return nullptr;
   }
-  std::string key(reinterpret_cast<const char*>(peer_name.data()), peer_name.size());
-  const std::lock_guard lock(peers_mutex_);
+  key.assign(reinterpret_cast<const char*>(peer_name.data()), peer_name.size());
   if (const auto found = peers_.find(key); found != peers_.end()) {
     ec = {};
-    return found->second;
+    return &found->second;
   }
   fi_addr_t address = FI_ADDR_UNSPEC;
   const int inserted = fi_av_insert(av_.native_handle(), key.data(), 1, &address, 0, nullptr);
   if (inserted != 1) {
     ec = inserted < 0 ? make_fabric_error(inserted) : make_fabric_error(-FI_EADDRNOTAVAIL);
-    return FI_ADDR_UNSPEC;
+    return nullptr;
   }
-  peers_.emplace(std::move(key), address);
   ec = {};
-  return address;
+  return &peers_.emplace(key, known_peer{address, 0, false}).first->second;
+}
+
+fi_addr_t endpoint::resolve(std::span<const std::byte> peer_name, error_code& ec) {
+  std::string key;
+  const std::lock_guard lock(peers_mutex_);
+  const known_peer* peer = find_or_insert(peer_name, key, ec);
+  return peer != nullptr ? peer->address : FI_ADDR_UNSPEC;
+}
+
+endpoint::peer_lease endpoint::lease(std::span<const std::byte> peer_name, error_code& ec) {
+  std::string key;
+  fi_addr_t address = FI_ADDR_UNSPEC;
+  {
+    const std::lock_guard lock(peers_mutex_);
+    known_peer* peer = find_or_insert(peer_name, key, ec);
+    if (peer == nullptr) return {};
+    ++peer->leases;
+    address = peer->address;
+  }
+  peer_lease out;
+  out.hold_ = std::make_shared<const peer_lease::hold>(shared_from_this(), std::move(key), address);
+  return out;
+}
+
+void endpoint::release(const std::string& name) noexcept {
+  const std::lock_guard lock(peers_mutex_);
+  const auto found = peers_.find(name);
+  if (found == peers_.end()) return;
+  if (--found->second.leases == 0 && found->second.stale) remove(found);
 }
 
 void endpoint::forget(std::span<const std::byte> peer_name) {
@@ -337,25 +365,34 @@ void endpoint::forget(std::span<const std::byte> peer_name) {
   const std::lock_guard lock(peers_mutex_);
   const auto found = peers_.find(key);
   if (found == peers_.end()) return;
-  fi_addr_t address = found->second;
+  if (found->second.leases != 0) {
+    found->second.stale = true;  // other transfers still post to it: removed after the last one
+    return;
+  }
+  remove(found);
+}
+
+void endpoint::remove(std::map<std::string, known_peer>::iterator at) noexcept {
+  fi_addr_t address = at->second.address;
   static_cast<void>(fi_av_remove(av_.native_handle(), &address, 1, 0));
-  peers_.erase(found);
+  peers_.erase(at);
 }
 
 error_code endpoint::post_write(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
                                 fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
-                                completion_function done) {
-  return post(true, local, local_offset, length, peer, remote_address, key, std::move(done));
+                                completion_function done, full_queue when_full) {
+  return post(true, local, local_offset, length, peer, remote_address, key, std::move(done), when_full);
 }
 
 error_code endpoint::post_read(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
                                fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
-                               completion_function done) {
-  return post(false, local, local_offset, length, peer, remote_address, key, std::move(done));
+                               completion_function done, full_queue when_full) {
+  return post(false, local, local_offset, length, peer, remote_address, key, std::move(done), when_full);
 }
 
 error_code endpoint::post(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
-                          fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, completion_function done) {
+                          fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, completion_function done,
+                          full_queue when_full) {
   if (!local.region().contains(local_offset, length)) return errc::region_too_small;
   if (length == 0) {
     done({});
@@ -366,7 +403,7 @@ error_code endpoint::post(bool write, const memory_region& local, std::uint64_t 
   const std::uint64_t pieces = length / piece + (length % piece != 0 ? 1 : 0);  // max_msg_size may be 2^64-1
   if (pieces == 1) {
     auto* op = new operation{{}, std::move(done), length};
-    return post_one(write, local, local_offset, length, peer, remote_address, key, op);
+    return post_one(write, local, local_offset, length, peer, remote_address, key, op, when_full);
   }
   auto state = std::make_shared<split_state>();
   state->remaining = static_cast<std::size_t>(pieces);
@@ -375,7 +412,10 @@ error_code endpoint::post(bool write, const memory_region& local, std::uint64_t 
     const std::uint64_t offset = i * piece;
     const std::uint64_t n = std::min(piece, length - offset);
     auto* op = new operation{{}, [state](error_code e) { state->piece_done(e); }, n};
-    if (const error_code e = post_one(write, local, local_offset + offset, n, peer, remote_address + offset, key, op)) {
+    // Only the first piece may report a full queue: after it, pieces are in flight and done must run.
+    const full_queue piece_full = i == 0 ? when_full : full_queue::wait;
+    if (const error_code e =
+            post_one(write, local, local_offset + offset, n, peer, remote_address + offset, key, op, piece_full)) {
       if (i == 0) return e;  // nothing in flight: the caller hears it now, done never runs
       for (std::uint64_t rest = i; rest < pieces; ++rest) state->piece_done(e);
       return {};
@@ -385,7 +425,8 @@ error_code endpoint::post(bool write, const memory_region& local, std::uint64_t 
 }
 
 error_code endpoint::post_one(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
-                              fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op) {
+                              fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op,
+                              full_queue when_full) {
   const std::shared_lock closing(close_mutex_);
   if (closed_) {
     delete op;
@@ -400,7 +441,9 @@ error_code endpoint::post_one(bool write, const memory_region& local, std::uint6
   void* buffer = local.region().bytes() + local_offset;
   void* desc = local.descriptor();
   // A transmit queue that stays full this long (a peer that stopped answering) is a failure.
-  const auto deadline = std::chrono::steady_clock::now() + std::min(config_.operation_timeout, config_.connect_timeout);
+  const auto deadline = when_full == full_queue::report
+                            ? std::chrono::steady_clock::time_point{}  // one try
+                            : std::chrono::steady_clock::now() + std::min(config_.operation_timeout, config_.connect_timeout);
   ssize_t ret = 0;
   for (;;) {
     iovec iov{buffer, static_cast<std::size_t>(length)};
@@ -427,7 +470,7 @@ error_code endpoint::post_one(bool write, const memory_region& local, std::uint6
       std::erase(outstanding_, op);
     }
     delete op;
-    ++errors_;
+    if (ret != -FI_EAGAIN || when_full == full_queue::wait) ++errors_;  // a reported full queue is no error yet
     return make_fabric_error(ret);
   }
   ++operations_;

@@ -4,6 +4,7 @@
 #include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,8 +41,9 @@ struct aligned_bytes {
       : bytes(static_cast<std::byte*>(::operator new[](n, std::align_val_t{4096}))), size(n) {}
 };
 
-/// Whether a post failed because the endpoint's transmit queue stayed full for the post's whole
-/// deadline (endpoint::post_write/post_read retry FI_EAGAIN that long): the endpoint completes
+/// Whether a post failed because the endpoint's transmit queue was full (FI_EAGAIN). A PUT's
+/// reads post with full_queue::report and try again after short waits; a queue that stays full
+/// for min(operation_timeout, connect_timeout) means the endpoint completes
 /// nothing, whoever's operations fill it (libfabric 1.17's shm with writes to a dead peer
 /// outstanding, an earlier request's). Nothing of this request may be outstanding, so no
 /// deadline of its own runs out: the failed post is the only sign that the endpoint needs
@@ -68,6 +70,7 @@ struct server_plane::provider_state {
   registrar staging;
   detail::mapping_cache cache;
   std::atomic<std::size_t> active{0};  // write_from/read calls using it now (retired: closed at 0)
+  std::atomic<bool> replacing{false};  // reopen() is opening its successor: later calls wait for that one
   std::vector<aligned_bytes> memory;
   std::vector<registration> regions;
   std::mutex mutex;
@@ -197,13 +200,16 @@ void server_plane::reopen(const std::shared_ptr<provider_state>& wedged) {
     const std::lock_guard lock(providers_mutex_);
     if (closed_ || std::find(providers_.begin(), providers_.end(), wedged) == providers_.end()) return;  // done
   }
+  // Transfers that give up together (several requests naming one dead peer) replace it once.
+  if (wedged->replacing.exchange(true)) return;
   error_code ec;
   auto fresh = open_provider(name, ec);  // outside the lock: registering the staging buffers takes a while
   const std::lock_guard lock(providers_mutex_);
   const auto at = std::find(providers_.begin(), providers_.end(), wedged);
   if (!fresh || closed_ || at == providers_.end()) {
     if (fresh) fresh->ep->close();
-    return;  // not reopened (the old endpoint stays): later transfers decline as before
+    wedged->replacing = false;  // not reopened (the old endpoint stays): a later failure tries again
+    return;
   }
   *at = std::move(fresh);
   retired_.push_back(wedged);
@@ -233,8 +239,16 @@ void server_plane::reap(const boost::asio::any_io_executor& executor) {
   // Closing aborts what it still holds (writes to a vanished peer): their completion functions
   // release the MRs, mappings and staging buffers they kept.
   if (idle.empty()) return;
-  boost::asio::post(executor, [idle = std::move(idle)] {
+  boost::asio::post(executor, [idle = std::move(idle)]() mutable {
     for (const auto& p : idle) p->ep->close();
+    idle.clear();  // the endpoints, their MRs and staging buffers go (once nothing else holds them)
+    // libfabric's pools of a closed endpoint (tcp;ofi_rxm: tens of MiB, touched) go back to
+    // malloc, which keeps them in the arenas of the threads that freed them: measured, a server
+    // replacing its endpoint every few seconds grew by ~45 MiB per replacement, never returned.
+    // Trimming gives the free pages of every arena back to the kernel.
+#ifdef __GLIBC__
+    static_cast<void>(::malloc_trim(0));
+#endif
   });
 }
 
@@ -384,7 +398,8 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
     std::uint64_t index = 0;  // the transfer's index-th buffer's worth of bytes
     std::uint64_t length = 0;
     std::optional<std::size_t> slot;  // the staging buffer, once acquired
-    bool posted = false;              // its reads were posted
+    std::uint64_t issued = 0;         // bytes of its reads posted so far
+    bool posted = false;              // all its reads were posted
     std::size_t pending = 0;          // reads outstanding
     error_code failure;
   };
@@ -393,6 +408,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   std::shared_ptr<provider_use> use;
   std::shared_ptr<provider_state> provider;
   boost::asio::any_io_executor executor;
+  endpoint::peer_lease lease;  // held until the last read completes (or the endpoint closes)
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::vector<remote_segment> segments;  // the token's, copied: the operation may outlive it
   std::vector<std::byte> peer_name;
@@ -404,6 +420,8 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
 
   std::mutex mutex;  // the rest
   std::unique_ptr<boost::asio::steady_timer> timer;
+  std::unique_ptr<boost::asio::steady_timer> retry;  // posts again after a full transmit queue
+  std::optional<steady::time_point> full_since;      // the queue has been full since (unset: not full)
   std::deque<chunk> window;       // in order; front is the next for the sink
   std::uint64_t planned = 0;      // bytes assigned to chunks
   detail::segment_cursor cursor;  // the reads' position in `segments`
@@ -424,7 +442,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
     std::size_t asked = 0;
     while (!finished && planned < length && window.size() < window_limit) {
       const std::uint64_t n = std::min(buffer_bytes, length - planned);
-      window.push_back(chunk{planned / buffer_bytes, n, std::nullopt, false, 0, {}});
+      window.push_back(chunk{planned / buffer_bytes, n, std::nullopt, 0, false, 0, {}});
       planned += n;
       ++asked;
     }
@@ -456,7 +474,8 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   }
 
   // On the executor, one pump at a time: posts the reads of every chunk that has its buffer, in
-  // order (the cursor over the segments moves in order; a post may wait for a full transmit queue).
+  // order (the cursor over the segments moves in order). A full transmit queue never holds the
+  // thread (it serves every transfer): the pump comes back after a short wait.
   void pump() {
     lock_type lock(mutex);
     while (!finished && !post_failed) {
@@ -468,7 +487,14 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
         }
       }
       if (next == nullptr) break;
-      post_chunk(lock, *next);  // `next` stays valid: a chunk is not removed before it is posted
+      if (!post_chunk(lock, *next)) {  // `next` stays valid: a chunk is not removed before it is posted
+        if (finished) break;           // the deadline passed meanwhile: the timers are gone
+        retry->expires_after(std::chrono::microseconds(200));
+        retry->async_wait([self = shared_from_this()](error_code e) {
+          if (!e) self->pump();
+        });
+        return;  // still pumping
+      }
     }
     pumping = false;
     if (!finished && !window.empty() && window.front().posted && window.front().pending == 0) {
@@ -476,27 +502,40 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
     }
   }
 
-  void post_chunk(lock_type& lock, chunk& c) {
+  // Posts the chunk's reads not posted yet; false when the transmit queue is full (again later,
+  // from where it stopped).
+  bool post_chunk(lock_type& lock, chunk& c) {
     const std::uint64_t index = c.index;
     const registration& buffer = provider->regions[*c.slot];
-    for (std::uint64_t local = 0; local < c.length && !c.failure && !finished;) {
+    while (c.issued < c.length && !c.failure && !finished) {
+      const std::uint64_t local = c.issued;
+      const detail::segment_cursor before = cursor;
       const remote_segment piece = cursor.next(segments, c.length - local);
       const std::uint64_t n = piece.length;
       const std::uint64_t address = piece.address;
       const std::uint64_t key = piece.key;
       ++c.pending;
       lock.unlock();
-      const error_code e =
-          provider->ep->post_read(buffer.mr(), buffer.offset_in_mr() + local, n, peer, address, key,
-                                  [self = shared_from_this(), index](error_code ec) { self->arrived(index, ec); });
+      const error_code e = provider->ep->post_read(
+          buffer.mr(), buffer.offset_in_mr() + local, n, peer, address, key,
+          [self = shared_from_this(), index](error_code ec) { self->arrived(index, ec); }, full_queue::report);
       lock.lock();
-      if (e) {
-        --c.pending;
-        c.failure = e;
-        post_failed = true;
-        wedged = wedged || queue_stayed_full(e);
+      if (!e) {
+        full_since.reset();
+        c.issued += n;
+        continue;
       }
-      local += n;
+      --c.pending;
+      if (queue_stayed_full(e)) {
+        cursor = before;  // not posted
+        const steady::time_point now = steady::now();
+        if (!full_since) full_since = now;
+        const auto limit = std::min(provider->ep->config().operation_timeout, provider->ep->config().connect_timeout);
+        if (now - *full_since < limit) return false;
+        wedged = true;  // the queue stayed full for the whole deadline
+      }
+      c.failure = e;
+      post_failed = true;
     }
     c.posted = true;
     if (finished && c.pending == 0 && c.slot) {  // ended while posting: nothing reads into it
@@ -506,6 +545,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
       provider->release(slot);
       lock.lock();
     }
+    return true;
   }
 
   chunk* find(std::uint64_t index) {
@@ -602,6 +642,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   void end(lock_type& lock, error_code ec) {
     finished = true;
     timer.reset();
+    retry.reset();  // a pump waiting on it is done (it finds `finished`)
     std::vector<std::size_t> idle;
     bool quiet = true;
     for (auto& c : window) {
@@ -617,7 +658,7 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
     auto complete = std::move(done);
     lock.unlock();
     for (const std::size_t slot : idle) provider->release(slot);
-    if (failed && quiet) provider->ep->forget(peer_name);  // not under outstanding reads
+    if (failed) provider->ep->forget(peer_name);  // removed once no operation to it is outstanding
     if (replace) plane->reopen(provider);
     use.reset();
     complete(ec);
@@ -636,7 +677,7 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   if (length == 0) return finish_now({});
   if (token.total_length() < length) return finish_now(s3::errc::invalid_rdma_token);
   error_code ec;
-  const fi_addr_t peer = provider->ep->resolve(token.endpoint, ec);
+  endpoint::peer_lease lease = provider->ep->lease(token.endpoint, ec);
   if (ec) return finish_now(s3::errc::rdma_not_supported);
 
   auto op = std::make_shared<put_operation>();
@@ -644,7 +685,8 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   op->use = std::move(use);
   op->provider = provider;
   op->executor = executor;
-  op->peer = peer;
+  op->peer = lease.address();
+  op->lease = std::move(lease);
   for (const auto& seg : token.segments) op->segments.push_back({seg.address, seg.length, seg.key});
   op->peer_name = token.endpoint;
   op->sink = &sink;
@@ -655,6 +697,7 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   op->connect_deadline = steady::now() + provider->ep->config().connect_timeout;
   put_operation::lock_type lock(op->mutex);
   op->timer = std::make_unique<boost::asio::steady_timer>(executor);
+  op->retry = std::make_unique<boost::asio::steady_timer>(executor);
   op->arm(op->connect_deadline);
   op->plan(lock);
 }

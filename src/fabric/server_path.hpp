@@ -43,8 +43,10 @@
 namespace sluice::fabric::detail {
 
 /// The memory a token grants, as this server's endpoint names it: the peer and the segments,
-/// in order.
+/// in order. Copies share the peer's lease: the transfer's operations keep the peer in the
+/// address vector until the last of them completes, whoever else forgets it meanwhile.
 struct token_memory {
+  endpoint::peer_lease lease;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::vector<remote_segment> segments;
   std::uint64_t length = 0;  ///< of all segments together
@@ -307,7 +309,8 @@ class token_negotiator {
     if (token_->total_length() < length) {
       ec = s3::errc::invalid_rdma_token;
     } else {
-      token_memory remote{ep_->resolve(token_->endpoint, ec), {}, token_->total_length()};
+      token_memory remote{ep_->lease(token_->endpoint, ec), FI_ADDR_UNSPEC, {}, token_->total_length()};
+      remote.peer = remote.lease.address();
       if (ec) {
         ec = s3::errc::rdma_not_supported;
       } else {
@@ -323,10 +326,11 @@ class token_negotiator {
   template <class Handler>
   void async_complete(session_type&& /*session*/, error_code ec, std::uint64_t bytes, Handler&& handler) {
     if (ec) {
-      const bool outstanding = ec == boost::asio::error::timed_out;
-      // Not under outstanding operations: removing a peer then is not safe on every provider.
-      if (!outstanding) ep_->forget(token_->endpoint);
-      if (outstanding || ec == make_fabric_error(-FI_EAGAIN)) wedged_();
+      // The peer leaves the address vector once no transfer's operations to it are outstanding
+      // (this one's, past its deadline, hold their lease until they complete or the endpoint
+      // closes): its next request connects afresh.
+      ep_->forget(token_->endpoint);
+      if (ec == boost::asio::error::timed_out || ec == make_fabric_error(-FI_EAGAIN)) wedged_();
     }
     transfer_result result;
     result.bytes = bytes;
@@ -395,6 +399,8 @@ class token_transport {
 
     std::mutex mutex;
     std::unique_ptr<boost::asio::steady_timer> timer;  // reset when finished
+    std::unique_ptr<boost::asio::steady_timer> retry;  // a full transmit queue with nothing in flight
+    std::optional<steady::time_point> full_since;      // the queue has been full since (unset: not full)
     segment_cursor cursor;                             // over remote.segments
     std::uint64_t posted = 0;
     std::uint64_t moved = 0;
@@ -406,10 +412,15 @@ class token_transport {
     steady::time_point connect_deadline;
     steady::time_point last_completion;
 
-    // On `poster`: posts pieces until the window is full, the span is posted or one failed.
+    // On `poster`: posts pieces until the window is full, the span is posted or one failed. A
+    // full transmit queue never holds the thread (it serves every transfer): the piece is taken
+    // back and posted again by the next completion, or after a short wait when nothing is in
+    // flight; a queue that stays full past min(operation_timeout, connect_timeout) fails the
+    // transfer with FI_EAGAIN (the endpoint is wedged).
     void pump() {
       std::unique_lock lock(mutex);
       while (!finished && !failure && posted < length && outstanding < window) {
+        const segment_cursor before = cursor;
         const remote_segment piece = cursor.next(remote.segments, std::min(piece_bytes, length - posted));
         const std::uint64_t n = piece.length;
         const std::uint64_t at = local_offset + posted;
@@ -419,13 +430,37 @@ class token_transport {
         ++outstanding;
         lock.unlock();
         auto done = [self = shared_from_this(), n](error_code e) { self->completed(e, n); };
-        const error_code ec = write ? ep->post_write(local->reg.mr(), at, n, remote.peer, address, key, done)
-                                    : ep->post_read(local->reg.mr(), at, n, remote.peer, address, key, done);
+        const error_code ec =
+            write ? ep->post_write(local->reg.mr(), at, n, remote.peer, address, key, done, full_queue::report)
+                  : ep->post_read(local->reg.mr(), at, n, remote.peer, address, key, done, full_queue::report);
         lock.lock();
-        if (ec) {
-          --outstanding;
-          if (!failure) failure = ec;
+        if (!ec) {
+          full_since.reset();
+          continue;
         }
+        --outstanding;
+        if (finished) break;  // the deadline passed meanwhile: the timers are gone
+        if (ec != make_fabric_error(-FI_EAGAIN)) {
+          if (!failure) failure = ec;
+          break;
+        }
+        posted -= n;  // not posted: again later, from the same place
+        cursor = before;
+        const steady::time_point now = steady::now();
+        if (!full_since) full_since = now;
+        if (now - *full_since >= std::min(ep->config().operation_timeout, ep->config().connect_timeout)) {
+          if (!failure) failure = ec;
+          break;
+        }
+        if (outstanding == 0) {  // no completion will come to post it: after a short wait
+          pumping = true;
+          retry->expires_after(std::chrono::microseconds(200));
+          retry->async_wait([self = shared_from_this()](error_code e) {
+            if (!e) self->pump();
+          });
+          return;
+        }
+        break;  // the next completion posts it
       }
       pumping = false;
       settle(lock);
@@ -478,6 +513,7 @@ class token_transport {
     void finish(std::unique_lock<std::mutex>& lock, error_code ec) {
       finished = true;
       timer.reset();  // cancels the wait: its handler holds `this` and finds it finished
+      retry.reset();
       const auto bytes = static_cast<std::size_t>(moved);
       auto done = std::move(complete);
       const bool defer = initiating;
@@ -533,6 +569,7 @@ class token_transport {
           {
             const std::lock_guard lock(op->mutex);
             op->timer = std::make_unique<boost::asio::steady_timer>(poster_);
+            op->retry = std::make_unique<boost::asio::steady_timer>(poster_);
             op->arm(op->connect_deadline);
             op->pumping = true;
           }

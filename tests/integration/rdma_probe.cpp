@@ -18,6 +18,10 @@
 //   vanish     a GET of the whole object by RDMA; _exit(0) once its first bytes landed (mid-transfer)
 //   vanish-now as vanish, but _exit(0) right after the request is written
 //   name       prints the client endpoint's address (what tokens carry), e.g. 10.77.0.2:41234
+//   unreachable SECONDS THREADS
+//              THREADS threads send GETs for SECONDS, each with a token naming the same peer
+//              that nobody serves (tcp: a well-formed sockaddr_in for 127.0.0.1:1): every answer
+//              must be an HTTP answer other than a transfer by RDMA, and the buffer untouched
 // expired, short, tampered and unsigned also check that the buffer is untouched (all 0xA5).
 // Exit status: 0 when the expectation holds, 1 when it does not (with a message), 2 on usage.
 #include <sluice/fabric/s3_plane.hpp>
@@ -36,6 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstddef>
@@ -47,6 +52,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -78,8 +84,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: rdma_probe [--provider tcp|shm] [--access-key AK] [--secret-key SK] [--region R]\n"
                "                  range|expired|short|tampered|unsigned|vanish|vanish-now|name|put-garbage-endpoint|\n"
-               "                  put-far-address|put-vanish ENDPOINT BUCKET KEY\n"
-               "                  [OFFSET LENGTH [OUT]]\n");
+               "                  put-far-address|put-vanish|unreachable ENDPOINT BUCKET KEY\n"
+               "                  [OFFSET LENGTH [OUT] | SECONDS THREADS]\n");
   return 2;
 }
 
@@ -391,6 +397,55 @@ int run(const options& opt) {
       std::this_thread::sleep_for(100ms);
       require(untouched(buffer), mode + ": the buffer is untouched (all 0xA5)");
     }
+    return 0;
+  }
+  if (mode == "unreachable") {
+    // Concurrent requests whose tokens name one peer that refuses every connection: the
+    // server's transfers to it fail (or time out) at once, each on the same address-vector entry
+    // and endpoint while others still use them.
+    if (p.size() < 6 || opt.provider != "tcp") return usage();
+    const double seconds = std::stod(p[4]);
+    const int threads = std::stoi(p[5]);
+    const auto grant = plane->grant_access(whole, s3::rdma_op::write, expires_soon, ec);
+    if (ec) throw failure("grant_access: " + ec.message());
+    s3::rdma_token token = s3::decode_rdma_token(grant->token(), ec);
+    if (ec || token.endpoint.size() < sizeof(sockaddr_in)) throw failure("the plane's own token has no sockaddr_in");
+    sockaddr_in nobody{};
+    nobody.sin_family = AF_INET;
+    nobody.sin_port = htons(1);
+    nobody.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::fill(token.endpoint.begin(), token.endpoint.end(), std::byte{0});
+    std::memcpy(token.endpoint.data(), &nobody, sizeof nobody);
+    const std::string text = s3::encode_rdma_token(token);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    std::atomic<std::uint64_t> answered{0};
+    std::atomic<bool> wrong{false};
+    std::string first_wrong;
+    std::mutex wrong_mutex;
+    std::vector<std::thread> senders;
+    for (int i = 0; i < threads; ++i) {
+      senders.emplace_back([&] {
+        while (std::chrono::steady_clock::now() < until && !wrong) {
+          answer a;
+          try {
+            a = get(opt, *t, {{"host", t->host}, {"x-amz-rdma-token", text}});
+          } catch (const std::exception& e) {
+            a.body = std::string("no answer: ") + e.what();
+          }
+          if (a.status == 0 || a.field("x-amz-rdma-reply") == "200") {
+            const std::lock_guard lock(wrong_mutex);
+            if (!wrong.exchange(true)) first_wrong = a.describe();
+          }
+          ++answered;
+        }
+      });
+    }
+    for (auto& s : senders) s.join();
+    std::fprintf(stderr, "  unreachable: %llu requests answered in %.0f s by %d threads\n",
+                 static_cast<unsigned long long>(answered.load()), seconds, threads);
+    require(!wrong, "unreachable: every request answered, none as moved by RDMA" +
+                        (first_wrong.empty() ? std::string() : " (got " + first_wrong + ")"));
+    require(untouched(buffer), "unreachable: the buffer is untouched (all 0xA5)");
     return 0;
   }
   if (mode == "put-garbage-endpoint" || mode == "put-far-address" || mode == "put-vanish") {

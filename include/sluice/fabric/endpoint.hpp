@@ -83,6 +83,12 @@ struct remote_segment {
   friend bool operator==(const remote_segment&, const remote_segment&) = default;
 };
 
+/// What a post does when the provider's transmit queue is full (FI_EAGAIN).
+enum class full_queue : std::uint8_t {
+  wait,    ///< retry until the queue drains or min(operation_timeout, connect_timeout) passed
+  report,  ///< try once: FI_EAGAIN comes back at once (done never runs); the caller retries later
+};
+
 /// Called once when an operation completes: success, a fabric error from fi_cq_readerr, or
 /// operation_aborted when the endpoint closes first. Runs on the progress thread.
 using completion_function = std::function<void(error_code)>;
@@ -130,22 +136,56 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   /// that is not of this provider's address format (length, or a string without its NUL) is
   /// FI_EINVAL.
   [[nodiscard]] fi_addr_t resolve(std::span<const std::byte> peer_name, error_code& ec);
-  /// Drops a peer from the address vector (after a failure), so that its next use reconnects.
+
+  /// A peer's entry in the address vector, held by a transfer for as long as operations it
+  /// posted to the peer may be outstanding (keep it with them: their completion functions hold
+  /// a copy). forget() takes a peer out of the address vector only once no lease holds it:
+  /// fi_av_remove frees the connection that another transfer's outstanding operations use
+  /// (ofi_rxm then crashes in a later post or completion). Copies share one hold.
+  class peer_lease {
+   public:
+    peer_lease() = default;
+    /// The peer's address; FI_ADDR_UNSPEC when empty.
+    [[nodiscard]] fi_addr_t address() const noexcept { return hold_ ? hold_->address : FI_ADDR_UNSPEC; }
+    [[nodiscard]] explicit operator bool() const noexcept { return hold_ != nullptr; }
+
+   private:
+    friend class endpoint;
+    struct hold {
+      hold(std::shared_ptr<endpoint> e, std::string n, fi_addr_t a) noexcept
+          : ep(std::move(e)), name(std::move(n)), address(a) {}
+      hold(const hold&) = delete;
+      hold& operator=(const hold&) = delete;
+      ~hold() { ep->release(name); }
+      std::shared_ptr<endpoint> ep;
+      std::string name;
+      fi_addr_t address;
+    };
+    std::shared_ptr<const hold> hold_;
+  };
+  /// resolve(), held: the peer stays in the address vector while the lease (or a copy) lives.
+  [[nodiscard]] peer_lease lease(std::span<const std::byte> peer_name, error_code& ec);
+  /// Drops a peer from the address vector (after a failure), so that its next use reconnects:
+  /// at once when no lease holds it, else when the last lease is gone.
   void forget(std::span<const std::byte> peer_name);
 
   /// Starts an RMA write of `length` bytes from `local` at `local_offset` to the peer's memory
   /// named by (`remote_address`, `key`). Transfers longer than the provider's max_msg_size are
   /// split; `done` runs once, after the last piece. Returns an error (and never runs `done`)
   /// when nothing could be posted: the span outside `local` (region_too_small) or a posting
-  /// error; FI_EAGAIN is retried for up to connect_timeout. `local` must outlive the completion.
+  /// error. A full transmit queue (FI_EAGAIN) is waited out for up to
+  /// min(operation_timeout, connect_timeout) with full_queue::wait (the calling thread sleeps in
+  /// 20 µs steps meanwhile); with full_queue::report the first piece's FI_EAGAIN is returned at
+  /// once, so that a thread shared by many transfers never waits on one peer. `local` must
+  /// outlive the completion.
   [[nodiscard]] error_code post_write(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
                                       fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
-                                      completion_function done);
+                                      completion_function done, full_queue when_full = full_queue::wait);
   /// Starts an RMA read of `length` bytes from the peer's memory into `local` at `local_offset`;
   /// as post_write.
   [[nodiscard]] error_code post_read(const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
                                      fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key,
-                                     completion_function done);
+                                     completion_function done, full_queue when_full = full_queue::wait);
 
   /// While a window is open, peers may be moving bytes into or out of this endpoint's memory:
   /// a provider with manual progress and no wait object needs the progress thread polling
@@ -175,9 +215,11 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   struct split_state;
   endpoint() = default;
   error_code post(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
-                  fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, completion_function done);
+                  fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, completion_function done,
+                  full_queue when_full);
   error_code post_one(bool write, const memory_region& local, std::uint64_t local_offset, std::uint64_t length,
-                      fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op);
+                      fi_addr_t peer, std::uint64_t remote_address, std::uint64_t key, operation* op,
+                      full_queue when_full);
   void progress_loop();
   void finish(operation* op, error_code ec);
   /// Ends the progress thread's nap (no wait object) at once: a window opened, an operation was
@@ -200,8 +242,20 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
   std::condition_variable nap_;
   bool woken_ = false;  // guarded by nap_mutex_: wake() came since the last nap
 
+  /// A peer in the address vector.
+  struct known_peer {
+    fi_addr_t address = FI_ADDR_UNSPEC;
+    std::size_t leases = 0;  // peer_lease holds
+    bool stale = false;      // forgotten while leased: removed when the last lease goes
+  };
+  /// Under peers_mutex_: the entry of a well-formed name, inserted on first use.
+  known_peer* find_or_insert(std::span<const std::byte> peer_name, std::string& key, error_code& ec);
+  /// A lease of `name` ended.
+  void release(const std::string& name) noexcept;
+  /// Under peers_mutex_: fi_av_remove and out of the map.
+  void remove(std::map<std::string, known_peer>::iterator at) noexcept;
   std::mutex peers_mutex_;
-  std::map<std::string, fi_addr_t> peers_;  // peer name bytes → address
+  std::map<std::string, known_peer> peers_;  // peer name bytes → entry
 
   std::mutex operations_mutex_;
   std::vector<operation*> outstanding_;  // what the destructor aborts
