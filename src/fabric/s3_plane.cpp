@@ -19,6 +19,8 @@
 #include <future>
 #include <mutex>
 #include <new>
+#include <span>
+#include <string_view>
 
 #include <boost/asio/system_executor.hpp>
 
@@ -135,6 +137,36 @@ void remove_stale_shm_regions() {
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
     std::filesystem::remove(entry.path(), ec);
   }
+}
+
+/// Whether a token's shm peer is an endpoint that exists now: libfabric's shm names an endpoint
+/// "fi_shm://NAME" and keeps its region in /dev/shm/NAME, NAME starting with the owner's pid.
+/// A name whose region is missing or whose process is gone would be inserted into the address
+/// vector and every post to it would find the queue full until its deadline: the transfer is
+/// declined before it reaches the provider. (It does not make shm safe among users who do not
+/// trust each other: a live process's endpoint can still be named; see docs/security.md.)
+bool shm_peer_exists(std::span<const std::byte> peer_name) {
+  constexpr std::string_view prefix = "fi_shm://";
+  if (peer_name.empty() || peer_name.back() != std::byte{0}) return false;
+  const std::string_view name(reinterpret_cast<const char*>(peer_name.data()), peer_name.size() - 1);
+  if (!name.starts_with(prefix)) return true;  // another form of address: the provider judges it
+  const std::string_view region = name.substr(prefix.size());
+  if (region.empty() || region.find('/') != std::string_view::npos || region.starts_with(".")) return false;
+  const auto colon = region.find(':');
+  const std::string_view pid_text = region.substr(0, colon);
+  if (pid_text.empty() || pid_text.size() > 10 ||
+      !std::all_of(pid_text.begin(), pid_text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  struct stat st {};
+  if (::lstat(("/dev/shm/" + std::string(region)).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const auto pid = static_cast<pid_t>(std::stol(std::string(pid_text)));
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/// Whether a token names a peer that may exist (see shm_peer_exists).
+bool peer_may_exist(const endpoint& ep, const s3::rdma_token& token) {
+  return ep.traits().name != "shm" || shm_peer_exists(token.endpoint);
 }
 
 }  // namespace
@@ -354,8 +386,9 @@ void server_plane::async_write_from(const s3::rdma_requester& /*who*/, const s3:
   auto use = std::make_shared<provider_use>(find_provider(token, executor));
   const std::shared_ptr<provider_state>& provider = use->get();
   const const_region memory = source.bytes();
-  if (!provider || memory.size == 0) {
-    const error_code ec = provider ? error_code{} : error_code(s3::errc::rdma_not_supported);
+  if (!provider || memory.size == 0 || !peer_may_exist(*provider->ep, token)) {
+    const error_code ec =
+        provider && memory.size == 0 ? error_code{} : error_code(s3::errc::rdma_not_supported);
     boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
     return;
   }
@@ -675,6 +708,7 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   const std::shared_ptr<provider_state> provider = use->get();
   if (!provider) return finish_now(s3::errc::rdma_not_supported);
   if (length == 0) return finish_now({});
+  if (!peer_may_exist(*provider->ep, token)) return finish_now(s3::errc::rdma_not_supported);
   if (token.total_length() < length) return finish_now(s3::errc::invalid_rdma_token);
   error_code ec;
   endpoint::peer_lease lease = provider->ep->lease(token.endpoint, ec);

@@ -20,7 +20,8 @@
 //   name       prints the client endpoint's address (what tokens carry), e.g. 10.77.0.2:41234
 //   unreachable SECONDS THREADS
 //              THREADS threads send GETs for SECONDS, each with a token naming the same peer
-//              that nobody serves (tcp: a well-formed sockaddr_in for 127.0.0.1:1): every answer
+//              that nobody serves (tcp: a well-formed sockaddr_in for 127.0.0.1:1; shm: the
+//              name of an endpoint of a process that has exited): every answer
 //              must be an HTTP answer other than a transfer by RDMA, and the buffer untouched
 // expired, short, tampered and unsigned also check that the buffer is untouched (all 0xA5).
 // Exit status: 0 when the expectation holds, 1 when it does not (with a message), 2 on usage.
@@ -37,6 +38,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -403,19 +405,31 @@ int run(const options& opt) {
     // Concurrent requests whose tokens name one peer that refuses every connection: the
     // server's transfers to it fail (or time out) at once, each on the same address-vector entry
     // and endpoint while others still use them.
-    if (p.size() < 6 || opt.provider != "tcp") return usage();
+    if (p.size() < 6) return usage();
     const double seconds = std::stod(p[4]);
     const int threads = std::stoi(p[5]);
     const auto grant = plane->grant_access(whole, s3::rdma_op::write, expires_soon, ec);
     if (ec) throw failure("grant_access: " + ec.message());
     s3::rdma_token token = s3::decode_rdma_token(grant->token(), ec);
-    if (ec || token.endpoint.size() < sizeof(sockaddr_in)) throw failure("the plane's own token has no sockaddr_in");
-    sockaddr_in nobody{};
-    nobody.sin_family = AF_INET;
-    nobody.sin_port = htons(1);
-    nobody.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    std::fill(token.endpoint.begin(), token.endpoint.end(), std::byte{0});
-    std::memcpy(token.endpoint.data(), &nobody, sizeof nobody);
+    if (ec) throw failure("the plane's own token does not decode");
+    if (opt.provider == "tcp") {
+      if (token.endpoint.size() < sizeof(sockaddr_in)) throw failure("the plane's own token has no sockaddr_in");
+      sockaddr_in nobody{};
+      nobody.sin_family = AF_INET;
+      nobody.sin_port = htons(1);
+      nobody.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      std::fill(token.endpoint.begin(), token.endpoint.end(), std::byte{0});
+      std::memcpy(token.endpoint.data(), &nobody, sizeof nobody);
+    } else {
+      // shm: the name of an endpoint of a process that is gone (a child that exited at once).
+      const pid_t child = ::fork();
+      if (child == 0) ::_exit(0);
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      const std::string name = "fi_shm://" + std::to_string(child) + ":0:0";
+      token.endpoint.resize(name.size() + 1);
+      std::memcpy(token.endpoint.data(), name.c_str(), name.size() + 1);
+    }
     const std::string text = s3::encode_rdma_token(token);
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     std::atomic<std::uint64_t> answered{0};

@@ -13,9 +13,10 @@ Scenarios (each one CTest test):
                 the server keeps serving, gets its staging buffers back, stays bounded and stops on SIGTERM
   hostile.P     tokens with a garbage endpoint, a wrong key, an address outside the registration: each
                 request fails or is declined, the server lives, the next GET goes by RDMA at once
-  unreachable.tcp  two senders of tokens naming one peer that refuses connections (127.0.0.1:1), for
+  unreachable.P two senders of tokens naming one peer that refuses connections (127.0.0.1:1), for
                 120 s: the server lives and serves GETs by RDMA throughout, and its memory stays within
-                64 MiB of where it started across 50 and more endpoint replacements
+                64 MiB of where it started across 50 and more endpoint replacements; shm: 12 senders
+                naming an exited process's endpoint for 30 s do not stall other users' GETs
   gateway-probe.P, gateway-hostile.P
                 probe.P and hostile.P against a gateway (`sluice serve --upstream` in front of a
                 second `sluice serve`): the objects are cached by their write-through PUT, so each
@@ -662,13 +663,18 @@ def reopened_total(server, provider):
     return int(float(m.group(1))) if m else -1
 
 
-def test_unreachable(h, fabric, seconds=120):
-    """Issue 37, finding 1: two concurrent senders of signed GETs whose tokens name the same peer that
-    nobody serves (127.0.0.1:1) crashed the server in libfabric within a minute: one transfer's
-    failure removed the peer from the address vector (or closed the endpoint) under the other's
-    operations. For `seconds` the server must live and serve a real client's GET by RDMA, byte-exact;
-    the endpoint replacements the failures cause must give their memory back: anonymous RSS after
-    50 and more of them within 64 MiB of where it was after the first."""
+def test_unreachable(h, fabric):
+    """Issue 37, finding 1 (tcp): two concurrent senders of signed GETs whose tokens name the same
+    peer that nobody serves (127.0.0.1:1) crashed the server in libfabric within a minute: one
+    transfer's failure removed the peer from the address vector under the other's operations. For
+    120 s the server must live and serve a real client's GET by RDMA, byte-exact; the endpoint
+    replacements the failures cause must give their memory back: anonymous RSS after 50 and more of
+    them within 64 MiB of where it was after the first.
+    Finding 8 (shm): a stream of such tokens (12 at once, naming an endpoint of an exited process,
+    whose posts find the queue full until they give up) held every thread of the server's RDMA pool
+    in a post's wait: other users' GETs stalled 5.3 s each. For 30 s, the server's own time for each
+    real client's GET (its access log) must stay under 2.5 s."""
+    seconds, threads = (120, 2) if fabric == "tcp" else (30, 12)
     size = 1 * MIB + 5
     src = make_file(os.path.join(h.tmp, "obj"), size, 11)
     h.put(src, "s3://rdma/obj", "http")
@@ -677,10 +683,10 @@ def test_unreachable(h, fabric, seconds=120):
     expect(get["rdma_bytes"] == size and sha256(out) == sha256(src), "a GET by RDMA before the attack")
     pid = h.server.proc.pid
     cmd = h.prefix + [h.probe, "--provider", fabric, "--access-key", AK, "--secret-key", SK, "unreachable",
-                      h.server.url, "rdma", "obj", str(seconds), "2"]
+                      h.server.url, "rdma", "obj", str(seconds), str(threads)]
     attack = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=h.env)
     PIDS.append(attack.pid)
-    start, base, base_reopened, gets, samples = time.monotonic(), None, 0, 0, []
+    start, base, base_reopened, gets, samples, took = time.monotonic(), None, 0, 0, [], []
     try:
         while attack.poll() is None:
             if h.server.proc.poll() is not None:
@@ -689,6 +695,7 @@ def test_unreachable(h, fabric, seconds=120):
             reopened = reopened_total(h.server, PROVIDER[fabric])
             if base is None and reopened >= 1:
                 base, base_reopened = rss_anon_kib(pid), reopened  # the first replacement's memory is the base
+            since = time.time()
             r = h.cli("get", "s3://rdma/obj", out, "--via", "rdma", "--fabric", fabric, timeout=60)
             if r.returncode != 0 or sha256(out) != sha256(src):
                 raise AssertionError("%.0f s into the attack, a GET by RDMA failed (%d): %s %s; server: %s" %
@@ -696,6 +703,7 @@ def test_unreachable(h, fabric, seconds=120):
                                       h.server_log()))
             gets += 1
             samples.append(rss_anon_kib(pid))
+            took.extend(rec["duration_us"] / 1e6 for rec in h.served("obj", since))
             time.sleep(2)
     finally:
         if attack.poll() is None:
@@ -715,14 +723,21 @@ def test_unreachable(h, fabric, seconds=120):
     reopened = reopened_total(h.server, PROVIDER[fabric])
     rss = rss_anon_kib(pid)
     print("  anonymous RSS during the attack (MiB): %s" % " ".join(str(kib // 1024) for kib in samples))
-    print("  %d GETs by RDMA served during the attack; endpoint replaced %d times; anonymous RSS %d MiB after the "
-          "first replacement, %d MiB now" % (gets, reopened, (base or 0) // 1024, rss // 1024))
-    expect(reopened - base_reopened >= 50,
-           "50 and more endpoint replacements during the attack (%d after the first)" % (reopened - base_reopened))
+    print("  %d GETs by RDMA served during the attack, the server's time for each at most %.2f s; endpoint replaced "
+          "%d times; anonymous RSS %d MiB after the first replacement, %d MiB now" %
+          (gets, max(took), reopened, (base or 0) // 1024, rss // 1024))
+    if fabric == "shm":
+        expect(max(took) < 2.5, "shm: other users' GETs are not stalled by the stream of bad tokens (the server took "
+               "at most %.2f s for one)" % max(took))
+        return
     if sanitized(h.binary):
-        # ASan keeps freed memory in quarantine (256 MiB by default): RSS says nothing there.
-        print("  (RSS bound not checked: the server is built with AddressSanitizer)")
+        # ASan keeps freed memory in quarantine (256 MiB by default): RSS says nothing there, and a
+        # slower server may see fewer than 50 replacements; what it checks is every access.
+        print("  (RSS bound not checked: the server is built with AddressSanitizer; %d replacements)" %
+              (reopened - base_reopened))
     else:
+        expect(reopened - base_reopened >= 50,
+               "50 and more endpoint replacements during the attack (%d after the first)" % (reopened - base_reopened))
         expect(rss - base <= 64 * 1024, "RSS within 64 MiB of the start across %d replacements (+%d MiB)" %
                (reopened - base_reopened, (rss - base) // 1024))
 
@@ -765,7 +780,9 @@ def main():
                            "--admin-listen", "127.0.0.1:0"]
             # unreachable: transfers to the dead peer give up after 1 s (not 5), so that 120 s
             # see 50 and more endpoint replacements.
-            admin = ["--admin-listen", "127.0.0.1:0", "--fabric-connect-timeout", "1"] if test == "unreachable" else []
+            admin = ["--admin-listen", "127.0.0.1:0"] if test == "unreachable" else []
+            if test == "unreachable" and fabric == "tcp":
+                admin += ["--fabric-connect-timeout", "1"]
             server = Server(binary, os.path.join(tmp, "root"), AK, SK,
                             extra=["--fabric", server_fabric, "--access-log", os.path.join(tmp, ACCESS_LOG),
                                    "--access-log-format", "json"] + gateway + admin).start()
