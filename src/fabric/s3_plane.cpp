@@ -660,6 +660,9 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
       expired = true;  // the sink is running: deliver() ends the transfer when it returns
       return;
     }
+    // Reads the queue never took in all that time (a peer that vanished, whose queue nobody
+    // drains): on libfabric 1.17's shm the endpoint then completes nothing else.
+    wedged = wedged || full_since.has_value();
     end(lock, reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported));
   }
 
