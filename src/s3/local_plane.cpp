@@ -649,10 +649,16 @@ void local_server_plane::state::accept_all() {
     s.last_active = s.accepted;
     const int key = fd.get();
     s.fd = std::move(fd);
-    const std::lock_guard lock(mutex);
-    sessions.emplace(key, std::move(s));
-    ++handshakes;
-    ++slots[peer.uid].handshakes;
+    session* added = nullptr;
+    {
+      const std::lock_guard lock(mutex);
+      added = &sessions.emplace(key, std::move(s)).first->second;
+      ++handshakes;
+      ++slots[peer.uid].handshakes;
+    }
+    // A client sends its hello right after connect: read it now, so that the connections
+    // accepted after it in this batch find it speaking, not silent (silent ones go first).
+    serve(*added);
   }
 }
 
@@ -673,13 +679,19 @@ void local_server_plane::state::make_handshake_room(uid_t uid) {
 void local_server_plane::state::evict_handshake_of(uid_t uid) {
   // The oldest that has not said hello, else the oldest: a client that answers at once keeps
   // its place against a flood of silent connections of its own uid.
+  const auto is_silent = [](const session& s) {
+    if (s.user != nullptr) return false;
+    pollfd p{s.fd.get(), POLLIN, 0};  // a hello waiting to be read counts as speaking
+    return ::poll(&p, 1, 0) == 0;
+  };
   const session* victim = nullptr;
+  bool victim_silent = false;
   for (const auto& [fd, s] : sessions) {
     if (s.authenticated || s.uid != uid) continue;
-    const bool silent = s.user == nullptr;
-    const bool victim_silent = victim != nullptr && victim->user == nullptr;
+    const bool silent = is_silent(s);
     if (victim == nullptr || (silent && !victim_silent) || (silent == victim_silent && s.accepted < victim->accepted)) {
       victim = &s;
+      victim_silent = silent;
     }
   }
   if (victim != nullptr) drop(victim->fd.get());
