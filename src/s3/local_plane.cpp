@@ -214,6 +214,19 @@ std::vector<std::byte> error_message(std::uint32_t code, std::string_view text) 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+/// Fills the page tables of [to, to + n) of a granted mapping before a copy writes all of it:
+/// one call instead of a write fault per 4 KiB page. Only the pages the transfer writes anyway
+/// (registration maps a grant without populating any). Best effort: older kernels say EINVAL.
+void prepare_for_write(std::byte* to, std::size_t n) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(to) & ~(page - 1);
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(to) + n) & ~(page - 1);  // whole pages only
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
 
 /// memcpy from a mapping the server has just made (the store maps the object per request): its
 /// page tables are filled in one call first, which costs far less than a fault per 4 KiB page.
@@ -244,6 +257,7 @@ bool read_file(int file, std::uint64_t offset, std::byte* to, std::size_t n) {
 /// from the mapping. False when a read failed.
 bool parallel_copy(std::byte* to, const rdma_source& source, std::uint64_t at, std::size_t n, std::size_t threads) {
   const auto piece = [&source, at, to](std::size_t from, std::size_t len) {
+    prepare_for_write(to + from, len);
     if (source.file >= 0) return read_file(source.file, source.file_offset + at + from, to + from, len);
     copy_from_mapping(to + from, source.mapping.bytes() + at + from, len);
     return true;

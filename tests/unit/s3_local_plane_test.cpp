@@ -319,10 +319,11 @@ TEST_CASE("local plane: the packet codec keeps every message and refuses malform
     const auto back = decode_grant_message(packet);
     REQUIRE(back);
     CHECK(*back == m);
-    // Any byte more, or any byte less, is refused.
+    // Any byte more, or any byte less, is refused (an error's text is the rest of its packet).
+    if (m.type == grant_message_type::error) continue;
     auto longer = packet;
     longer.push_back(std::byte{0});
-    if (m.type != grant_message_type::error) CHECK(!decode_grant_message(longer));
+    CHECK(!decode_grant_message(longer));
     CHECK(!decode_grant_message(std::span(packet).first(packet.size() - 1)));
   }
   device.description.push_back(std::byte{0});  // one byte over the limit
