@@ -443,8 +443,7 @@ int serve(const serve_options& o) {
       // The default socket's directory is not ours (another local user made it first, or its
       // mode lets others in): serve without grants rather than not at all, and say why.
       grant_status = "off (" + std::filesystem::path(grant_choice).parent_path().string() + ": " +
-                     (ec.value() == EPERM ? std::string("not a directory of this user with mode 0700")
-                                          : ec.message()) +
+                     (ec.value() == EPERM ? std::string("not a directory of this user with mode 0700") : ec.message()) +
                      "; --grant-socket PATH chooses another)";
       std::fprintf(stderr, "sluice serve: grants %s\n", grant_status.c_str());
       ec = {};

@@ -492,8 +492,8 @@ std::filesystem::path default_grant_socket(std::uint16_t port, const std::filesy
   const std::filesystem::path dir = runtime_dir.empty()
                                         ? std::filesystem::path("/tmp") / ("sluice-" + std::to_string(::geteuid()))
                                         : runtime_dir / "sluice";
-  return dir / (port != 0 ? "sluice-" + std::to_string(port) + ".sock"
-                          : "sluice-pid" + std::to_string(::getpid()) + ".sock");
+  return dir /
+         (port != 0 ? "sluice-" + std::to_string(port) + ".sock" : "sluice-pid" + std::to_string(::getpid()) + ".sock");
 }
 
 namespace {
@@ -634,7 +634,8 @@ void local_server_plane::state::run() {
     std::vector<int> late;
     const auto now = steady::now();
     for (const auto& [fd, s] : sessions) {
-      if ((!s.authenticated && now >= s.deadline) || (s.authenticated && s.grants == 0 && now >= s.last_active + idle)) {
+      if ((!s.authenticated && now >= s.deadline) ||
+          (s.authenticated && s.grants == 0 && now >= s.last_active + idle)) {
         late.push_back(fd);
       }
     }
@@ -749,8 +750,8 @@ void local_server_plane::state::serve(session& s) {
   const std::vector<std::byte> answer = handle(s, packet, fd);
   if (answer.empty()) return;  // release: no answer
   // A handshake's refusal ends the connection (its slot goes to the next client).
-  const bool fatal =
-      static_cast<message_type>(std::to_integer<std::uint8_t>(answer.front())) == message_type::error && !was_authenticated;
+  const bool fatal = static_cast<message_type>(std::to_integer<std::uint8_t>(answer.front())) == message_type::error &&
+                     !was_authenticated;
   if (send_packet(s.fd.get(), answer) || fatal) drop(s.fd.get());
 }
 
@@ -1184,8 +1185,9 @@ std::unique_ptr<rdma_client_plane::grant> local_client_plane::grant_access(
       request.description = exported.description;
       const grant_message answer = state_->exchange(detail::encode_grant_message(request), message_type::granted, ec);
       if (ec) return nullptr;
-      found = state_->devices.emplace(exported.base, registered{answer.grant, answer.size, std::move(exported.description)})
-                  .first;
+      found =
+          state_->devices.emplace(exported.base, registered{answer.grant, answer.size, std::move(exported.description)})
+              .first;
     }
     reg = &found->second;
     offset = static_cast<std::uint64_t>(at - exported.base);

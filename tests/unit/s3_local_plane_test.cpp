@@ -350,8 +350,8 @@ TEST_CASE("local plane: 300 silent connections do not keep a client out") {
     error_code ec;
     const auto started = std::chrono::steady_clock::now();
     auto client = open_client(path, i % 2 ? s3::credentials{"bob", "b"} : s3::credentials{"alice", "a"}, ec);
-    slowest = std::max(slowest,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started));
+    slowest = std::max(
+        slowest, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started));
     if (!client) ++refused;
   }
   CHECK_MESSAGE(refused == 0, refused << " of 18 sessions refused while 300 silent connections stay");
@@ -416,9 +416,9 @@ TEST_CASE("local plane: a PUT by grant hands the sink the server's copy, not the
   std::vector<std::byte> hashed, written;
   std::size_t pieces = 0;
   REQUIRE(!server->read({"alice"}, token_of(grant), payload.size(), [&](std::span<const std::byte> d) {
-    hashed.insert(hashed.end(), d.begin(), d.end());  // what the digest reads
+    hashed.insert(hashed.end(), d.begin(), d.end());                                            // what the digest reads
     for (std::size_t i = 0; i < buffer.size(); i += 4096) buffer.data()[i] ^= std::byte{0xff};  // the client flips
-    written.insert(written.end(), d.begin(), d.end());  // what the store writes
+    written.insert(written.end(), d.begin(), d.end());                                          // what the store writes
     ++pieces;
     return error_code{};
   }));

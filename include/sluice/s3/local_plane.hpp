@@ -241,15 +241,15 @@ enum class grant_message_type : std::uint8_t {
 /// One decoded message; the fields its type does not carry stay empty.
 struct grant_message {
   grant_message_type type = grant_message_type::welcome;
-  std::uint8_t version = 0;             ///< hello
-  std::string access_key_id;            ///< hello
-  std::array<std::byte, 32> nonce{};    ///< hello (the client's), challenge (the server's)
-  std::array<std::byte, 32> proof{};    ///< challenge, auth
-  std::uint64_t size = 0;               ///< memfd, granted
-  std::vector<std::byte> description;   ///< device
-  std::array<std::byte, 16> grant{};    ///< granted, release
-  std::uint32_t code = 0;               ///< error
-  std::string text;                     ///< error
+  std::uint8_t version = 0;            ///< hello
+  std::string access_key_id;           ///< hello
+  std::array<std::byte, 32> nonce{};   ///< hello (the client's), challenge (the server's)
+  std::array<std::byte, 32> proof{};   ///< challenge, auth
+  std::uint64_t size = 0;              ///< memfd, granted
+  std::vector<std::byte> description;  ///< device
+  std::array<std::byte, 16> grant{};   ///< granted, release
+  std::uint32_t code = 0;              ///< error
+  std::string text;                    ///< error
   bool operator==(const grant_message&) const = default;
 };
 
