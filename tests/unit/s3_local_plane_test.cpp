@@ -359,7 +359,7 @@ TEST_CASE("local plane: 300 silent connections do not keep a client out") {
   for (const int fd : silent) ::close(fd);
 }
 
-TEST_CASE("local plane: a local user's sessions are capped; a session that holds nothing closes when idle") {
+TEST_CASE("local plane: a local user's sessions are capped, and a session that holds nothing closes when idle") {
   const auto path = socket_path();
   s3::local_server_plane_config config;
   config.socket_path = path;
