@@ -255,8 +255,10 @@ void add_serve(CLI::App& app, serve_options& o) {
         if (parse_size(value)) return {};
         return "'" + value + "' is not a size (0, 256 MiB, 1GiB, 1048576)";
       }));
-  optional_option(serve, "--grant-socket", o.grant_socket,
-                  "Same-host grants (memfd, CUDA IPC) here (default /tmp/sluice-PORT.sock)")
+  optional_option(
+      serve, "--grant-socket", o.grant_socket,
+      "Same-host grants (memfd, CUDA IPC) on this Unix socket (default: $XDG_RUNTIME_DIR/sluice/sluice-PORT.sock, "
+      "else /tmp/sluice-UID/sluice-PORT.sock, in a 0700 directory of this user; a PATH given here is mode 0666)")
       ->type_name("PATH|off");
   optional_option(serve, "--grant-copy-threads", o.grant_copy_threads,
                   "CUDA builds: CPU threads that copy cold objects into GPU memory while the rest registers "

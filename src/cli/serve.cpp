@@ -38,10 +38,12 @@ namespace {
 
 namespace s3 = sluice::s3;
 
-// The default same-host grant socket of a server on `port`; clients on this host look there.
+// The default same-host grant socket of a server on `port`, in this user's private directory
+// ($XDG_RUNTIME_DIR/sluice/, else /tmp/sluice-UID/); clients on this host compute the same path
+// with s3::default_grant_socket. The library reads no environment: the CLI passes it.
 std::string default_grant_socket(std::uint16_t port) {
-  return port != 0 ? "/tmp/sluice-" + std::to_string(port) + ".sock"
-                   : "/tmp/sluice-pid" + std::to_string(::getpid()) + ".sock";
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  return s3::default_grant_socket(port, runtime_dir != nullptr ? runtime_dir : "").string();
 }
 
 // What a gateway starts from before the config file and the flags.
@@ -420,6 +422,9 @@ int serve(const serve_options& o) {
   if (grant_choice != "off") {
     s3::local_server_plane_config grants;
     grants.socket_path = grant_choice;
+    // The default lives in a directory of this user's alone, which no other local user can
+    // reach, pre-create or replace.
+    grants.private_directory = !o.grant_socket.has_value();
     for (const auto& u : config.users) grants.users.push_back({u.access_key_id, u.secret_access_key});
     std::string kinds = "memfd";
 #ifdef SLUICE_CLI_WITH_CUDA
@@ -438,15 +443,24 @@ int serve(const serve_options& o) {
     }
 #endif
     auto local = s3::local_server_plane::open(grants, ec);
-    if (ec) {
+    if (ec && grants.private_directory) {
+      // The default socket's directory is not ours (another local user made it first, or its
+      // mode lets others in): serve without grants rather than not at all, and say why.
+      grant_status = "off (" + std::filesystem::path(grant_choice).parent_path().string() + ": " +
+                     (ec.value() == EPERM ? std::string("not a directory of this user with mode 0700") : ec.message()) +
+                     "; --grant-socket PATH chooses another)";
+      std::fprintf(stderr, "sluice serve: grants %s\n", grant_status.c_str());
+      ec = {};
+    } else if (ec) {
       std::fprintf(stderr, "sluice serve: --grant-socket %s: %s\n", grant_choice.c_str(), ec.message().c_str());
       return 1;
+    } else {
+      config.metrics_sources.push_back(grant_plane_metrics(local));
+      grant_status = grant_choice + " (" + kinds + ")";
+      std::vector<std::shared_ptr<s3::rdma_server_plane>> planes{local};
+      if (config.rdma) planes.push_back(config.rdma);
+      config.rdma = std::make_shared<s3::rdma_server_planes>(std::move(planes));
     }
-    config.metrics_sources.push_back(grant_plane_metrics(local));
-    grant_status = grant_choice + " (" + kinds + ")";
-    std::vector<std::shared_ptr<s3::rdma_server_plane>> planes{local};
-    if (config.rdma) planes.push_back(config.rdma);
-    config.rdma = std::make_shared<s3::rdma_server_planes>(std::move(planes));
   }
   if (auto gateway_settings = gateway_config(o, std::move(gateway_file))) {
     const std::string upstream = gateway_settings->upstream.endpoint;

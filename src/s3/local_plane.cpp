@@ -1,16 +1,8 @@
 // Same-host grants (include/sluice/s3/local_plane.hpp): the session protocol over a Unix-domain
 // SOCK_SEQPACKET socket, the server's grant table and copies, and the client's registrations.
 //
-// Messages (one per packet; integers little-endian):
-//   C→S hello      01 | version 01 | u16 n | access key id (n bytes) | client nonce (32)
-//   S→C challenge  02 | server nonce (32) | server proof (32)
-//   C→S auth       03 | client proof (32)
-//   S→C welcome    04
-//   C→S memfd      05 | u64 size                        + one descriptor (SCM_RIGHTS)
-//   C→S device     06 | u16 n | description (n bytes)
-//   S→C granted    07 | grant id (16) | u64 size
-//   C→S release    08 | grant id (16)                   (no answer)
-//   S→C error      7f | u32 code | message
+// Messages: detail::grant_message_type in the header, one per packet, encoded and decoded by
+// detail::encode_grant_message / decode_grant_message (sans-I/O; fuzz/grant_packet.cpp drives them).
 // proof = HMAC-SHA256(secret access key, label | u16 n | access key id | client nonce | server
 // nonce), label "sluice-grant/1 server" or "sluice-grant/1 client": each end shows it holds the
 // secret without sending it, and the nonces make every session's proofs fresh.
@@ -50,11 +42,10 @@ using steady = std::chrono::steady_clock;
 using grant_id = std::array<std::byte, 16>;
 using nonce = std::array<std::byte, 32>;
 
-constexpr std::uint8_t msg_hello = 0x01, msg_challenge = 0x02, msg_auth = 0x03, msg_welcome = 0x04, msg_memfd = 0x05,
-                       msg_device = 0x06, msg_granted = 0x07, msg_release = 0x08, msg_error = 0x7f;
+using detail::grant_message;
+using message_type = detail::grant_message_type;
 constexpr std::uint8_t protocol_version = 1;
-constexpr std::size_t max_message = 1024;
-constexpr std::size_t max_description = 512;
+constexpr std::size_t max_message = detail::max_grant_packet;
 
 error_code last_errno() { return {errno, boost::system::generic_category()}; }
 
@@ -213,16 +204,29 @@ error_code receive_packet(int socket, std::vector<std::byte>& buffer, unique_fd&
 }
 
 std::vector<std::byte> error_message(std::uint32_t code, std::string_view text) {
-  writer w;
-  w.u8(msg_error);
-  w.le(code, 4);
-  w.text(text.substr(0, 200));
-  return std::move(w.out);
+  grant_message m;
+  m.type = message_type::error;
+  m.code = code;
+  m.text = std::string(text.substr(0, 200));
+  return detail::encode_grant_message(m);
 }
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+/// Fills the page tables of [to, to + n) of a granted mapping before a copy writes all of it:
+/// one call instead of a write fault per 4 KiB page. Only the pages the transfer writes anyway
+/// (registration maps a grant without populating any). Best effort: older kernels say EINVAL.
+void prepare_for_write(std::byte* to, std::size_t n) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(to) & ~(page - 1);
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(to) + n) & ~(page - 1);  // whole pages only
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
 
 /// memcpy from a mapping the server has just made (the store maps the object per request): its
 /// page tables are filled in one call first, which costs far less than a fault per 4 KiB page.
@@ -253,6 +257,7 @@ bool read_file(int file, std::uint64_t offset, std::byte* to, std::size_t n) {
 /// from the mapping. False when a read failed.
 bool parallel_copy(std::byte* to, const rdma_source& source, std::uint64_t at, std::size_t n, std::size_t threads) {
   const auto piece = [&source, at, to](std::size_t from, std::size_t len) {
+    prepare_for_write(to + from, len);
     if (source.file >= 0) return read_file(source.file, source.file_offset + at + from, to + from, len);
     copy_from_mapping(to + from, source.mapping.bytes() + at + from, len);
     return true;
@@ -276,9 +281,120 @@ bool parallel_copy(std::byte* to, const rdma_source& source, std::uint64_t at, s
 
 }  // namespace
 
+// -- the session protocol's packets (sans-I/O) ----------------------------------------------
+
+namespace detail {
+
+std::optional<grant_message> decode_grant_message(std::span<const std::byte> packet) {
+  if (packet.empty() || packet.size() > max_grant_packet) return std::nullopt;
+  reader r{packet};
+  std::uint8_t type = 0;
+  r.u8(type);
+  grant_message m;
+  m.type = static_cast<grant_message_type>(type);
+  bool ok = false;
+  switch (m.type) {
+    case grant_message_type::hello: {
+      std::uint64_t n = 0;
+      std::span<const std::byte> key;
+      ok = r.u8(m.version) && r.le(n, 2) && n <= max_grant_key_id && r.bytes(static_cast<std::size_t>(n), key) &&
+           r.array(m.nonce);
+      if (ok) m.access_key_id.assign(reinterpret_cast<const char*>(key.data()), key.size());
+      break;
+    }
+    case grant_message_type::challenge: ok = r.array(m.nonce) && r.array(m.proof); break;
+    case grant_message_type::auth: ok = r.array(m.proof); break;
+    case grant_message_type::welcome: ok = true; break;
+    case grant_message_type::memfd: ok = r.le(m.size, 8); break;
+    case grant_message_type::device: {
+      std::uint64_t n = 0;
+      std::span<const std::byte> description;
+      ok = r.le(n, 2) && n <= max_grant_description && r.bytes(static_cast<std::size_t>(n), description);
+      if (ok) m.description.assign(description.begin(), description.end());
+      break;
+    }
+    case grant_message_type::granted: ok = r.array(m.grant) && r.le(m.size, 8); break;
+    case grant_message_type::release: ok = r.array(m.grant); break;
+    case grant_message_type::error: {
+      std::uint64_t code = 0;
+      std::span<const std::byte> text;
+      ok = r.le(code, 4) && r.bytes(packet.size() - r.at, text);
+      m.code = static_cast<std::uint32_t>(code);
+      if (ok) m.text.assign(reinterpret_cast<const char*>(text.data()), text.size());
+      break;
+    }
+    default: return std::nullopt;
+  }
+  if (!ok || !r.done()) return std::nullopt;
+  return m;
+}
+
+std::vector<std::byte> encode_grant_message(const grant_message& m) {
+  writer w;
+  w.u8(static_cast<std::uint8_t>(m.type));
+  switch (m.type) {
+    case grant_message_type::hello:
+      w.u8(m.version);
+      w.le(m.access_key_id.size(), 2);
+      w.text(m.access_key_id);
+      w.bytes(m.nonce);
+      break;
+    case grant_message_type::challenge:
+      w.bytes(m.nonce);
+      w.bytes(m.proof);
+      break;
+    case grant_message_type::auth: w.bytes(m.proof); break;
+    case grant_message_type::welcome: break;
+    case grant_message_type::memfd: w.le(m.size, 8); break;
+    case grant_message_type::device:
+      w.le(m.description.size(), 2);
+      w.bytes(m.description);
+      break;
+    case grant_message_type::granted:
+      w.bytes(m.grant);
+      w.le(m.size, 8);
+      break;
+    case grant_message_type::release: w.bytes(m.grant); break;
+    case grant_message_type::error:
+      w.le(m.code, 4);
+      w.text(m.text);
+      break;
+  }
+  return std::move(w.out);
+}
+
+}  // namespace detail
+
 // -- server ----------------------------------------------------------------------------------
 
 namespace {
+
+/// The memfd bytes mapped at once, all together and per local uid. Grants hold it: a transfer
+/// in flight may outlive the plane's state, and its grant gives its bytes back when it ends.
+struct mapped_budget {
+  std::mutex mutex;
+  std::uint64_t total = 0;
+  std::map<uid_t, std::uint64_t> per_user;
+
+  /// Reserves `n` bytes for `uid` when both budgets allow it.
+  bool take(uid_t uid, std::uint64_t n, std::uint64_t max_total, std::uint64_t max_user) {
+    const std::lock_guard lock(mutex);
+    std::uint64_t& mine = per_user[uid];
+    if (n > max_total - std::min(total, max_total) || n > max_user - std::min(mine, max_user)) {
+      if (mine == 0) per_user.erase(uid);
+      return false;
+    }
+    total += n;
+    mine += n;
+    return true;
+  }
+  void give_back(uid_t uid, std::uint64_t n) {
+    const std::lock_guard lock(mutex);
+    total -= n;
+    const auto it = per_user.find(uid);
+    if (it != per_user.end() && (it->second -= n) == 0) per_user.erase(it);
+  }
+};
 
 /// One granted buffer.
 struct grant_entry {
@@ -288,27 +404,36 @@ struct grant_entry {
   std::uint64_t size = 0;
   std::byte* map = nullptr;  // memfd: the server's own mapping of the client's file
   std::shared_ptr<device_grant> device;
-  std::atomic<std::uint64_t>* mapped_total = nullptr;
+  std::shared_ptr<mapped_budget> budget;  // memfd: charged `size` for `uid`
+  uid_t uid = 0;
   grant_entry() = default;
   grant_entry(const grant_entry&) = delete;
   grant_entry& operator=(const grant_entry&) = delete;
   ~grant_entry() {
-    if (map != nullptr) {
-      ::munmap(map, size);
-      *mapped_total -= size;
-    }
+    if (map != nullptr) ::munmap(map, size);
+    if (budget) budget->give_back(uid, size);
   }
 };
 
+/// A connection: a handshake until the client proved its key, then a session.
 struct session {
   std::uint64_t id = 0;
   unique_fd fd;
-  steady::time_point deadline;  // of the handshake
+  uid_t uid = 0;                   // the peer's, from SO_PEERCRED
+  steady::time_point accepted;     // handshakes: the oldest is evicted first
+  steady::time_point deadline;     // of the handshake
+  steady::time_point last_active;  // sessions: the last message
   bool authenticated = false;
-  const credentials* user = nullptr;
+  const credentials* user = nullptr;  // set by the hello
   nonce client_nonce{};
   nonce server_nonce{};
   std::size_t grants = 0;
+};
+
+/// Connections of one local uid.
+struct uid_slots {
+  std::size_t handshakes = 0;
+  std::size_t sessions = 0;
 };
 
 }  // namespace
@@ -319,14 +444,18 @@ struct local_server_plane::state {
   unique_fd wake_read, wake_write;
   std::thread loop;
   std::atomic<bool> closed{false};
-  std::atomic<std::uint64_t> mapped{0};
-  mutable std::mutex mutex;  // grants_
+  std::shared_ptr<mapped_budget> budget = std::make_shared<mapped_budget>();
+  mutable std::mutex mutex;  // grants; sessions and the counts below (the loop thread changes them)
   std::map<grant_id, std::shared_ptr<const grant_entry>> grants;
-  std::map<int, session> sessions;  // by descriptor; only the loop thread touches it
+  std::map<int, session> sessions;  // by descriptor; handshakes too
+  std::map<uid_t, uid_slots> slots;
+  std::size_t handshakes = 0, authenticated = 0;
   std::uint64_t next_session = 1;
 
   void run();
-  void accept_one();
+  void accept_all();
+  void make_handshake_room(uid_t uid);
+  void evict_handshake_of(uid_t uid);
   void serve(session& s);
   void drop(int fd);
   std::vector<std::byte> handle(session& s, std::span<const std::byte> packet, unique_fd& fd);
@@ -344,16 +473,53 @@ std::optional<config_error> local_server_plane_config::validate() const {
   if (socket_path.native().size() >= sizeof(sockaddr_un::sun_path)) {
     return config_error{"grant_socket", "longer than a Unix socket path may be (107 bytes)"};
   }
-  if (max_sessions == 0 || max_grants_per_session == 0 || copy_threads == 0 || copy_threads > 64) {
-    return config_error{"grants", "max_sessions, max_grants_per_session and copy_threads (1..64) must be positive"};
+  if (private_directory && !socket_path.has_parent_path()) {
+    return config_error{"grant_socket", "a private directory needs a path with a directory"};
+  }
+  if (max_sessions == 0 || max_sessions_per_user == 0 || max_handshakes == 0 || max_handshakes_per_user == 0 ||
+      max_grants_per_session == 0 || copy_threads == 0 || copy_threads > 64) {
+    return config_error{"grants",
+                        "max_sessions, max_handshakes (and per user), max_grants_per_session and copy_threads (1..64) "
+                        "must be positive"};
+  }
+  if (handshake_timeout.count() <= 0 || idle_timeout.count() <= 0) {
+    return config_error{"grants", "handshake_timeout and idle_timeout must be positive"};
   }
   return std::nullopt;
 }
+
+std::filesystem::path default_grant_socket(std::uint16_t port, const std::filesystem::path& runtime_dir) {
+  const std::filesystem::path dir = runtime_dir.empty()
+                                        ? std::filesystem::path("/tmp") / ("sluice-" + std::to_string(::geteuid()))
+                                        : runtime_dir / "sluice";
+  return dir /
+         (port != 0 ? "sluice-" + std::to_string(port) + ".sock" : "sluice-pid" + std::to_string(::getpid()) + ".sock");
+}
+
+namespace {
+
+/// Makes `dir` this user's private directory, or says why it is not: created 0700 when missing;
+/// otherwise it must be a directory (not a symlink to one) of the effective uid, mode 0700. A
+/// directory another local user made first (its name is predictable) is refused, never used.
+error_code private_directory(const std::filesystem::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return last_errno();
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return last_errno();
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0700) {
+    return {EPERM, boost::system::generic_category()};
+  }
+  return {};
+}
+
+}  // namespace
 
 std::shared_ptr<local_server_plane> local_server_plane::open(local_server_plane_config config, error_code& ec) {
   if (config.validate()) {
     ec = sluice::errc::invalid_config;
     return nullptr;
+  }
+  if (config.private_directory) {
+    if ((ec = private_directory(config.socket_path.parent_path()))) return nullptr;
   }
   auto st = std::make_shared<state>();
   st->config = std::move(config);
@@ -377,7 +543,7 @@ std::shared_ptr<local_server_plane> local_server_plane::open(local_server_plane_
     ::unlink(path.c_str());
   }
   if (::bind(st->listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::chmod(path.c_str(), 0666) != 0 || ::listen(st->listener.get(), 64) != 0) {
+      ::chmod(path.c_str(), 0666) != 0 || ::listen(st->listener.get(), 128) != 0) {
     ec = last_errno();
     return nullptr;
   }
@@ -425,23 +591,27 @@ std::size_t local_server_plane::grant_count() const {
 
 std::size_t local_server_plane::session_count() const {
   const std::lock_guard lock(state_->mutex);
-  return static_cast<std::size_t>(
-      std::count_if(state_->sessions.begin(), state_->sessions.end(), [](const auto&) { return true; }));
+  return state_->authenticated;
+}
+
+std::size_t local_server_plane::handshake_count() const {
+  const std::lock_guard lock(state_->mutex);
+  return state_->handshakes;
 }
 
 void local_server_plane::state::run() {
   std::vector<pollfd> fds;
+  const auto idle = config.idle_timeout;
   while (!closed) {
     fds.clear();
     fds.push_back({wake_read.get(), POLLIN, 0});
     fds.push_back({listener.get(), POLLIN, 0});
+    // Only this thread changes `sessions`: it reads them without the lock.
     auto next_deadline = steady::time_point::max();
-    {
-      const std::lock_guard lock(mutex);
-      for (const auto& [fd, s] : sessions) {
-        fds.push_back({fd, POLLIN, 0});
-        if (!s.authenticated) next_deadline = std::min(next_deadline, s.deadline);
-      }
+    for (const auto& [fd, s] : sessions) {
+      fds.push_back({fd, POLLIN, 0});
+      if (!s.authenticated) next_deadline = std::min(next_deadline, s.deadline);
+      if (s.authenticated && s.grants == 0) next_deadline = std::min(next_deadline, s.last_active + idle);
     }
     int timeout = -1;
     if (next_deadline != steady::time_point::max()) {
@@ -450,57 +620,116 @@ void local_server_plane::state::run() {
     }
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
     if (closed) break;
-    if ((fds[1].revents & POLLIN) != 0) accept_one();
+    // Messages first, so that a handshake or session whose message came in time is not timed
+    // out below; then new connections (which may evict handshakes: their descriptors' numbers
+    // may come back for new connections, so the loop looks every descriptor up again).
     for (std::size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      session* s = nullptr;
-      {
-        const std::lock_guard lock(mutex);
-        const auto it = sessions.find(fds[i].fd);
-        if (it != sessions.end()) s = &it->second;
-      }
-      if (s != nullptr) serve(*s);
+      const auto it = sessions.find(fds[i].fd);
+      if (it != sessions.end()) serve(it->second);
     }
-    // Handshakes that did not finish in time are dropped.
+    if ((fds[1].revents & POLLIN) != 0) accept_all();
+    // Handshakes that did not finish in time, and sessions that hold nothing and said nothing
+    // for idle_timeout, are closed.
     std::vector<int> late;
-    {
-      const std::lock_guard lock(mutex);
-      const auto now = steady::now();
-      for (const auto& [fd, s] : sessions) {
-        if (!s.authenticated && now >= s.deadline) late.push_back(fd);
+    const auto now = steady::now();
+    for (const auto& [fd, s] : sessions) {
+      if ((!s.authenticated && now >= s.deadline) ||
+          (s.authenticated && s.grants == 0 && now >= s.last_active + idle)) {
+        late.push_back(fd);
       }
     }
     for (const int fd : late) drop(fd);
   }
   std::vector<int> all;
-  {
-    const std::lock_guard lock(mutex);
-    for (const auto& [fd, s] : sessions) all.push_back(fd);
-  }
+  for (const auto& [fd, s] : sessions) all.push_back(fd);
   for (const int fd : all) drop(fd);
 }
 
-void local_server_plane::state::accept_one() {
-  unique_fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-  if (fd.get() < 0) return;
-  const std::lock_guard lock(mutex);
-  if (sessions.size() >= config.max_sessions) return;  // closed at once: the client sees the refusal
-  session s;
-  s.id = next_session++;
-  s.deadline = steady::now() + config.handshake_timeout;
-  const int key = fd.get();
-  s.fd = std::move(fd);
-  sessions.emplace(key, std::move(s));
+void local_server_plane::state::accept_all() {
+  // A bounded batch per turn, so that a flood of connects cannot keep the loop from the
+  // sessions' messages; the rest wait in the listen backlog for the next turn.
+  for (int i = 0; i < 64; ++i) {
+    unique_fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd.get() < 0) return;
+    ucred peer{};
+    socklen_t length = sizeof peer;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || length != sizeof peer) continue;
+    make_handshake_room(peer.uid);
+    session s;
+    s.id = next_session++;
+    s.uid = peer.uid;
+    s.accepted = steady::now();
+    s.deadline = s.accepted + config.handshake_timeout;
+    s.last_active = s.accepted;
+    const int key = fd.get();
+    s.fd = std::move(fd);
+    session* added = nullptr;
+    {
+      const std::lock_guard lock(mutex);
+      added = &sessions.emplace(key, std::move(s)).first->second;
+      ++handshakes;
+      ++slots[peer.uid].handshakes;
+    }
+    // A client sends its hello right after connect: read it now, so that the connections
+    // accepted after it in this batch find it speaking, not silent (silent ones go first).
+    serve(*added);
+  }
+}
+
+void local_server_plane::state::make_handshake_room(uid_t uid) {
+  // A local user past its handshake slots loses its own oldest: connections that never speak
+  // cost their owner only. A full table loses one of the user that holds the most.
+  if (const auto it = slots.find(uid); it != slots.end() && it->second.handshakes >= config.max_handshakes_per_user) {
+    evict_handshake_of(uid);
+  }
+  if (handshakes >= config.max_handshakes) {
+    const auto most = std::max_element(slots.begin(), slots.end(), [](const auto& a, const auto& b) {
+      return a.second.handshakes < b.second.handshakes;
+    });
+    if (most != slots.end()) evict_handshake_of(most->first);
+  }
+}
+
+void local_server_plane::state::evict_handshake_of(uid_t uid) {
+  // The oldest that has not said hello, else the oldest: a client that answers at once keeps
+  // its place against a flood of silent connections of its own uid.
+  const auto is_silent = [](const session& s) {
+    if (s.user != nullptr) return false;
+    pollfd p{s.fd.get(), POLLIN, 0};  // a hello waiting to be read counts as speaking
+    return ::poll(&p, 1, 0) == 0;
+  };
+  const session* victim = nullptr;
+  bool victim_silent = false;
+  for (const auto& [fd, s] : sessions) {
+    if (s.authenticated || s.uid != uid) continue;
+    const bool silent = is_silent(s);
+    if (victim == nullptr || (silent && !victim_silent) || (silent == victim_silent && s.accepted < victim->accepted)) {
+      victim = &s;
+      victim_silent = silent;
+    }
+  }
+  if (victim != nullptr) drop(victim->fd.get());
 }
 
 void local_server_plane::state::drop(int fd) {
   const std::lock_guard lock(mutex);
   const auto it = sessions.find(fd);
   if (it == sessions.end()) return;
-  const std::uint64_t id = it->second.id;
+  const session& s = it->second;
+  const std::uint64_t id = s.id;
   // The session's grants end with it: a client that exited (or was killed) leaves nothing mapped
   // once its transfers in flight finish.
   std::erase_if(grants, [id](const auto& g) { return g.second->session == id; });
+  const auto owner = slots.find(s.uid);
+  if (s.authenticated) {
+    --authenticated;
+    if (owner != slots.end()) --owner->second.sessions;
+  } else {
+    --handshakes;
+    if (owner != slots.end()) --owner->second.handshakes;
+  }
+  if (owner != slots.end() && owner->second.handshakes == 0 && owner->second.sessions == 0) slots.erase(owner);
   sessions.erase(it);
 }
 
@@ -516,74 +745,73 @@ void local_server_plane::state::serve(session& s) {
     drop(s.fd.get());
     return;
   }
+  s.last_active = steady::now();
+  const bool was_authenticated = s.authenticated;
   const std::vector<std::byte> answer = handle(s, packet, fd);
   if (answer.empty()) return;  // release: no answer
-  const bool fatal = std::to_integer<std::uint8_t>(answer.front()) == msg_error && !s.authenticated;
+  // A handshake's refusal ends the connection (its slot goes to the next client).
+  const bool fatal = static_cast<message_type>(std::to_integer<std::uint8_t>(answer.front())) == message_type::error &&
+                     !was_authenticated;
   if (send_packet(s.fd.get(), answer) || fatal) drop(s.fd.get());
 }
 
 std::vector<std::byte> local_server_plane::state::handle(session& s, std::span<const std::byte> packet, unique_fd& fd) {
-  reader r{packet};
-  std::uint8_t type = 0;
-  r.u8(type);
-  if (fd.get() >= 0 && (type != msg_memfd || !s.authenticated)) return error_message(EPROTO, "unexpected descriptor");
+  const std::optional<grant_message> m = detail::decode_grant_message(packet);
+  if (!m) return error_message(EPROTO, "malformed message");
+  if (fd.get() >= 0 && (m->type != message_type::memfd || !s.authenticated)) {
+    return error_message(EPROTO, "unexpected descriptor");
+  }
   if (!s.authenticated) {
-    if (type == msg_hello && s.user == nullptr) {
-      std::uint8_t version = 0;
-      std::uint64_t n = 0;
-      std::span<const std::byte> key;
-      if (!r.u8(version) || version != protocol_version || !r.le(n, 2) || !r.bytes(n, key) ||
-          !r.array(s.client_nonce) || !r.done()) {
-        return error_message(EPROTO, "malformed hello");
-      }
-      const std::string_view key_id(reinterpret_cast<const char*>(key.data()), key.size());
+    if (m->type == message_type::hello && s.user == nullptr) {
+      if (m->version != protocol_version) return error_message(EPROTO, "unknown protocol version");
       const auto user = std::find_if(config.users.begin(), config.users.end(),
-                                     [&](const credentials& c) { return c.access_key_id == key_id; });
+                                     [&](const credentials& c) { return c.access_key_id == m->access_key_id; });
       if (user == config.users.end()) return error_message(EACCES, "unknown access key");
       s.user = &*user;
+      s.client_nonce = m->nonce;
       s.server_nonce = random_bytes<32>();
-      writer w;
-      w.u8(msg_challenge);
-      w.bytes(s.server_nonce);
-      w.bytes(proof(server_label, *s.user, s.client_nonce, s.server_nonce));
-      return std::move(w.out);
+      grant_message challenge;
+      challenge.type = message_type::challenge;
+      challenge.nonce = s.server_nonce;
+      challenge.proof = proof(server_label, *s.user, s.client_nonce, s.server_nonce);
+      return detail::encode_grant_message(challenge);
     }
-    if (type == msg_auth && s.user != nullptr) {
-      nonce got{};
-      if (!r.array(got) || !r.done()) return error_message(EPROTO, "malformed auth");
+    if (m->type == message_type::auth && s.user != nullptr) {
       const nonce want = proof(client_label, *s.user, s.client_nonce, s.server_nonce);
-      if (CRYPTO_memcmp(got.data(), want.data(), want.size()) != 0) return error_message(EACCES, "wrong proof");
+      if (CRYPTO_memcmp(m->proof.data(), want.data(), want.size()) != 0) return error_message(EACCES, "wrong proof");
+      // Only now, with the key proven, does the connection take a session slot.
+      const std::lock_guard lock(mutex);
+      uid_slots& mine = slots[s.uid];
+      if (authenticated >= config.max_sessions) return error_message(EUSERS, "too many grant sessions on this server");
+      if (mine.sessions >= config.max_sessions_per_user) {
+        return error_message(EUSERS, "too many grant sessions of this local user");
+      }
+      --handshakes;
+      --mine.handshakes;
+      ++authenticated;
+      ++mine.sessions;
       s.authenticated = true;
-      return {std::byte{msg_welcome}};
+      grant_message welcome;
+      welcome.type = message_type::welcome;
+      return detail::encode_grant_message(welcome);
     }
     return error_message(EPROTO, "handshake first");
   }
-  switch (type) {
-    case msg_memfd: {
-      std::uint64_t size = 0;
-      if (!r.le(size, 8) || !r.done() || fd.get() < 0) return error_message(EPROTO, "malformed memfd registration");
-      return register_memfd(s, size, std::move(fd));
-    }
-    case msg_device: {
-      std::uint64_t n = 0;
-      std::span<const std::byte> description;
-      if (!r.le(n, 2) || n > max_description || !r.bytes(n, description) || !r.done()) {
-        return error_message(EPROTO, "malformed device registration");
-      }
-      return register_device(s, description);
-    }
-    case msg_release: {
-      grant_id id{};
-      if (!r.array(id) || !r.done()) return error_message(EPROTO, "malformed release");
+  switch (m->type) {
+    case message_type::memfd:
+      if (fd.get() < 0) return error_message(EPROTO, "a memfd registration without a descriptor");
+      return register_memfd(s, m->size, std::move(fd));
+    case message_type::device: return register_device(s, m->description);
+    case message_type::release: {
       const std::lock_guard lock(mutex);
-      const auto it = grants.find(id);
+      const auto it = grants.find(m->grant);
       if (it != grants.end() && it->second->session == s.id) {
         grants.erase(it);
         --s.grants;
       }
       return {};
     }
-    default: return error_message(EPROTO, "unknown message");
+    default: return error_message(EPROTO, "unexpected message");
   }
 }
 
@@ -596,15 +824,27 @@ std::vector<std::byte> local_server_plane::state::register_memfd(session& s, std
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return error_message(EINVAL, "not a regular memory file");
   if (size == 0 || static_cast<std::uint64_t>(st.st_size) < size) return error_message(EINVAL, "size beyond the file");
-  if (mapped + size > config.max_mapped_bytes) return error_message(ENOMEM, "the server maps too much already");
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
-  if (p == MAP_FAILED) return error_message(static_cast<std::uint32_t>(errno), "mmap failed");
+  if (size > std::numeric_limits<std::size_t>::max() / 2) return error_message(EINVAL, "size too large");
+  // The mapped size is charged whether or not the client wrote its pages: a transfer may touch
+  // any of them.
+  if (!budget->take(s.uid, size, config.max_mapped_bytes, config.max_mapped_bytes_per_user)) {
+    return error_message(ENOMEM, "the server maps too much of this user's or all users' memory already");
+  }
+  // No MAP_POPULATE: that would allocate every page of a sparse file in the server (4 GiB the
+  // client never wrote) and hold this thread, which serves every session, while it does. A
+  // transfer faults in the pages it moves, and only those.
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    const auto err = static_cast<std::uint32_t>(errno);
+    budget->give_back(s.uid, size);
+    return error_message(err, "mmap failed");
+  }
   auto entry = std::make_shared<grant_entry>();
   entry->what = grant_entry::kind::memfd;
   entry->map = static_cast<std::byte*>(p);
   entry->size = size;
-  entry->mapped_total = &mapped;
-  mapped += size;
+  entry->budget = budget;
+  entry->uid = s.uid;
   return granted(s, std::move(entry));
 }
 
@@ -629,18 +869,16 @@ std::vector<std::byte> local_server_plane::state::register_device(session& s, st
 std::vector<std::byte> local_server_plane::state::granted(session& s, std::shared_ptr<grant_entry> entry) {
   entry->user = s.user->access_key_id;
   entry->session = s.id;
-  const grant_id id = random_bytes<16>();
-  const std::uint64_t size = entry->size;
+  grant_message answer;
+  answer.type = message_type::granted;
+  answer.grant = random_bytes<16>();
+  answer.size = entry->size;
   {
     const std::lock_guard lock(mutex);
-    grants.emplace(id, std::move(entry));
+    grants.emplace(answer.grant, std::move(entry));
     ++s.grants;
   }
-  writer w;
-  w.u8(msg_granted);
-  w.bytes(id);
-  w.le(size, 8);
-  return std::move(w.out);
+  return detail::encode_grant_message(answer);
 }
 
 std::shared_ptr<const grant_entry> local_server_plane::state::find(const rdma_requester& who, const rdma_token& token,
@@ -701,7 +939,13 @@ error_code local_server_plane::read(const rdma_requester& who, const rdma_token&
   const bool device = token.provider == cuda_ipc_grant_provider;
   const auto entry = state_->find(who, token, device ? grant_entry::kind::device : grant_entry::kind::memfd, length);
   if (!entry) return errc::invalid_rdma_token;
-  constexpr std::uint64_t piece = 8 << 20;
+  // The client's mapping is shared: the client may change it at any moment. Each piece is read
+  // from it once, into memory of the server's own, and the sink (which hashes, then writes) sees
+  // only that copy: what is stored is exactly what was hashed. (A device grant's read copies
+  // into the opener's own staging buffers already.)
+  constexpr std::uint64_t piece = 4 << 20;
+  std::unique_ptr<std::byte[]> copy;
+  if (!device && length > 0) copy.reset(new std::byte[static_cast<std::size_t>(std::min(piece, length))]);
   std::uint64_t done = 0;
   for (const auto& seg : token.segments) {
     if (done == length) break;
@@ -711,7 +955,8 @@ error_code local_server_plane::read(const rdma_requester& who, const rdma_token&
     } else {
       for (std::uint64_t at = 0; at < n; at += piece) {
         const auto chunk = static_cast<std::size_t>(std::min(piece, n - at));
-        if (const error_code ec = sink(std::span<const std::byte>(entry->map + seg.address + at, chunk))) return ec;
+        std::memcpy(copy.get(), entry->map + seg.address + at, chunk);
+        if (const error_code ec = sink(std::span<const std::byte>(copy.get(), chunk))) return ec;
       }
     }
     done += n;
@@ -747,110 +992,104 @@ struct local_client_plane::state {
   std::map<const std::byte*, registered> buffers;  // shared buffers, by base address
   std::map<const std::byte*, registered> devices;  // device allocations, by base address
 
-  /// Sends `request` (with `fd`) and waits for the answer; answers of type `want` only.
-  std::vector<std::byte> exchange(std::span<const std::byte> request, std::uint8_t want, error_code& ec, int fd = -1) {
-    if ((ec = send_packet(socket.get(), request, fd))) return {};
-    return await(want, ec);
+  /// Connects to the server and runs the handshake: the server proves it holds the user's secret
+  /// before this process hands it any memory.
+  error_code connect_and_authenticate() {
+    socket = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (socket.get() < 0) return last_errno();
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string& path = config.socket_path.native();
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return last_errno();
+    grant_message hello;
+    hello.type = message_type::hello;
+    hello.version = protocol_version;
+    hello.access_key_id = config.creds.access_key_id;
+    hello.nonce = random_bytes<32>();
+    error_code ec;
+    const auto challenge = send_and_await(detail::encode_grant_message(hello), message_type::challenge, ec);
+    if (ec) return ec;
+    // The server must prove it holds the secret before we hand it any memory: a process that
+    // took the socket's path is not the server.
+    const nonce want = proof(server_label, config.creds, hello.nonce, challenge.nonce);
+    if (CRYPTO_memcmp(want.data(), challenge.proof.data(), want.size()) != 0) return errc::access_denied;
+    grant_message auth;
+    auth.type = message_type::auth;
+    auth.proof = proof(client_label, config.creds, hello.nonce, challenge.nonce);
+    send_and_await(detail::encode_grant_message(auth), message_type::welcome, ec);
+    return ec;
   }
-  std::vector<std::byte> await(std::uint8_t want, error_code& ec) {
+
+  /// Sends `request` (with `fd`) and waits for the answer; answers of type `want` only. A server
+  /// closes a session that holds no grant after its idle_timeout: such a session is opened again
+  /// once, and the request sent again (the server had not read it).
+  grant_message exchange(std::span<const std::byte> request, message_type want, error_code& ec, int fd = -1) {
+    grant_message answer = send_and_await(request, want, ec, fd);
+    const bool lost = ec.category() == boost::system::generic_category() &&
+                      (ec.value() == EPIPE || ec.value() == ECONNRESET || ec.value() == ENOTCONN);
+    if (lost && buffers.empty() && devices.empty()) {
+      if ((ec = connect_and_authenticate())) return {};
+      answer = send_and_await(request, want, ec, fd);
+    }
+    return answer;
+  }
+
+  grant_message send_and_await(std::span<const std::byte> request, message_type want, error_code& ec, int fd = -1) {
+    if ((ec = send_packet(socket.get(), request, fd))) return {};
     pollfd p{socket.get(), POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(config.timeout.count()));
     if (ready == 0) {
       ec = error_code(ETIMEDOUT, boost::system::generic_category());
       return {};
     }
-    std::vector<std::byte> answer;
-    unique_fd fd;
-    if (ready < 0 || (ec = receive_packet(socket.get(), answer, fd))) {
+    std::vector<std::byte> packet;
+    unique_fd received;
+    if (ready < 0 || (ec = receive_packet(socket.get(), packet, received))) {
       if (!ec) ec = last_errno();
       return {};
     }
-    if (answer.empty()) {
+    if (packet.empty()) {
       ec = error_code(ECONNRESET, boost::system::generic_category());
       return {};
     }
-    const auto type = std::to_integer<std::uint8_t>(answer.front());
-    if (type == msg_error) {
-      reader r{answer};
-      std::uint8_t t = 0;
-      std::uint64_t code = 0;
-      r.u8(t);
-      r.le(code, 4);
-      ec = code == EACCES    ? error_code(errc::access_denied)
-           : code == ENOTSUP ? error_code(errc::rdma_not_supported)
-                             : error_code(static_cast<int>(code), boost::system::generic_category());
-      return {};
-    }
-    if (type != want) {
+    std::optional<grant_message> answer = detail::decode_grant_message(packet);
+    if (!answer || received.get() >= 0) {
       ec = sluice::errc::protocol_violation;
       return {};
     }
-    return answer;
-  }
-  std::optional<registered> parse_granted(const std::vector<std::byte>& answer) {
-    reader r{answer};
-    std::uint8_t type = 0;
-    registered out;
-    if (!r.u8(type) || !r.array(out.id) || !r.le(out.size, 8) || !r.done()) return std::nullopt;
-    return out;
+    if (answer->type == message_type::error) {
+      const auto code = static_cast<int>(answer->code);
+      ec = code == EACCES    ? error_code(errc::access_denied)
+           : code == ENOTSUP ? error_code(errc::rdma_not_supported)
+                             : error_code(code, boost::system::generic_category());
+      return {};
+    }
+    if (answer->type != want) {
+      ec = sluice::errc::protocol_violation;
+      return {};
+    }
+    ec = {};
+    return std::move(*answer);
   }
   void release(const grant_id& id) {
-    writer w;
-    w.u8(msg_release);
-    w.bytes(id);
-    [[maybe_unused]] const auto ec = send_packet(socket.get(), w.out);
+    grant_message m;
+    m.type = message_type::release;
+    m.grant = id;
+    [[maybe_unused]] const auto ec = send_packet(socket.get(), detail::encode_grant_message(m));
   }
 };
 
 std::shared_ptr<local_client_plane> local_client_plane::open(const local_client_plane_config& config, error_code& ec) {
   const std::string& path = config.socket_path.native();
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path) || config.creds.access_key_id.empty() ||
-      config.creds.access_key_id.size() > 256) {
+      config.creds.access_key_id.size() > detail::max_grant_key_id) {
     ec = sluice::errc::invalid_config;
     return nullptr;
   }
   auto st = std::make_shared<state>();
   st->config = config;
-  st->socket = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (st->socket.get() < 0) {
-    ec = last_errno();
-    return nullptr;
-  }
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (::connect(st->socket.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    ec = last_errno();
-    return nullptr;
-  }
-  const nonce mine = random_bytes<32>();
-  writer hello;
-  hello.u8(msg_hello);
-  hello.u8(protocol_version);
-  hello.le(config.creds.access_key_id.size(), 2);
-  hello.text(config.creds.access_key_id);
-  hello.bytes(mine);
-  const auto challenge = st->exchange(hello.out, msg_challenge, ec);
-  if (ec) return nullptr;
-  reader r{challenge};
-  std::uint8_t type = 0;
-  nonce theirs{}, server_proof{};
-  if (!r.u8(type) || !r.array(theirs) || !r.array(server_proof) || !r.done()) {
-    ec = sluice::errc::protocol_violation;
-    return nullptr;
-  }
-  // The server must prove it holds the secret before we hand it any memory: a process that
-  // took the socket's path is not the server.
-  const nonce want = proof(server_label, config.creds, mine, theirs);
-  if (CRYPTO_memcmp(want.data(), server_proof.data(), want.size()) != 0) {
-    ec = errc::access_denied;
-    return nullptr;
-  }
-  writer auth;
-  auth.u8(msg_auth);
-  auth.bytes(proof(client_label, config.creds, mine, theirs));
-  st->exchange(auth.out, msg_welcome, ec);
-  if (ec) return nullptr;
+  if ((ec = st->connect_and_authenticate())) return nullptr;
   std::shared_ptr<local_client_plane> plane(new local_client_plane());
   plane->state_ = std::move(st);
   ec = {};
@@ -866,19 +1105,19 @@ void local_client_plane::share(shared_buffer& buffer, error_code& ec) {
     ec = sluice::errc::invalid_argument;
     return;
   }
-  writer w;
-  w.u8(msg_memfd);
-  w.le(buffer.size(), 8);
+  grant_message request;
+  request.type = message_type::memfd;
+  request.size = buffer.size();
   const std::lock_guard lock(state_->mutex);
-  const auto answer = state_->exchange(w.out, msg_granted, ec, buffer.native_handle());
+  const grant_message answer =
+      state_->exchange(detail::encode_grant_message(request), message_type::granted, ec, buffer.native_handle());
   if (ec) return;
-  auto reg = state_->parse_granted(answer);
-  if (!reg || reg->size != buffer.size()) {
+  if (answer.size != buffer.size()) {
     ec = sluice::errc::protocol_violation;
     return;
   }
   const std::byte* base = buffer.data();
-  state_->buffers[base] = *reg;
+  state_->buffers[base] = registered{answer.grant, answer.size, {}};
   buffer.on_release([weak = std::weak_ptr<state>(state_), base] {
     const auto st = weak.lock();
     if (!st) return;
@@ -937,19 +1176,18 @@ std::unique_ptr<rdma_client_plane::grant> local_client_plane::grant_access(
       found = state_->devices.end();
     }
     if (found == state_->devices.end()) {
-      writer w;
-      w.u8(msg_device);
-      w.le(exported.description.size(), 2);
-      w.bytes(exported.description);
-      const auto answer = state_->exchange(w.out, msg_granted, ec);
-      if (ec) return nullptr;
-      auto got = state_->parse_granted(answer);
-      if (!got) {
-        ec = sluice::errc::protocol_violation;
+      if (exported.description.size() > detail::max_grant_description) {
+        ec = sluice::errc::unsupported_memory;
         return nullptr;
       }
-      got->description = std::move(exported.description);
-      found = state_->devices.emplace(exported.base, std::move(*got)).first;
+      grant_message request;
+      request.type = message_type::device;
+      request.description = exported.description;
+      const grant_message answer = state_->exchange(detail::encode_grant_message(request), message_type::granted, ec);
+      if (ec) return nullptr;
+      found =
+          state_->devices.emplace(exported.base, registered{answer.grant, answer.size, std::move(exported.description)})
+              .first;
     }
     reg = &found->second;
     offset = static_cast<std::uint64_t>(at - exported.base);

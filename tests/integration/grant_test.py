@@ -4,7 +4,11 @@ script is the client. It opens sessions on `sluice serve`'s grant socket (SOCK_S
 proofs), passes memfds with SCM_RIGHTS, writes x-amz-rdma-token by hand and signs the S3 requests
 with botocore's SigV4. Then it tries what a hostile local user would.
 
-usage: grant_test.py SLUICE_BINARY [gateway]
+usage: grant_test.py SLUICE_BINARY [gateway|starve|sparse|toctou|socket-dir]
+The scenarios of issue 37 (a hostile local process): `starve` (silent connections and one user's
+sessions must not keep another user out), `sparse` (a sparse 4 GiB memfd allocates nothing in
+the server and holds no one up), `toctou` (a PUT by grant stores what it hashed while the client
+flips its memory), `socket-dir` (the default socket's private directory).
 With `gateway`, the server is a gateway (`--upstream`) in front of a second `sluice serve`: every
 object is cached by its write-through PUT, so each token meets a cache hit, whose copy moves into
 the granted memory while the upstream is asked.
@@ -25,8 +29,10 @@ import signal
 import socket
 import struct
 import subprocess
+import stat
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -166,6 +172,8 @@ def if_match(server, upstream, alice_grant, a_map, data, etag):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[2] in SCENARIOS:
+        return hostile(sys.argv[1], sys.argv[2])
     if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["gateway"]):
         print(__doc__)
         return 2
@@ -379,6 +387,383 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# -- issue 37: what a hostile local process tries against the grant socket ----------------------
+
+NOBODY = 65534
+
+
+def as_other_user():
+    """The uid a second local user's processes run as: nobody when this test runs as root (as CI
+    does), else this same uid (then the attacks come from the victim's own uid, the harder case
+    for the handshake slots; the per-user session cap needs a second uid and is then skipped)."""
+    return NOBODY if os.geteuid() == 0 else None
+
+
+def start_server(binary, tmp, extra=()):
+    config = os.path.join(tmp, "server.json")
+    with open(config, "w") as f:
+        json.dump({"users": [{"access_key_id": k, "secret_access_key": v} for k, v in USERS.items()]}, f)
+    sock_path = os.path.join(tmp, "grants.sock")
+    os.chmod(tmp, 0o755)  # another local user's processes reach the socket, as they would in /tmp
+    server = Server(binary, os.path.join(tmp, "root"), "alice", USERS["alice"],
+                    extra=["--config", config, "--grant-socket", sock_path, "--fabric", "off"] + list(extra)).start()
+    return server, sock_path
+
+
+def timed_session(sock_path, key):
+    """Seconds to a working session of `key`, or raises."""
+    started = time.monotonic()
+    s = Session(sock_path, key, USERS[key])
+    took = time.monotonic() - started
+    s.close()
+    return took
+
+
+# What another local user's processes run: self-contained (the other user may not read this
+# checkout), with the system's python3 (it may not reach this interpreter either).
+CHILD = r"""
+import hashlib, hmac, secrets, socket, struct, sys, time
+
+
+def proof(label, key, secret, a, b):
+    return hmac.new(secret.encode(), label + struct.pack("<H", len(key)) + key.encode() + a + b, hashlib.sha256).digest()
+
+
+def session(path, key, secret):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    s.connect(path)
+    nonce = secrets.token_bytes(32)
+    s.send(bytes([1, 1]) + struct.pack("<H", len(key)) + key.encode() + nonce)
+    answer = s.recv(2048)
+    if answer[:1] != b"\x02":
+        raise PermissionError("no challenge: %r" % answer[5:80])
+    s.send(b"\x03" + proof(b"sluice-grant/1 client", key, secret, nonce, answer[1:33]))
+    answer = s.recv(2048)
+    if answer[:1] != b"\x04":
+        raise PermissionError("not welcome: %r" % answer[5:80])
+    return s
+
+
+def connect(path):
+    # Connected once the server accepted it (a full listen backlog waits, up to 2 s).
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+    except OSError:
+        s.close()
+        return None
+    s.setblocking(False)
+    return s
+
+
+def flood(path, count):
+    # Holds `count` connections that never speak, and opens a new one for each the server closes.
+    conns = []
+    while len(conns) < count:
+        c = connect(path)
+        if c is not None:
+            conns.append(c)
+    print("flooding %d" % len(conns), flush=True)
+    while True:
+        time.sleep(0.05)
+        for i, c in enumerate(conns):
+            try:
+                if c.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) != b"":
+                    continue
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                pass
+            c.close()
+            conns[i] = connect(path) or conns[i]
+
+
+def hog(path, key, secret):
+    # Opens sessions until the server refuses one; holds them.
+    held, why = [], ""
+    while len(held) < 1000:
+        try:
+            held.append(session(path, key, secret))
+        except Exception as e:
+            why = "%s: %s" % (type(e).__name__, e)
+            break
+    print("holding %d (%s)" % (len(held), why), flush=True)
+    time.sleep(600)
+
+
+if sys.argv[1] == "flood":
+    flood(sys.argv[2], int(sys.argv[3]))
+else:
+    hog(sys.argv[2], sys.argv[3], sys.argv[4])
+"""
+
+
+def spawn(args, user=None):
+    """CHILD in a process of its own (as `user` when given); its first line."""
+    python = "/usr/bin/python3" if user is not None and os.path.exists("/usr/bin/python3") else sys.executable
+    child = subprocess.Popen([python, "-c", CHILD] + args, stdout=subprocess.PIPE, text=True, user=user, cwd="/")
+    return child, child.stdout.readline().strip()
+
+
+def scenario_starve(binary, tmp):
+    """Finding 2: 300 silent connections (no credentials) must not keep another user out, and one
+    local user cannot hold every session."""
+    server, sock_path = start_server(binary, tmp)
+    children = []
+    try:
+        other = as_other_user()
+        flood, line = spawn(["flood", sock_path, "300"], user=other)
+        children.append(flood)
+        expect(line == "flooding 300", "another local process holds 300 silent connections (%s, uid %s)" %
+               (line, other if other is not None else "the same"))
+        times, failures = [], []
+        for attempt in range(18):
+            key = "bob" if attempt % 2 else "alice"
+            try:
+                times.append(timed_session(sock_path, key))
+            except Exception as e:  # noqa: BLE001
+                failures.append("%s: %s" % (type(e).__name__, e))
+        expect(not failures, "18 of 18 sessions opened while the silent connections stay (%d refused: %s)" %
+               (len(failures), failures[:3]))
+        expect(max(times) < 1.0, "each within 1 s (slowest %.3f s)" % max(times))
+        if other is None:
+            print("  skipped: the per-user session cap needs a second uid (run as root)")
+        else:
+            flood.kill()  # the cap, alone
+            hog, line = spawn(["hog", sock_path, "alice", USERS["alice"]], user=other)
+            children.append(hog)
+            held = int(line.split()[1]) if line.startswith("holding ") else -1
+            expect(0 < held < 256, "one local user holds only its own share of the sessions: %s" % line)
+            took = timed_session(sock_path, "bob")
+            expect(took < 1.0, "another local user still opens a session, in %.3f s" % took)
+        expect(server.proc.poll() is None, "the server is alive")
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+        server.stop()
+
+
+def shmem_kib(pid):
+    """The server's resident shared memory (its mappings of memfds count here)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1])
+    return 0
+
+
+def scenario_sparse(binary, tmp):
+    """Finding 3: registering a sparse 4 GiB memfd allocates nothing in the server, holds no one
+    up, and counts against the mapped-bytes budgets."""
+    server, sock_path = start_server(binary, tmp)
+    try:
+        pid = server.proc.pid
+        alice = Session(sock_path, "alice", USERS["alice"])
+        fd, _ = shared_memory(4 << 30, "grant-sparse")  # ftruncate only: no page written
+        before = shmem_kib(pid)
+        result = {}
+
+        def register():
+            started = time.monotonic()
+            try:
+                result["grant"] = alice.register(fd, 4 << 30)
+            except Exception as e:  # noqa: BLE001
+                result["error"] = e
+            result["took"] = time.monotonic() - started
+        worker = threading.Thread(target=register)
+        worker.start()
+        time.sleep(0.005)  # the registration is on its way to the server
+        took = timed_session(sock_path, "bob")
+        worker.join(60)
+        grown = shmem_kib(pid) - before
+        expect("grant" in result, "a 4 GiB sparse memfd is granted (%r)" % result.get("error"))
+        expect(grown < 64 * 1024, "the server allocated none of it: its shared memory grew %d MiB" % (grown // 1024))
+        expect(result["took"] < 1.0, "the registration is answered within 1 s (%.3f s)" % result["took"])
+        expect(took < 1.0, "another user's session opened meanwhile within 1 s (%.3f s)" % took)
+        # The mapped size counts whether or not it was written: past the per-user budget (16 GiB
+        # by default) the server refuses, and nothing more is mapped.
+        granted, refused = 1, ""
+        while granted < 8 and not refused:
+            try:
+                alice.register(fd, 4 << 30)
+                granted += 1
+            except ValueError as e:
+                refused = str(e)
+        expect(granted == 4 and "maps too much" in refused,
+               "4 x 4 GiB fill alice's local user's budget; the fifth is refused (%d, %r)" % (granted, refused))
+        expect(shmem_kib(pid) - before < 64 * 1024, "and still nothing of them is allocated by the server")
+        # The budget is the local user's (this uid's): its grants end with alice's session, and
+        # bob's buffer of the same uid is then granted.
+        alice.close()
+        bob = Session(sock_path, "bob", USERS["bob"])
+        b_fd, _ = shared_memory(MIB, "grant-bob-after")
+        deadline, answer = time.monotonic() + 5, None
+        while answer is None and time.monotonic() < deadline:
+            try:
+                answer = bob.register(b_fd, MIB)
+            except ValueError:
+                time.sleep(0.05)
+        expect(answer is not None, "once alice's session closed, its budget is free again: bob's buffer is granted")
+        bob.close()
+        expect(server.proc.poll() is None, "the server is alive")
+    finally:
+        server.stop()
+
+
+def scenario_toctou(binary, tmp):
+    """Finding 4: a client flips a page of its memfd while it PUTs by grant; every object stored
+    must be exactly the bytes its ETag (the MD5 the server computed) says."""
+    server, sock_path = start_server(binary, tmp)
+    stop = threading.Event()
+    try:
+        status, _, _ = signed(server, "PUT", "/bucket-alice", "alice", {})
+        expect(status == 200, "alice creates a bucket")
+        alice = Session(sock_path, "alice", USERS["alice"])
+        size = 16 * MIB
+        fd, m = shared_memory(size, "grant-toctou")
+        data = random.Random(5).randbytes(size)
+        m[:] = data
+        grant = alice.register(fd, size)
+        md5 = hashlib.md5(data)
+        headers = {"x-amz-rdma-token": token(2, "local:memfd", grant, [(0, size)]),
+                   "x-amz-decoded-content-length": str(size), "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+                   "content-md5": base64.b64encode(md5.digest()).decode()}
+        # One byte in each 8 MiB piece flips between its value and its complement, all the time.
+        spots = [(at, data[at]) for at in range(4096 + 17, size, 8 * MIB)]
+
+        def flip():
+            while not stop.is_set():
+                for at, v in spots:
+                    m[at] = v ^ 0xFF
+                for at, v in spots:
+                    m[at] = v
+        flipper = threading.Thread(target=flip, daemon=True)
+        flipper.start()
+        stored, bad_digest, wrong = 0, 0, []
+        for i in range(40):
+            status, answer, body = signed(server, "PUT", "/bucket-alice/o%d" % i, "alice", headers)
+            if status == 400 and error_code(body) == "BadDigest":
+                bad_digest += 1  # the server saw a flipped byte in what it hashed: refused
+                continue
+            if status != 200:
+                raise AssertionError("a PUT by grant is stored or refused BadDigest, not %d %s" % (status, body[:200]))
+            stored += 1
+            status, got, body = signed(server, "GET", "/bucket-alice/o%d" % i, "alice", {})
+            if status != 200 or hashlib.md5(body).hexdigest() != headers_etag(got) or body != data:
+                wrong.append(i)
+        stop.set()
+        flipper.join()
+        print("  %d stored, %d refused BadDigest" % (stored, bad_digest))
+        expect(not wrong, "every stored object is exactly the bytes its ETag says, the client's own (%d of %d wrong: %s)" %
+               (len(wrong), stored, wrong))
+        expect(stored > 0, "some PUTs were stored (%d)" % stored)
+        expect(server.proc.poll() is None, "the server is alive")
+    finally:
+        stop.set()
+        server.stop()
+
+
+def scenario_socket_dir(binary, tmp):
+    """Finding 5: the default socket lives in a private directory; another local user cannot stop
+    `sluice serve` from starting, nor have it use a directory that is not its own."""
+    users = os.path.join(tmp, "users.json")
+    with open(users, "w") as f:
+        json.dump({"users": [{"access_key_id": k, "secret_access_key": v} for k, v in USERS.items()]}, f)
+    with socket.socket() as s:  # a free port, so that the old default path can be taken first
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    old = "/tmp/sluice-%d.sock" % port
+    runtime = os.path.join(tmp, "run")
+    os.mkdir(runtime, 0o700)
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = runtime
+
+    def serve():
+        return Server(binary, os.path.join(tmp, "root"), "alice", USERS["alice"], listen="127.0.0.1:%d" % port,
+                      extra=["--config", users, "--fabric", "off"]).start()
+    try:
+        # Another local user takes the old default path first.
+        with open(old, "w") as f:
+            f.write("not a socket")
+        if os.geteuid() == 0:
+            os.chown(old, NOBODY, NOBODY)
+        try:
+            server = serve()
+        except RuntimeError as e:
+            raise AssertionError("sluice serve did not start with %s taken: %s" % (old, e))
+        want = os.path.join(runtime, "sluice", "sluice-%d.sock" % port)
+        expect(any(("grants: " + want) in line for line in server.banner),
+               "it starts, with its grant socket in $XDG_RUNTIME_DIR/sluice/: %s" % server.banner)
+        st = os.lstat(os.path.dirname(want))
+        expect(stat.S_ISDIR(st.st_mode) and st.st_mode & 0o777 == 0o700 and st.st_uid == os.geteuid(),
+               "which it made, mode 0700, its own (%o)" % (st.st_mode & 0o777))
+        Session(want, "bob", USERS["bob"]).close()
+        print("  ok: a client finds it there and opens a session")
+        server.stop()
+        # Directories that are not the server's own private one are refused, never used; the
+        # server still starts, without grants, and says why.
+        private = os.path.join(runtime, "sluice")
+        shutil.rmtree(private)
+        elsewhere = os.path.join(tmp, "elsewhere")
+        os.mkdir(elsewhere, 0o700)
+        cases = [("a symlink to a directory", lambda: os.symlink(elsewhere, private)),
+                 ("a directory of mode 0777", lambda: (os.mkdir(private), os.chmod(private, 0o777)))]
+        if os.geteuid() == 0:
+            cases.append(("a directory of another user", lambda: (os.mkdir(private, 0o700), os.chown(private, NOBODY, NOBODY))))
+        for what, make in cases:
+            make()
+            server = serve()
+            expect(any("grants off" in line and "0700" in line for line in server.banner) and
+                   not os.path.exists(os.path.join(private, "sluice-%d.sock" % port)),
+                   "%s is refused; the server starts without grants and says why" % what)
+            server.stop()
+            if os.path.islink(private):
+                os.unlink(private)
+            else:
+                shutil.rmtree(private)
+        expect(not os.listdir(elsewhere), "nothing was made through the symlink")
+        # Without $XDG_RUNTIME_DIR: /tmp/sluice-UID/.
+        del os.environ["XDG_RUNTIME_DIR"]
+        server = serve()
+        want = "/tmp/sluice-%d/sluice-%d.sock" % (os.geteuid(), port)
+        expect(any(("grants: " + want) in line for line in server.banner), "without $XDG_RUNTIME_DIR: %s" % want)
+        st = os.lstat(os.path.dirname(want))
+        expect(st.st_mode & 0o777 == 0o700 and st.st_uid == os.geteuid(), "a 0700 directory of the server's user")
+        server.stop()
+        expect(not os.path.exists(want), "the socket is removed when the server stops")
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
+        if os.path.exists(old):
+            os.unlink(old)
+
+
+SCENARIOS = {"starve": scenario_starve, "sparse": scenario_sparse, "toctou": scenario_toctou,
+             "socket-dir": scenario_socket_dir}
+
+
+def hostile(binary, scenario):
+    try:
+        import botocore  # noqa: F401  (toctou signs its requests with it)
+    except ImportError:
+        if scenario == "toctou":
+            print("SKIPPED: grants.toctou: botocore is not installed")
+            return SKIP
+    sys.stdout.reconfigure(line_buffering=True)
+    tmp = tempfile.mkdtemp(prefix="sluice-grants-%s-" % scenario)
+    try:
+        SCENARIOS[scenario](binary, tmp)
+        print("PASSED: grants.%s" % scenario)
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def victim(sock_path, url):
     """A client that registers a buffer, starts a 256 MiB GET into it and waits to be killed."""
     host, port = url[len("http://"):].rsplit(":", 1)
@@ -396,4 +781,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--victim":
         victim(sys.argv[2], sys.argv[3])
         sys.exit(0)
+
     sys.exit(main())

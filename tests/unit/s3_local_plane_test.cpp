@@ -11,6 +11,9 @@
 #include "conformance/transport_conformance.hpp"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -272,4 +275,192 @@ TEST_CASE("local plane: S3 GET and PUT by memfd grant through a real server and 
   CHECK(report.http_bytes == payload.size());
   CHECK(plain == payload);
   server.stop();
+}
+
+// -- issue 37: hostile local processes -------------------------------------------------------
+
+namespace {
+
+/// A connection to `path` that never says anything, once the server accepted it (a full listen
+/// backlog waits, up to 2 s).
+int silent_connection(const std::filesystem::path& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const timeval limit{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
+  (void)::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("local plane: the packet codec keeps every message and refuses malformed packets") {
+  using namespace s3::detail;
+  grant_message hello;
+  hello.type = grant_message_type::hello;
+  hello.version = 1;
+  hello.access_key_id = "alice";
+  hello.nonce[3] = std::byte{7};
+  grant_message granted;
+  granted.type = grant_message_type::granted;
+  granted.grant[0] = std::byte{1};
+  granted.size = 16 << 20;
+  grant_message error;
+  error.type = grant_message_type::error;
+  error.code = EUSERS;
+  error.text = "too many";
+  grant_message device;
+  device.type = grant_message_type::device;
+  device.description.assign(max_grant_description, std::byte{0xaa});
+  for (const auto& m : {hello, granted, error, device}) {
+    const auto packet = encode_grant_message(m);
+    const auto back = decode_grant_message(packet);
+    REQUIRE(back);
+    CHECK(*back == m);
+    // Any byte more, or any byte less, is refused (an error's text is the rest of its packet).
+    if (m.type == grant_message_type::error) continue;
+    auto longer = packet;
+    longer.push_back(std::byte{0});
+    CHECK(!decode_grant_message(longer));
+    CHECK(!decode_grant_message(std::span(packet).first(packet.size() - 1)));
+  }
+  device.description.push_back(std::byte{0});  // one byte over the limit
+  CHECK(!decode_grant_message(encode_grant_message(device)));
+  hello.access_key_id.assign(max_grant_key_id + 1, 'k');
+  CHECK(!decode_grant_message(encode_grant_message(hello)));
+  CHECK(!decode_grant_message({}));
+  const std::vector<std::byte> unknown{std::byte{0x09}};
+  CHECK(!decode_grant_message(unknown));
+  const std::vector<std::byte> huge(max_grant_packet + 1, std::byte{0x7f});
+  CHECK(!decode_grant_message(huge));
+}
+
+TEST_CASE("local plane: 300 silent connections do not keep a client out") {
+  // Finding 2 of issue 37: connections that never authenticate wait in handshake slots, apart
+  // from the sessions; a local user past its share of them loses its own oldest silent one.
+  const auto path = socket_path();
+  auto server = open_server(path, {{"alice", "a"}, {"bob", "b"}});
+  std::vector<int> silent;
+  for (int i = 0; i < 300; ++i) silent.push_back(silent_connection(path));
+  int refused = 0;
+  auto slowest = 0ms;
+  for (int i = 0; i < 18; ++i) {
+    error_code ec;
+    const auto started = std::chrono::steady_clock::now();
+    auto client = open_client(path, i % 2 ? s3::credentials{"bob", "b"} : s3::credentials{"alice", "a"}, ec);
+    slowest = std::max(
+        slowest, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started));
+    if (!client) ++refused;
+  }
+  CHECK_MESSAGE(refused == 0, refused << " of 18 sessions refused while 300 silent connections stay");
+  CHECK_MESSAGE(slowest < 1000ms, "slowest session took " << slowest.count() << " ms");
+  for (const int fd : silent) ::close(fd);
+}
+
+TEST_CASE("local plane: a local user's sessions are capped, and a session that holds nothing closes when idle") {
+  const auto path = socket_path();
+  s3::local_server_plane_config config;
+  config.socket_path = path;
+  config.users = {{"alice", "a"}};
+  config.max_sessions_per_user = 4;
+  config.idle_timeout = 300ms;
+  error_code ec;
+  auto server = s3::local_server_plane::open(config, ec);
+  REQUIRE(!ec);
+  std::vector<std::shared_ptr<s3::local_client_plane>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(open_client(path, {"alice", "a"}, ec));
+    REQUIRE_MESSAGE(held.back(), ec.message());
+  }
+  // The fifth of this uid is refused after its proof, with a reason, and holds no slot.
+  CHECK(!open_client(path, {"alice", "a"}, ec));
+  CHECK(ec == error_code(EUSERS, boost::system::generic_category()));
+  CHECK(server->session_count() == 4);
+  CHECK(eventually([&] { return server->handshake_count() == 0; }));
+
+  // One of them holds a buffer: it stays; the three that hold nothing are closed when idle.
+  auto buffer = shared_buffer::create(1 << 20, ec);
+  REQUIRE(!ec);
+  held[0]->share(buffer, ec);
+  REQUIRE(!ec);
+  std::this_thread::sleep_for(600ms);
+  CHECK(eventually([&] { return server->session_count() == 1; }));
+  CHECK(server->grant_count() == 1);
+  // A client whose idle session was closed opens a new one when it next needs it.
+  auto later = shared_buffer::create(1 << 20, ec);
+  held[1]->share(later, ec);
+  CHECK_MESSAGE(!ec, ec.message());
+  CHECK(server->grant_count() == 2);
+  CHECK(server->session_count() == 2);
+}
+
+TEST_CASE("local plane: a PUT by grant hands the sink the server's copy, not the client's memory") {
+  // Finding 4 of issue 37: the server's sink hashes a piece, then writes it. A client that
+  // changes its buffer between the two must not make the server write bytes other than those it
+  // hashed: the piece the sink sees must not change when the client's memory does.
+  const auto path = socket_path();
+  auto server = open_server(path, {{"alice", "a"}});
+  error_code ec;
+  auto alice = open_client(path, {"alice", "a"}, ec);
+  REQUIRE(alice);
+  auto buffer = shared_buffer::create(12 << 20, ec);
+  REQUIRE(!ec);
+  const auto payload = random_bytes(buffer.size(), 11);
+  std::memcpy(buffer.data(), payload.data(), payload.size());
+  alice->share(buffer, ec);
+  REQUIRE(!ec);
+  auto grant = alice->grant_access(buffer.region(), s3::rdma_op::read, far_future, ec);
+  REQUIRE(!ec);
+  std::vector<std::byte> hashed, written;
+  std::size_t pieces = 0;
+  REQUIRE(!server->read({"alice"}, token_of(grant), payload.size(), [&](std::span<const std::byte> d) {
+    hashed.insert(hashed.end(), d.begin(), d.end());                                            // what the digest reads
+    for (std::size_t i = 0; i < buffer.size(); i += 4096) buffer.data()[i] ^= std::byte{0xff};  // the client flips
+    written.insert(written.end(), d.begin(), d.end());                                          // what the store writes
+    ++pieces;
+    return error_code{};
+  }));
+  CHECK(pieces > 1);
+  CHECK(hashed == written);
+  CHECK(hashed.size() == payload.size());
+}
+
+TEST_CASE("local plane: the default socket is in a private directory, refused when it is not ours") {
+  CHECK(s3::default_grant_socket(9000, "/run/user/1000") == "/run/user/1000/sluice/sluice-9000.sock");
+  CHECK(s3::default_grant_socket(9000, "") ==
+        std::filesystem::path("/tmp/sluice-" + std::to_string(::geteuid())) / "sluice-9000.sock");
+
+  const auto base = std::filesystem::temp_directory_path() / ("sluice-private-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+  const auto dir = base / "sluice";
+  s3::local_server_plane_config config;
+  config.socket_path = dir / "grants.sock";
+  config.users = {{"alice", "a"}};
+  config.private_directory = true;
+  error_code ec;
+  {
+    auto server = s3::local_server_plane::open(config, ec);  // made 0700
+    REQUIRE_MESSAGE(!ec, ec.message());
+    struct stat st {};
+    REQUIRE(::lstat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
+    CHECK(open_client(config.socket_path, {"alice", "a"}, ec));
+  }
+  std::filesystem::remove_all(dir);
+  // A directory others may enter, and a symlink (even to a private directory), are refused.
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  CHECK(!s3::local_server_plane::open(config, ec));
+  CHECK(ec.value() == EPERM);
+  std::filesystem::remove_all(dir);
+  const auto elsewhere = base / "elsewhere";
+  REQUIRE(::mkdir(elsewhere.c_str(), 0700) == 0);
+  std::filesystem::create_directory_symlink(elsewhere, dir);
+  CHECK(!s3::local_server_plane::open(config, ec));
+  CHECK(ec.value() == EPERM);
+  CHECK(std::filesystem::is_empty(elsewhere));
+  std::filesystem::remove_all(base);
 }

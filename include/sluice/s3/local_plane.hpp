@@ -24,6 +24,7 @@
 #include <sluice/s3/sigv4.hpp>
 #include <sluice/shared_buffer.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -85,27 +87,53 @@ class device_grant_exporter {
 };
 
 /// How a server's same-host plane is opened.
+///
+/// Every connection first waits in a handshake slot; only a connection whose client proved it
+/// holds an S3 user's secret takes a session slot. Slots are counted per local user (the peer's
+/// uid, SO_PEERCRED), so that one local user cannot take them all: a user past its handshake
+/// slots loses its own oldest (silent first) handshake, a full table loses one of the user that
+/// holds the most, and a user past its sessions is refused.
 struct local_server_plane_config {
-  std::filesystem::path
-      socket_path;  ///< created (mode 0666: any local user may try to authenticate); a stale socket is replaced
+  std::filesystem::path socket_path;  ///< created mode 0666 (any local user who can reach it may try
+                                      ///< to authenticate); a stale socket is replaced
+  /// The socket's directory is this user's alone: created mode 0700 when missing; refused (EPERM)
+  /// when it is not a directory of this effective uid with mode 0700 (a symlink, another owner,
+  /// group or other access). Set for the default socket (default_grant_socket), which other local
+  /// users can then not reach, take or pre-create.
+  bool private_directory = false;
   std::vector<credentials> users;               ///< who may open sessions (the server's S3 users)
   std::shared_ptr<device_grant_opener> device;  ///< null: cuda-ipc grants are declined
-  std::size_t max_sessions = 256;               ///< sessions open at once
+  std::size_t max_sessions = 256;               ///< authenticated sessions open at once
+  std::size_t max_sessions_per_user = 64;       ///< of them, per local uid
+  std::size_t max_handshakes = 64;              ///< connections not yet authenticated
+  std::size_t max_handshakes_per_user = 16;     ///< of them, per local uid
   std::size_t max_grants_per_session = 1024;
-  std::uint64_t max_mapped_bytes = 64ULL << 30;  ///< memfd bytes mapped at once, all sessions
-  std::size_t copy_threads = 4;                  ///< threads one host-memory transfer copies with
-  std::chrono::milliseconds handshake_timeout{5000};
+  std::uint64_t max_mapped_bytes = 64ULL << 30;           ///< memfd bytes mapped at once, all sessions
+  std::uint64_t max_mapped_bytes_per_user = 16ULL << 30;  ///< of them, per local uid
+  std::size_t copy_threads = 4;                           ///< threads one host-memory transfer copies with
+  std::chrono::milliseconds handshake_timeout{2000};      ///< from connect to the client's proof
+  /// A session that holds no grant is closed after this long without a message (it holds nothing
+  /// a transfer could use; local_client_plane opens a new one when it next needs it).
+  std::chrono::milliseconds idle_timeout{60'000};
 
   /// The first problem, or nullopt.
   [[nodiscard]] std::optional<config_error> validate() const;
 };
+
+/// Where a server on `port` puts its grant socket unless told otherwise, and where a client of it
+/// on this host looks: `runtime_dir`/sluice/sluice-PORT.sock when `runtime_dir` (the caller's
+/// $XDG_RUNTIME_DIR) is not empty, else /tmp/sluice-UID/sluice-PORT.sock (UID: the effective uid).
+/// Port 0 names the socket after this process (sluice-pidPID.sock). Open it with
+/// local_server_plane_config::private_directory.
+[[nodiscard]] std::filesystem::path default_grant_socket(std::uint16_t port, const std::filesystem::path& runtime_dir);
 
 /// The server side. Thread-safe; hold it by shared_ptr (server_config::rdma, usually inside an
 /// rdma_server_planes before the libfabric plane).
 class local_server_plane final : public rdma_server_plane {
  public:
   /// Binds the socket and starts accepting sessions on a thread of its own. Errors:
-  /// invalid_config, the errno of socket/bind/listen.
+  /// invalid_config, EPERM (private_directory: the directory is not this user's private one), the
+  /// errno of mkdir/socket/bind/listen.
   [[nodiscard]] static std::shared_ptr<local_server_plane> open(local_server_plane_config config, error_code& ec);
   ~local_server_plane() override;
   local_server_plane(const local_server_plane&) = delete;
@@ -124,8 +152,10 @@ class local_server_plane final : public rdma_server_plane {
   void close() noexcept override;
   /// Grants held now, over all sessions.
   [[nodiscard]] std::size_t grant_count() const;
-  /// Sessions open now.
+  /// Authenticated sessions open now.
   [[nodiscard]] std::size_t session_count() const;
+  /// Connections still in their handshake.
+  [[nodiscard]] std::size_t handshake_count() const;
 
   struct state;
 
@@ -170,8 +200,8 @@ class local_client_plane final : public rdma_client_plane {
   [[nodiscard]] std::uint64_t request_bytes(const region& memory) const noexcept override;
   /// Makes `buffer` grantable. The plane forgets it (and the server unmaps it) when the buffer is
   /// destroyed; the buffer and the plane may be destroyed in either order.
-  /// Errors: the server's refusal (s3::errc::access_denied past max_grants_per_session or
-  /// max_mapped_bytes), protocol_violation, timed_out, the errno of sendmsg.
+  /// Errors: the server's refusal (EMFILE past max_grants_per_session, ENOMEM past a mapped-bytes
+  /// budget), protocol_violation, timed_out, the errno of sendmsg.
   void share(shared_buffer& buffer, error_code& ec);
   /// Drops the grant of the device allocation holding `memory` (call before freeing it when the
   /// allocation's address may be reused for another one).
@@ -183,5 +213,59 @@ class local_client_plane final : public rdma_client_plane {
   local_client_plane() = default;
   std::shared_ptr<state> state_;
 };
+
+namespace detail {
+
+/// The grant session's messages (one per SOCK_SEQPACKET packet, integers little-endian):
+///   C→S hello      01 | version 01 | u16 n | access key id (n ≤ 256 bytes) | client nonce (32)
+///   S→C challenge  02 | server nonce (32) | server proof (32)
+///   C→S auth       03 | client proof (32)
+///   S→C welcome    04
+///   C→S memfd      05 | u64 size                        + one descriptor (SCM_RIGHTS)
+///   C→S device     06 | u16 n | description (n ≤ 512 bytes)
+///   S→C granted    07 | grant id (16) | u64 size
+///   C→S release    08 | grant id (16)                   (no answer)
+///   S→C error      7f | u32 code (an errno) | message
+enum class grant_message_type : std::uint8_t {
+  hello = 0x01,
+  challenge = 0x02,
+  auth = 0x03,
+  welcome = 0x04,
+  memfd = 0x05,
+  device = 0x06,
+  granted = 0x07,
+  release = 0x08,
+  error = 0x7f,
+};
+
+/// One decoded message; the fields its type does not carry stay empty.
+struct grant_message {
+  grant_message_type type = grant_message_type::welcome;
+  std::uint8_t version = 0;            ///< hello
+  std::string access_key_id;           ///< hello
+  std::array<std::byte, 32> nonce{};   ///< hello (the client's), challenge (the server's)
+  std::array<std::byte, 32> proof{};   ///< challenge, auth
+  std::uint64_t size = 0;              ///< memfd, granted
+  std::vector<std::byte> description;  ///< device
+  std::array<std::byte, 16> grant{};   ///< granted, release
+  std::uint32_t code = 0;              ///< error
+  std::string text;                    ///< error
+  bool operator==(const grant_message&) const = default;
+};
+
+/// The longest packet either end sends or accepts.
+inline constexpr std::size_t max_grant_packet = 1024;
+inline constexpr std::size_t max_grant_key_id = 256;
+inline constexpr std::size_t max_grant_description = 512;
+
+/// Decodes one packet (hostile bytes: any length, any content). nullopt: empty, longer than
+/// max_grant_packet, an unknown type, a field past the end or over its limit, or bytes left over.
+/// Sans-I/O: the socket code only feeds it what recvmsg returned.
+[[nodiscard]] std::optional<grant_message> decode_grant_message(std::span<const std::byte> packet);
+/// The packet of `message` (the fields of its type only). decode_grant_message of it gives
+/// `message` back when its fields are within the limits above.
+[[nodiscard]] std::vector<std::byte> encode_grant_message(const grant_message& message);
+
+}  // namespace detail
 
 }  // namespace sluice::s3
