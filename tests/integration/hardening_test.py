@@ -28,7 +28,7 @@ SCENARIO: framing | limits | names | full | tls | config-fifo | config-zero | ac
            --config at start is refused at once
   config-zero
            a symbolic link to /dev/zero put at the --config path, then a file over 1 MiB: each
-           SIGHUP refuses it with the path and the reason, RSS stays within 64 MiB of where it was,
+           SIGHUP refuses it with the path and the reason, RSS stays within 16 MiB of where it was,
            the users stay; a valid file is then taken. /dev/zero, a link to it and the large file
            as --config at start are refused at once with bounded RSS
   access-log-symlink
@@ -43,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import struct
@@ -659,12 +660,13 @@ def test_config_zero(binary, tmp):
         place(config, lambda p: os.symlink("/dev/zero", p))
         server.proc.send_signal(signal.SIGHUP)
         said = server.wait_for_line("users unchanged", 3, rss_limit=limit)
-        expect(not server.killed_for_rss, "SIGHUP with a link to /dev/zero at --config: RSS stays bounded (peak %d MiB,"
-               " from %d MiB)" % (server.peak_rss // MIB, start_rss // MIB))
+        server.wait(0.5, lambda: False, rss_limit=limit)  # a read still going on shows here
+        # The landed server reads /dev/zero into memory for ever (some 20 MiB/s in the dev build).
+        expect(not server.killed_for_rss and server.peak_rss < start_rss + 16 * MIB,
+               "SIGHUP with a link to /dev/zero at --config: RSS stays within 16 MiB of where it was"
+               " (%d MiB → peak %d MiB)" % (start_rss // MIB, server.peak_rss // MIB))
         expect(said and server.said("not a regular file"),
                "the reload refused the link to /dev/zero at once: %s" % server.output()[-400:])
-        expect(server.peak_rss < start_rss + 64 * MIB,
-               "RSS within 64 MiB of the start (%d MiB → peak %d MiB)" % (start_rss // MIB, server.peak_rss // MIB))
         expect(served_as(server, "ALICE", "alice-secret") == 200, "ALICE is still served: the old users kept")
 
         count = len([line for line in server.lines if "users unchanged" in line])
