@@ -423,8 +423,8 @@ TEST_CASE("load_config refuses devices, a symbolic link to one, and directories"
   const temp_dir dir("sluice-config-test-devices");
   const auto link = dir.path() / "zero.json";
   std::filesystem::create_symlink("/dev/zero", link);
-  for (const std::filesystem::path& path : {std::filesystem::path("/dev/zero"), std::filesystem::path("/dev/null"), link,
-                                           dir.path()}) {
+  for (const std::filesystem::path& path :
+       {std::filesystem::path("/dev/zero"), std::filesystem::path("/dev/null"), link, dir.path()}) {
     CAPTURE(path.string());
     sluice::error_code ec;
     sluice::config_error error;

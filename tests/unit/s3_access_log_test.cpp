@@ -209,9 +209,7 @@ TEST_CASE("reopen refuses a symbolic link put where the rotated log was, and kee
   log.write("first\n");
   log.flush();
   std::filesystem::rename(path, rotated);  // logrotate
-  {
-    std::ofstream out(target);
-  }
+  { std::ofstream out(target); }
   std::filesystem::create_symlink(target, path);
   log.reopen(ec);
   CHECK(ec == sluice::detail::file_errc::symbolic_link);

@@ -57,8 +57,7 @@ inline error_code make_error_code(file_errc e) noexcept { return {static_cast<in
 /// must be a regular file). More than `max_bytes` is file_errc::too_large, found from fstat or,
 /// for a file that grows or reports no size (procfs), after reading at most max_bytes + 1 bytes.
 /// Memory is bounded by `max_bytes` whatever the file is.
-[[nodiscard]] std::string read_regular_file(const std::filesystem::path& path, std::size_t max_bytes,
-                                            error_code& ec);
+[[nodiscard]] std::string read_regular_file(const std::filesystem::path& path, std::size_t max_bytes, error_code& ec);
 
 }  // namespace sluice::detail
 
