@@ -632,7 +632,7 @@ def test_config_fifo(binary, tmp):
         server.proc.send_signal(signal.SIGHUP)
         said = server.wait_for_line("users unchanged", 3)
         # The server's io threads go on serving either way; what the FIFO took is the thread that
-        # waits for signals, so SIGTERM is the test (the landed server never exits).
+        # waits for signals, so SIGTERM is the test (before issue 37 the server never exited).
         alice = served_as(server, "ALICE", "alice-secret")
         server.proc.send_signal(signal.SIGTERM)
         stopped = server.exited_within(5)
@@ -661,7 +661,7 @@ def test_config_zero(binary, tmp):
         server.proc.send_signal(signal.SIGHUP)
         said = server.wait_for_line("users unchanged", 3, rss_limit=limit)
         server.wait(0.5, lambda: False, rss_limit=limit)  # a read still going on shows here
-        # The landed server reads /dev/zero into memory for ever (some 20 MiB/s in the dev build).
+        # Before issue 37 the server read /dev/zero into memory for ever (20-90 MiB/s in the dev build).
         expect(not server.killed_for_rss and server.peak_rss < start_rss + 16 * MIB,
                "SIGHUP with a link to /dev/zero at --config: RSS stays within 16 MiB of where it was"
                " (%d MiB → peak %d MiB)" % (start_rss // MIB, server.peak_rss // MIB))
@@ -706,7 +706,7 @@ def test_access_log_symlink(binary, tmp):
         server = Watched(binary, serve_args(tmp, ["--access-log", path]))
         try:
             server.wait(5, lambda: server.proc.poll() is not None or server.port() is not None)
-            if server.port() is not None:  # the landed server takes the link: show what it does with it
+            if server.port() is not None:  # a server that takes the link (before issue 37): stop it
                 served_as(server, AK, SK)
                 server.proc.send_signal(signal.SIGTERM)
                 server.exited_within(5)

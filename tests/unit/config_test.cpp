@@ -411,7 +411,7 @@ TEST_CASE("load_config refuses a FIFO at once instead of waiting for a writer") 
   sluice::error_code ec;
   sluice::config_error error;
   const auto start = std::chrono::steady_clock::now();
-  const sluice::config c = sluice::load_config(fifo, ec, error);  // the landed loader blocked here for ever
+  const sluice::config c = sluice::load_config(fifo, ec, error);  // an ifstream waited here for a writer
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
   CHECK(ec == sluice::errc::invalid_config);
   CHECK(error.field == fifo.string());
