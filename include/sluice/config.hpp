@@ -63,7 +63,18 @@ struct config {
 /// parse_config that throws std::invalid_argument with "field: reason".
 [[nodiscard]] config parse_config(std::string_view json);
 
-/// Reads a file and parses it; an unreadable file is an error with the path as field.
+/// The most bytes a configuration file may hold (read_config_file).
+inline constexpr std::uint64_t max_config_file_bytes = 1 * mib;
+
+/// The text of the configuration file `file`: a regular file (symbolic links followed) of at most
+/// max_config_file_bytes. A FIFO, device, socket or directory is refused without blocking or
+/// reading it (a FIFO would stall the reader until a writer came, /dev/zero never ends); an
+/// unreadable, non-regular or larger file is errc::invalid_config in `ec` with the path as
+/// `error.field` and why as `error.reason`.
+[[nodiscard]] std::string read_config_file(const std::filesystem::path& file, error_code& ec, config_error& error);
+
+/// Reads a file with read_config_file and parses it; an unreadable file is an error with the path
+/// as field.
 [[nodiscard]] config load_config(const std::filesystem::path& file, error_code& ec, config_error& error);
 
 /// Parses a size: an integer number of bytes, optionally followed by B, KiB, MiB, GiB, TiB

@@ -2,6 +2,7 @@
 // have (libfabric, same-host grants, CUDA IPC), their counters in /metrics, users reloaded on SIGHUP.
 #include "cli.hpp"
 
+#include <sluice/config.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/gateway_store.hpp>
 #include <sluice/s3/local_plane.hpp>
@@ -20,10 +21,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -55,16 +54,18 @@ s3::gateway_store_config default_gateway_config() {
   return gateway;
 }
 
-// The text of the --config file, or nullopt after saying why not.
+// The text of the --config file, or nullopt after saying why not. A regular file of at most
+// max_config_file_bytes only: this also runs on SIGHUP in the thread that waits for SIGTERM, so a
+// FIFO or /dev/zero at the path must neither block nor grow without bound (read_config_file).
 std::optional<std::string> read_config_text(const std::string& file) {
-  std::ifstream in{file};
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) {
-    std::fprintf(stderr, "sluice serve: cannot read %s\n", file.c_str());
+  error_code ec;
+  config_error error;
+  std::string text = read_config_file(file, ec, error);
+  if (ec) {
+    std::fprintf(stderr, "sluice serve: %s\n", error.message().c_str());
     return std::nullopt;
   }
-  return text.str();
+  return text;
 }
 
 // The server configuration in `text`, the --config file's, or nullopt after saying why not.
@@ -275,7 +276,10 @@ int run_server(Store& store, const serve_options& o, const s3::server_config& co
     while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
       error_code log_error;
       server.reopen_access_log(log_error);
-      if (log_error) std::fprintf(stderr, "sluice serve: SIGHUP: access log: %s\n", log_error.message().c_str());
+      if (log_error) {  // the lines go on to the file already open
+        std::fprintf(stderr, "sluice serve: SIGHUP: access log %s: %s; still writing to the file open before\n",
+                     config.access_log.path.c_str(), log_error.message().c_str());
+      }
       if (!o.config_file) {
         std::printf("sluice serve: SIGHUP: no --config file, users unchanged\n");
         std::fflush(stdout);

@@ -1,15 +1,21 @@
-// Compiled part of sluice::core: configuration validation and the JSON loader (simdjson).
+// Compiled part of sluice::core: configuration validation, the JSON loader (simdjson), and
+// reading the files an operator names (detail/regular_file.hpp).
 #include <sluice/config.hpp>
+#include <sluice/detail/regular_file.hpp>
 
 #include <simdjson.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
+#include <cstdint>
 #include <functional>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -183,16 +189,107 @@ config parse_config(std::string_view json) {
   return result;
 }
 
-config load_config(const std::filesystem::path& file, error_code& ec, config_error& error) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    error = {file.string(), "cannot open the file"};
+std::string read_config_file(const std::filesystem::path& file, error_code& ec, config_error& error) {
+  std::string text = detail::read_regular_file(file, max_config_file_bytes, ec);
+  if (ec) {
+    std::string reason = ec == detail::file_errc::too_large
+                             ? "larger than " + std::to_string(max_config_file_bytes / mib) +
+                                   " MiB, the most a configuration file may hold"
+                             : "cannot read the file: " + ec.message();
+    error = {file.string(), std::move(reason)};
     ec = errc::invalid_config;
     return {};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), ec, error);
+  error = {};
+  return text;
 }
+
+config load_config(const std::filesystem::path& file, error_code& ec, config_error& error) {
+  const std::string text = read_config_file(file, ec, error);
+  if (ec) return {};
+  return parse_config(text, ec, error);
+}
+
+namespace detail {
+
+int open_regular_file(const std::filesystem::path& path, int flags, unsigned mode, error_code& ec) noexcept {
+  ec = {};
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, static_cast<mode_t>(mode));
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    const int open_errno = errno;
+    // Say what is at the path when that is why open(2) failed: ELOOP from O_NOFOLLOW on a link,
+    // ENXIO from a FIFO without a reader opened for writing, EISDIR from a directory.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (S_ISLNK(st.st_mode) && (flags & O_NOFOLLOW) != 0) {
+        ec = file_errc::symbolic_link;
+        return -1;
+      }
+      if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        ec = file_errc::not_regular_file;
+        return -1;
+      }
+    }
+    ec = error_code(open_errno, boost::system::generic_category());
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ec = error_code(errno, boost::system::generic_category());
+    ::close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    ec = file_errc::not_regular_file;
+    return -1;
+  }
+  // Regular files ignore O_NONBLOCK; cleared so the descriptor behaves as an ordinary one.
+  const int status = ::fcntl(fd, F_GETFL);
+  if (status >= 0) (void)::fcntl(fd, F_SETFL, status & ~O_NONBLOCK);
+  return fd;
+}
+
+std::string read_regular_file(const std::filesystem::path& path, std::size_t max_bytes, error_code& ec) {
+  const int fd = open_regular_file(path, O_RDONLY, 0, ec);
+  if (fd < 0) return {};
+  std::string text;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    ec = file_errc::too_large;
+    return {};
+  }
+  // One byte past the bound tells a file that grew (or reports no size) from one that fits.
+  text.resize(static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), max_bytes)) + 1);
+  std::size_t done = 0;
+  for (;;) {
+    if (done == text.size()) {
+      if (text.size() > max_bytes) break;
+      text.resize(std::min<std::size_t>(std::max<std::size_t>(text.size() * 2, 4096), max_bytes + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ec = error_code(errno, boost::system::generic_category());
+      ::close(fd);
+      return {};
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (done > max_bytes) {
+    ec = file_errc::too_large;
+    return {};
+  }
+  text.resize(done);
+  return text;
+}
+
+}  // namespace detail
 
 }  // namespace sluice

@@ -1,6 +1,8 @@
 // Implementation of include/sluice/s3/access_log.hpp; included by src/s3/s3.cpp.
 #include <sluice/s3/access_log.hpp>
 
+#include <sluice/detail/regular_file.hpp>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -170,14 +172,23 @@ std::string format_access_line(const access_record& r, access_log_format format)
   return out;
 }
 
-access_log::access_log(const access_log_config& config, std::error_code& ec)
-    : format_(config.format), path_(config.path) {
+namespace access_log_impl {
+
+// The log file, appended to: a regular file only, never through a symbolic link at the path
+// (whoever can write the log's directory could otherwise point the server's appends at a file of
+// their choosing), never a FIFO that would block the open (detail::open_regular_file).
+int open_log_file(const std::filesystem::path& path, error_code& ec) {
+  return sluice::detail::open_regular_file(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0640, ec);
+}
+
+}  // namespace access_log_impl
+
+access_log::access_log(const access_log_config& config, error_code& ec) : format_(config.format), path_(config.path) {
   ec = {};
   if (config.target == access_log_target::standard_error) {
     fd_ = STDERR_FILENO;
   } else if (config.target == access_log_target::file) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd_ < 0) ec = std::error_code(errno, std::generic_category());
+    fd_ = access_log_impl::open_log_file(path_, ec);
     owns_fd_ = fd_ >= 0;
   }
 }
@@ -205,15 +216,14 @@ void access_log::flush() {
   write_out(spare_);
 }
 
-void access_log::reopen(std::error_code& ec) {
+void access_log::reopen(error_code& ec) {
   flush();
   ec = {};
   if (!owns_fd_) return;
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) {
-    ec = std::error_code(errno, std::generic_category());
-    return;
-  }
+  // The same checks as the first open: a symbolic link or a FIFO put at the path after logrotate
+  // moved the file away is refused, and the lines go on to the file already open.
+  const int fd = access_log_impl::open_log_file(path_, ec);
+  if (fd < 0) return;
   std::lock_guard writing(write_mutex_);
   ::close(fd_);
   fd_ = fd;

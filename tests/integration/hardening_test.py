@@ -2,7 +2,7 @@
 """The server's front door, tried as an attacker on loopback would: raw sockets and requests
 signed here (SigV4, standard library only) against a real `sluice serve`.
   hardening_test.py SLUICE_BINARY SCENARIO
-SCENARIO: framing | limits | names | full | tls
+SCENARIO: framing | limits | names | full | tls | config-fifo | config-zero | access-log-symlink
   framing  Transfer-Encoding (RFC 9112 §6): any coding list not ending in one chunked, or with
            Content-Length, is 400 (501 for codings not decoded) and closes the connection, so a
            request hidden in the body never runs; chunked, pipelining, HTTP/1.0 and bad
@@ -22,32 +22,48 @@ SCENARIO: framing | limits | names | full | tls
            and v2) and sluice's own client (`sluice put/get/ls --ca-bundle`) with the test's CA
            round-trip objects over HTTPS and refuse the server without it; plain HTTP or a silent
            client on the TLS port is dropped, the server keeps serving
+  config-fifo
+           a FIFO put at the --config path: the SIGHUP reload refuses it at once (no writer is
+           awaited), keeps the users, and SIGTERM then stops the server within 5 s; a FIFO as
+           --config at start is refused at once
+  config-zero
+           a symbolic link to /dev/zero put at the --config path, then a file over 1 MiB: each
+           SIGHUP refuses it with the path and the reason, RSS stays within 16 MiB of where it was,
+           the users stay; a valid file is then taken. /dev/zero, a link to it and the large file
+           as --config at start are refused at once with bounded RSS
+  access-log-symlink
+           --access-log naming a symbolic link (to a file, and dangling) is refused at start and
+           nothing is written through it; a link put at the path after logrotate moved the log
+           away is refused by the SIGHUP reopen, and the lines go on to the file already open
 Exit 0: passed; 77: skipped (the reason printed); anything else: failed."""
 import datetime
 import hashlib
 import hmac
+import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import struct
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server, expect  # noqa: E402
+from common import MIB, Server, expect  # noqa: E402
 
 AK, SK = "HARDAK", "hard-secret-key"
 SKIP = 77
 
 
-def sign(method, host, path, query="", headers=None, payload_hash="UNSIGNED-PAYLOAD"):
-    """SigV4 header auth of a request, computed independently of sluice. `path` is already
-    URI-encoded; returns the header list (name, value) to send, Host first."""
+def sign(method, host, path, query="", headers=None, payload_hash="UNSIGNED-PAYLOAD", ak=AK, sk=SK):
+    """SigV4 header auth of a request by user `ak` (secret `sk`), computed independently of sluice.
+    `path` is already URI-encoded; returns the header list (name, value) to send, Host first."""
     now = datetime.datetime.now(datetime.timezone.utc)
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     date = amz_date[:8]
@@ -60,13 +76,13 @@ def sign(method, host, path, query="", headers=None, payload_hash="UNSIGNED-PAYL
     canonical = "\n".join([method, path, cq, "".join("%s:%s\n" % (k, v.strip()) for k, v in hs), signed, payload_hash])
     scope = "%s/us-east-1/s3/aws4_request" % date
     sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = ("AWS4" + SK).encode()
+    key = ("AWS4" + sk).encode()
     for part in (date, "us-east-1", "s3", "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
     out = [("Host", host), ("x-amz-content-sha256", payload_hash), ("x-amz-date", amz_date)]
     out += list(headers or [])
-    out.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (AK, scope, signed, sig)))
+    out.append(("Authorization", "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (ak, scope, signed, sig)))
     return out
 
 
@@ -75,8 +91,8 @@ def raw(method, host, target, headers, body=b"", version="HTTP/1.1"):
     return head.encode("latin-1") + body
 
 
-def signed(method, host, path, query="", headers=None, body=b"", version="HTTP/1.1", extra_unsigned=None):
-    hs = sign(method, host, path, query, headers)
+def signed(method, host, path, query="", headers=None, body=b"", version="HTTP/1.1", extra_unsigned=None, ak=AK, sk=SK):
+    hs = sign(method, host, path, query, headers, ak=ak, sk=sk)
     hs += list(extra_unsigned or [])
     return raw(method, host, path + ("?" + query if query else ""), hs, body, version)
 
@@ -143,9 +159,10 @@ def statuses(reply):
     return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", reply)]
 
 
-def status_of(port, method, host, path, query="", headers=None, body=b""):
+def status_of(port, method, host, path, query="", headers=None, body=b"", ak=AK, sk=SK):
     reply, _ = exchange(port, signed(method, host, path, query, headers, body,
-                                     extra_unsigned=[("Content-Length", str(len(body))), ("Connection", "close")]))
+                                     extra_unsigned=[("Content-Length", str(len(body))), ("Connection", "close")],
+                                     ak=ak, sk=sk))
     codes = statuses(reply)
     return (codes[0] if codes else None), reply
 
@@ -484,6 +501,246 @@ except botocore.exceptions.SSLError:
     return None
 
 
+# --- files the operator names (issue 37, finding 7) ------------------------------------------
+
+class Watched:
+    """`sluice serve ARGS` whose output (stdout and stderr) a thread reads into `lines`, so that a
+    server stuck in a read can be watched (its RSS, its messages) and killed."""
+
+    def __init__(self, binary, args):
+        self.proc = subprocess.Popen([binary, "serve"] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.lines = []
+        self.peak_rss = 0
+        self.killed_for_rss = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def rss(self):
+        try:
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        return 0
+
+    def output(self):
+        return "\n".join(self.lines)
+
+    def wait(self, seconds, until, rss_limit=None):
+        """Polls until `until()` holds (True) or `seconds` pass (False). A server whose RSS passes
+        `rss_limit` bytes is killed at once (False): a read without a bound must not take the host."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            rss = self.rss()
+            self.peak_rss = max(self.peak_rss, rss)
+            if rss_limit is not None and rss > rss_limit:
+                self.killed_for_rss = True
+                self.kill()
+                return False
+            if until():
+                return True
+            time.sleep(0.02)
+        return until()
+
+    def said(self, needle):
+        return any(needle in line for line in self.lines)
+
+    def wait_for_line(self, needle, seconds=5, rss_limit=None):
+        return self.wait(seconds, lambda: self.said(needle), rss_limit)
+
+    def exited_within(self, seconds, rss_limit=None):
+        if self.wait(seconds, lambda: self.proc.poll() is not None, rss_limit) and not self.killed_for_rss:
+            time.sleep(0.1)  # the reader thread takes the last lines
+            return True
+        return False
+
+    def port(self):
+        for line in self.lines:
+            if "listening on " in line:
+                return int(line.split("listening on ")[1].split(",")[0].rsplit(":", 1)[1])
+        return None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve_args(tmp, extra):
+    return ["--root", os.path.join(tmp, "root"), "--listen", "127.0.0.1:0", "--access-key", AK, "--secret-key", SK,
+            "--fabric", "off", "--grant-socket", "off"] + extra
+
+
+def start_watched(binary, tmp, extra):
+    server = Watched(binary, serve_args(tmp, extra))
+    if not server.wait_for_line("listening on", 20) or server.port() is None:
+        server.kill()
+        raise AssertionError("server did not start: " + server.output())
+    return server
+
+
+def write_users(path, users):
+    """The --config file with `users`, replaced in one rename (as an operator's tool would)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump({"users": [{"access_key_id": a, "secret_access_key": s} for a, s in users]}, f)
+    os.replace(path + ".tmp", path)
+
+
+def place(path, make):
+    """Puts what `make(tmp_path)` creates (a FIFO, a link) at `path` in one rename."""
+    if os.path.lexists(path + ".new"):
+        os.remove(path + ".new")
+    make(path + ".new")
+    os.replace(path + ".new", path)
+
+
+def served_as(server, ak, sk):
+    """The status of ListBuckets signed by `ak`: 200 while the server knows the user."""
+    return status_of(server.port(), "GET", "127.0.0.1:%d" % server.port(), "/", ak=ak, sk=sk)[0]
+
+
+def refused_at_start(binary, tmp, extra, needles, rss_limit=None):
+    """Starts `sluice serve` with `extra`, expects it to exit non-zero within 5 s saying every
+    one of `needles`; returns the watched process (for its peak RSS)."""
+    server = Watched(binary, serve_args(tmp, extra))
+    try:
+        exited = server.exited_within(5, rss_limit)
+        what = " ".join(extra)
+        if server.killed_for_rss:
+            raise AssertionError("%s: RSS passed %d MiB while reading (killed)" % (what, rss_limit // MIB))
+        expect(exited, "%s: the server exits within 5 s instead of waiting (%s)" % (what, server.output()[-300:]))
+        expect(server.proc.returncode != 0 and all(server.said(n) for n in needles),
+               "%s: refused (exit %s) saying %s: %s" % (what, server.proc.returncode, needles, server.output()[-300:]))
+    finally:
+        server.kill()
+    return server
+
+
+def test_config_fifo(binary, tmp):
+    config = os.path.join(tmp, "config.json")
+    write_users(config, [("ALICE", "alice-secret")])
+    server = start_watched(binary, tmp, ["--config", config])
+    try:
+        expect(served_as(server, "ALICE", "alice-secret") == 200, "ALICE of --config is served")
+        place(config, os.mkfifo)
+        server.proc.send_signal(signal.SIGHUP)
+        said = server.wait_for_line("users unchanged", 3)
+        # The server's io threads go on serving either way; what the FIFO took is the thread that
+        # waits for signals, so SIGTERM is the test (before issue 37 the server never exited).
+        alice = served_as(server, "ALICE", "alice-secret")
+        server.proc.send_signal(signal.SIGTERM)
+        stopped = server.exited_within(5)
+        expect(stopped, "SIGHUP with a FIFO at --config, then SIGTERM: the server exits within 5 s")
+        expect(said and server.said("not a regular file") and server.said(config),
+               "the reload refused the FIFO at once, naming it: %s" % server.output()[-400:])
+        expect(alice == 200, "ALICE, of the config before, was still served after the refused reload")
+    finally:
+        server.kill()
+    refused_at_start(binary, tmp, ["--config", config], [config, "not a regular file"])
+    return None
+
+
+def test_config_zero(binary, tmp):
+    config = os.path.join(tmp, "config.json")
+    big = os.path.join(tmp, "big.json")
+    with open(big, "w") as f:
+        f.write("{}" + " " * MIB)  # 1 MiB + 2 bytes of valid JSON
+    write_users(config, [("ALICE", "alice-secret")])
+    server = start_watched(binary, tmp, ["--config", config])
+    try:
+        expect(served_as(server, "ALICE", "alice-secret") == 200, "ALICE of --config is served")
+        start_rss = server.rss()
+        limit = start_rss + 256 * MIB  # where the test stops a server that reads without a bound
+        place(config, lambda p: os.symlink("/dev/zero", p))
+        server.proc.send_signal(signal.SIGHUP)
+        said = server.wait_for_line("users unchanged", 3, rss_limit=limit)
+        server.wait(0.5, lambda: False, rss_limit=limit)  # a read still going on shows here
+        # Before issue 37 the server read /dev/zero into memory for ever (20-90 MiB/s in the dev build).
+        expect(not server.killed_for_rss and server.peak_rss < start_rss + 16 * MIB,
+               "SIGHUP with a link to /dev/zero at --config: RSS stays within 16 MiB of where it was"
+               " (%d MiB → peak %d MiB)" % (start_rss // MIB, server.peak_rss // MIB))
+        expect(said and server.said("not a regular file"),
+               "the reload refused the link to /dev/zero at once: %s" % server.output()[-400:])
+        expect(served_as(server, "ALICE", "alice-secret") == 200, "ALICE is still served: the old users kept")
+
+        count = len([line for line in server.lines if "users unchanged" in line])
+        place(config, lambda p: shutil.copyfile(big, p))
+        server.proc.send_signal(signal.SIGHUP)
+        expect(server.wait(3, lambda: len([l for l in server.lines if "users unchanged" in l]) > count, limit)
+               and server.said("larger than 1 MiB"),
+               "a config file over 1 MiB is refused naming the limit: %s" % server.output()[-300:])
+        expect(served_as(server, "ALICE", "alice-secret") == 200, "ALICE is still served")
+
+        write_users(config, [("BOB", "bob-secret")])
+        server.proc.send_signal(signal.SIGHUP)
+        expect(server.wait_for_line("SIGHUP: 2 users", 3), "a valid file is then taken (BOB and the --access-key user)")
+        expect(served_as(server, "BOB", "bob-secret") == 200 and served_as(server, "ALICE", "alice-secret") == 403,
+               "BOB is served, ALICE no longer")
+        server.proc.send_signal(signal.SIGTERM)
+        expect(server.exited_within(5), "SIGTERM stops the server within 5 s")
+    finally:
+        server.kill()
+    zero_link = os.path.join(tmp, "zero.json")
+    os.symlink("/dev/zero", zero_link)
+    for path in ["/dev/zero", zero_link]:
+        watched = refused_at_start(binary, tmp, ["--config", path], [path, "not a regular file"], rss_limit=256 * MIB)
+        expect(watched.peak_rss < 64 * MIB, "--config %s: peak RSS %d MiB" % (path, watched.peak_rss // MIB))
+    refused_at_start(binary, tmp, ["--config", big], [big, "larger than 1 MiB, the most a configuration file may hold"])
+    return None
+
+
+def test_access_log_symlink(binary, tmp):
+    target = os.path.join(tmp, "precious")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    link, dangling = os.path.join(tmp, "access.log"), os.path.join(tmp, "dangling.log")
+    os.symlink(target, link)
+    os.symlink(os.path.join(tmp, "created-through-link"), dangling)
+    for path in [link, dangling]:
+        server = Watched(binary, serve_args(tmp, ["--access-log", path]))
+        try:
+            server.wait(5, lambda: server.proc.poll() is not None or server.port() is not None)
+            if server.port() is not None:  # a server that takes the link (before issue 37): stop it
+                served_as(server, AK, SK)
+                server.proc.send_signal(signal.SIGTERM)
+                server.exited_within(5)
+            expect(server.proc.poll() is not None and server.proc.returncode != 0 and server.said(path)
+                   and server.said("symbolic link"),
+                   "--access-log %s (a symbolic link) is refused at start: %s" % (path, server.output()[-300:]))
+        finally:
+            server.kill()
+    expect(open(target).read() == "precious\n", "the link's target is untouched")
+    expect(not os.path.lexists(os.path.join(tmp, "created-through-link")), "nothing is created through a dangling link")
+
+    # logrotate moves the log away; a link is put in its place before the SIGHUP that reopens it.
+    log, rotated = os.path.join(tmp, "logs", "access.log"), os.path.join(tmp, "logs", "access.log.1")
+    os.makedirs(os.path.dirname(log))
+    server = start_watched(binary, tmp, ["--access-log", log])
+    try:
+        expect(served_as(server, AK, SK) == 200, "a request before the rotation")
+        os.rename(log, rotated)
+        os.symlink(target, log)
+        server.proc.send_signal(signal.SIGHUP)
+        expect(server.wait_for_line("SIGHUP: no --config file", 3), "the SIGHUP was handled")
+        expect(server.said("symbolic link"), "the reopen refused the link: %s" % server.output()[-300:])
+        expect(served_as(server, AK, SK) == 200, "a request after the refused reopen")
+        server.proc.send_signal(signal.SIGTERM)
+        expect(server.exited_within(5), "SIGTERM stops the server within 5 s")
+    finally:
+        server.kill()
+    expect(open(target).read() == "precious\n", "the link's target is untouched after the reopen")
+    lines = open(rotated).read().splitlines()
+    expect(len(lines) == 2 and all("ListBuckets" in line for line in lines),
+           "both requests are in the file open before: %s" % lines)
+    return None
+
+
 def main():
     binary, scenario = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="sluice-hardening-")
@@ -492,6 +749,9 @@ def main():
             skipped = test_full(binary, tmp)
         elif scenario == "tls":
             skipped = test_tls(binary, tmp)
+        elif scenario in ("config-fifo", "config-zero", "access-log-symlink"):
+            skipped = {"config-fifo": test_config_fifo, "config-zero": test_config_zero,
+                       "access-log-symlink": test_access_log_symlink}[scenario](binary, tmp)
         else:
             extra = []
             if scenario == "limits":

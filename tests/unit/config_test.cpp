@@ -1,7 +1,13 @@
 #include <sluice/config.hpp>
 
+#include <sluice/detail/regular_file.hpp>
+
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -293,7 +299,7 @@ TEST_CASE("load_config of a missing file names the file") {
   const sluice::config c = sluice::load_config(missing, ec, error);
   CHECK(ec == sluice::errc::invalid_config);
   CHECK(error.field == missing.string());
-  CHECK(error.reason == "cannot open the file");
+  CHECK(error.reason == "cannot read the file: No such file or directory");
   check_defaults(c);
 }
 
@@ -368,4 +374,109 @@ TEST_CASE("parse_size rejects garbage, overflow and negative numbers") {
 TEST_CASE("parse_size reads only the view it is given") {
   const std::string_view text = std::string_view("4096KiB").substr(0, 4);
   CHECK(sluice::parse_size(text) == 4096u);
+}
+
+namespace {
+
+// A fresh directory in the temporary directory (named by the process: tests may run at once),
+// removed with what it holds when the test ends.
+class temp_dir {
+ public:
+  explicit temp_dir(std::string_view name)
+      : path_(std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directory(path_);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+constexpr std::string_view not_regular =
+    "cannot read the file: not a regular file (a FIFO, socket, device or directory is refused)";
+
+}  // namespace
+
+TEST_CASE("load_config refuses a FIFO at once instead of waiting for a writer") {
+  const temp_dir dir("sluice-config-test-fifo");
+  const auto fifo = dir.path() / "config.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  sluice::error_code ec;
+  sluice::config_error error;
+  const auto start = std::chrono::steady_clock::now();
+  const sluice::config c = sluice::load_config(fifo, ec, error);  // an ifstream waited here for a writer
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  CHECK(ec == sluice::errc::invalid_config);
+  CHECK(error.field == fifo.string());
+  CHECK(error.reason == not_regular);
+  check_defaults(c);
+}
+
+TEST_CASE("load_config refuses devices, a symbolic link to one, and directories") {
+  const temp_dir dir("sluice-config-test-devices");
+  const auto link = dir.path() / "zero.json";
+  std::filesystem::create_symlink("/dev/zero", link);
+  for (const std::filesystem::path& path :
+       {std::filesystem::path("/dev/zero"), std::filesystem::path("/dev/null"), link, dir.path()}) {
+    CAPTURE(path.string());
+    sluice::error_code ec;
+    sluice::config_error error;
+    (void)sluice::load_config(path, ec, error);
+    CHECK(ec == sluice::errc::invalid_config);
+    CHECK(error.field == path.string());
+    CHECK(error.reason == not_regular);
+  }
+}
+
+TEST_CASE("load_config follows a symbolic link to a regular file") {
+  const temp_dir dir("sluice-config-test-link");
+  {
+    std::ofstream out(dir.path() / "real.json");
+    out << R"({"transfer": {"parts_in_flight": 3}})";
+  }
+  std::filesystem::create_symlink(dir.path() / "real.json", dir.path() / "config.json");
+  sluice::error_code ec;
+  sluice::config_error error;
+  const sluice::config c = sluice::load_config(dir.path() / "config.json", ec, error);
+  REQUIRE_FALSE(ec);
+  CHECK(c.transfer.parts_in_flight == 3);
+}
+
+TEST_CASE("read_config_file holds at most max_config_file_bytes") {
+  const temp_dir dir("sluice-config-test-size");
+  const auto file = dir.path() / "config.json";
+  const auto write = [&](std::size_t size) {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << "{}" << std::string(size - 2, ' ');
+  };
+  sluice::error_code ec;
+  sluice::config_error error;
+  write(sluice::max_config_file_bytes);
+  CHECK(sluice::read_config_file(file, ec, error).size() == sluice::max_config_file_bytes);
+  CHECK_FALSE(ec);
+  (void)sluice::load_config(file, ec, error);
+  CHECK_FALSE(ec);
+
+  write(sluice::max_config_file_bytes + 1);
+  CHECK(sluice::read_config_file(file, ec, error).empty());
+  CHECK(ec == sluice::errc::invalid_config);
+  CHECK(error.field == file.string());
+  CHECK(error.reason == "larger than 1 MiB, the most a configuration file may hold");
+}
+
+TEST_CASE("read_regular_file bounds a file that reports no size (procfs) by reading, not by fstat") {
+  sluice::error_code ec;
+  // /proc/self/status is a regular file of st_size 0 holding about 1 KiB.
+  CHECK(sluice::detail::read_regular_file("/proc/self/status", 16, ec).empty());
+  CHECK(ec == sluice::detail::file_errc::too_large);
+  const std::string whole = sluice::detail::read_regular_file("/proc/self/status", 1 << 20, ec);
+  CHECK_FALSE(ec);
+  CHECK(whole.find("Name:") == 0);
 }

@@ -1,7 +1,10 @@
 #include <sluice/s3/access_log.hpp>
 
+#include <sluice/detail/regular_file.hpp>
+
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,7 +96,7 @@ TEST_CASE("lines written from many threads to a file never interleave") {
   const auto path = std::filesystem::temp_directory_path() / ("sluice-access-log-test-" + std::to_string(::getpid()));
   std::filesystem::remove(path);
   {
-    std::error_code ec;
+    sluice::error_code ec;
     sluice::s3::access_log log({sluice::s3::access_log_target::file, path, sluice::s3::access_log_format::text}, ec);
     REQUIRE(!ec);
     std::vector<std::thread> threads;
@@ -119,8 +122,107 @@ TEST_CASE("lines written from many threads to a file never interleave") {
 }
 
 TEST_CASE("an access log file that cannot be opened is an error") {
-  std::error_code ec;
+  sluice::error_code ec;
   sluice::s3::access_log log(
       {sluice::s3::access_log_target::file, "/nonexistent-dir/x/access.log", sluice::s3::access_log_format::json}, ec);
   CHECK(ec);
+}
+
+namespace {
+
+// A fresh directory in the temporary directory, removed with what it holds when the test ends.
+class temp_dir {
+ public:
+  explicit temp_dir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directory(path_);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string contents(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+sluice::s3::access_log_config log_file(const std::filesystem::path& path) {
+  return {sluice::s3::access_log_target::file, path, sluice::s3::access_log_format::text};
+}
+
+}  // namespace
+
+TEST_CASE("an access log path that is a symbolic link is refused, and its target is not written") {
+  const temp_dir dir("sluice-access-log-link");
+  const auto target = dir.path() / "target";
+  {
+    std::ofstream out(target);
+    out << "precious\n";
+  }
+  std::filesystem::create_symlink(target, dir.path() / "access.log");
+  std::filesystem::create_symlink(dir.path() / "absent", dir.path() / "dangling.log");
+  for (const auto& path : {dir.path() / "access.log", dir.path() / "dangling.log"}) {
+    CAPTURE(path.string());
+    sluice::error_code ec;
+    {
+      sluice::s3::access_log log(log_file(path), ec);
+      log.write("a line\n");
+    }
+    CHECK(ec == sluice::detail::file_errc::symbolic_link);
+    CHECK(ec.message() == "is a symbolic link (refused: name the file itself)");
+  }
+  CHECK(contents(target) == "precious\n");
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "absent"));  // a dangling link creates nothing
+}
+
+TEST_CASE("an access log path that is a FIFO, a device or a directory is refused at once") {
+  const temp_dir dir("sluice-access-log-fifo");
+  const auto fifo = dir.path() / "access.log";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::filesystem::path& path : {fifo, std::filesystem::path("/dev/null"), dir.path()}) {
+    CAPTURE(path.string());
+    sluice::error_code ec;
+    sluice::s3::access_log log(log_file(path), ec);
+    CHECK(ec == sluice::detail::file_errc::not_regular_file);
+  }
+}
+
+TEST_CASE("reopen refuses a symbolic link put where the rotated log was, and keeps the open file") {
+  const temp_dir dir("sluice-access-log-reopen");
+  const auto path = dir.path() / "access.log";
+  const auto rotated = dir.path() / "access.log.1";
+  const auto target = dir.path() / "target";
+  sluice::error_code ec;
+  sluice::s3::access_log log(log_file(path), ec);
+  REQUIRE_FALSE(ec);
+  log.write("first\n");
+  log.flush();
+  std::filesystem::rename(path, rotated);  // logrotate
+  { std::ofstream out(target); }
+  std::filesystem::create_symlink(target, path);
+  log.reopen(ec);
+  CHECK(ec == sluice::detail::file_errc::symbolic_link);
+  log.write("second\n");
+  log.flush();
+  CHECK(contents(rotated) == "first\nsecond\n");
+  CHECK(contents(target).empty());
+
+  // A regular file there again: the next reopen takes it.
+  std::filesystem::remove(path);
+  log.reopen(ec);
+  CHECK_FALSE(ec);
+  log.write("third\n");
+  log.flush();
+  CHECK(contents(path) == "third\n");
 }

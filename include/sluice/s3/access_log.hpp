@@ -3,13 +3,14 @@
 // buffers lines under a mutex and writes whole buffers, so lines never interleave.
 #pragma once
 
+#include <sluice/error.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 namespace sluice::s3 {
 
@@ -23,7 +24,10 @@ enum class access_log_format {
 enum class access_log_target {
   off,
   standard_error,
-  file,  ///< access_log_config::path, opened for appending (created 0640)
+  /// access_log_config::path, opened for appending (created 0640). It must be a regular file
+  /// named directly: a symbolic link at the path (the last component) is refused, and so is a
+  /// FIFO, socket, device or directory.
+  file,
 };
 
 /// The access log of a server (server_config::access_log). Off by default.
@@ -71,8 +75,9 @@ void append_json_string(std::string& out, std::string_view value);
 /// Only the thread that finds the buffer full waits for the disk; others go on appending.
 class access_log {
  public:
-  /// Opens the target; errors from open(2) in `ec`.
-  access_log(const access_log_config& config, std::error_code& ec);
+  /// Opens the target; errors from open(2) in `ec`, and detail::file_errc::symbolic_link or
+  /// ::not_regular_file for a file target that is a symbolic link or not a regular file.
+  access_log(const access_log_config& config, error_code& ec);
   access_log(const access_log&) = delete;
   access_log& operator=(const access_log&) = delete;
   ~access_log();
@@ -82,8 +87,9 @@ class access_log {
   void write(std::string_view line);
   /// Writes out what is buffered.
   void flush();
-  /// Reopens a file target (after logrotate moved it away); flushes first.
-  void reopen(std::error_code& ec);
+  /// Reopens a file target (after logrotate moved it away); flushes first. The path is checked as
+  /// at construction; on an error the file already open stays the log.
+  void reopen(error_code& ec);
 
  private:
   void write_out(std::string& bytes);  // with write_mutex_ held

@@ -22,7 +22,7 @@ server<Store>::server(Store& store, server_config config)
     if (owner) state_->owners[b.name] = std::move(*owner);
   }
   if (state_->config.access_log.target != access_log_target::off) {
-    std::error_code log_error;
+    error_code log_error;
     state_->log = std::make_unique<access_log>(state_->config.access_log, log_error);
     if (log_error) {
       throw std::invalid_argument("access log " + state_->config.access_log.path.string() + ": " + log_error.message());
@@ -143,10 +143,7 @@ void server<Store>::set_users(std::vector<user> users) {
 template <servable_store Store>
 void server<Store>::reopen_access_log(error_code& ec) {
   ec = {};
-  if (!state_->log) return;
-  std::error_code e;
-  state_->log->reopen(e);
-  if (e) ec = error_code(e.value(), boost::system::generic_category());
+  if (state_->log) state_->log->reopen(ec);
 }
 
 template <servable_store Store>
