@@ -30,7 +30,7 @@ struct serve_options {
   std::string fabric = "auto";
   std::optional<std::uint64_t> fabric_registration_cache;  ///< bytes of GET sources kept registered
   std::optional<double> fabric_connect_timeout;  ///< seconds a transfer waits for its peer's first completion
-  std::optional<std::string> grant_socket;                 ///< PATH or off; default /tmp/sluice-PORT.sock
+  std::optional<std::string> grant_socket;                 ///< PATH or off; default s3::default_grant_socket
   std::optional<std::size_t> grant_copy_threads;
   std::optional<std::string> access_log;         ///< off, stderr or FILE
   std::optional<std::string> access_log_format;  ///< text or json
