@@ -28,9 +28,8 @@
 #   source              carry the autogen'd source (~6 MiB tarball); run.sh configures and
 #                       builds it on the device machine once (/tmp/sluice-libfabric, ~1 min);
 #   system              carry nothing: the device image's libfabric (no FI_HMEM).
-# The source comes from SLUICE_LIBFABRIC_GIT: a git directory holding the v2.6.0 tag (default
-# /work/.mirror/ofiwg+libfabric/repo when it exists) or a URL to clone (default
-# https://github.com/ofiwg/libfabric.git). autogen.sh needs autoconf, automake and libtool here.
+# The source comes from SLUICE_LIBFABRIC_GIT: a git directory holding the v2.6.0 tag (a local
+# mirror, say) or a URL to clone (default https://github.com/ofiwg/libfabric.git). autogen.sh needs autoconf, automake and libtool here.
 # CI never runs this: it keeps Debian's libfabric.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,11 +71,7 @@ if [[ ${libfabric} != system && ! -f ${lf_work}/src.tar.gz ]]; then
   for tool in autoconf automake libtoolize; do
     command -v "${tool}" >/dev/null || { echo "device_carry.sh: ${tool} missing (apt-get install autoconf automake libtool)" >&2 && exit 1; }
   done
-  git_source=${SLUICE_LIBFABRIC_GIT:-}
-  if [[ -z ${git_source} ]]; then
-    git_source=https://github.com/ofiwg/libfabric.git
-    [[ -d /work/.mirror/ofiwg+libfabric/repo ]] && git_source=/work/.mirror/ofiwg+libfabric/repo
-  fi
+  git_source=${SLUICE_LIBFABRIC_GIT:-https://github.com/ofiwg/libfabric.git}
   rm -rf "${lf_work}"
   mkdir -p "${lf_work}/src"
   if [[ -d ${git_source} ]]; then

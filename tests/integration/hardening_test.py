@@ -475,7 +475,7 @@ except botocore.exceptions.SSLError:
             print("  (boto3 is not installed: its part is not run)")
         env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_DEFAULT_REGION="us-east-1",
                    AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
-        for aws in [shutil.which("aws", path="/root/.pyenv/shims:/usr/local/bin"), "/usr/bin/aws"]:
+        for aws in [shutil.which("aws", path=os.path.expanduser("~/.pyenv/shims") + ":/usr/local/bin"), "/usr/bin/aws"]:
             if not aws or not os.path.exists(aws):
                 continue
             ep = [aws, "--endpoint-url", url, "--ca-bundle", cert]

@@ -368,7 +368,7 @@ def main():
         tests = {
             "curl": lambda: test_curl(server, tmp),
             "negative": lambda: test_negative(server, tmp) or test_presign(server, tmp),
-            "awscli-v1": lambda: test_awscli(server, tmp, shutil.which("aws", path="/root/.pyenv/shims:/usr/local/bin")),
+            "awscli-v1": lambda: test_awscli(server, tmp, shutil.which("aws", path=os.path.expanduser("~/.pyenv/shims") + ":/usr/local/bin")),
             "awscli-v2": lambda: test_awscli(server, tmp, "/usr/bin/aws" if os.path.exists("/usr/bin/aws") else None),
             "boto3": lambda: test_boto3(server, tmp),
             "s3cmd": lambda: test_s3cmd(server, tmp),

@@ -39,7 +39,7 @@ def find_aws_clis():
     """The AWS CLIs installed: v2 (Debian's awscli, /usr/bin/aws) and v1 (pip's, as the interop
     tests find it), as (name, path) pairs; an empty list when there is none."""
     found = []
-    for path in ("/usr/bin/aws", shutil.which("aws", path="/root/.pyenv/shims:/usr/local/bin"), shutil.which("aws")):
+    for path in ("/usr/bin/aws", shutil.which("aws", path=os.path.expanduser("~/.pyenv/shims") + ":/usr/local/bin"), shutil.which("aws")):
         if not path or any(path == p for _, p in found):
             continue
         r = subprocess.run([path, "--version"], capture_output=True, text=True)

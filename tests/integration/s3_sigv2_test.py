@@ -36,7 +36,7 @@ KEYS = ["plain.txt", "with space/and + plus = eq.bin", "ünïcødé/€ ✓ 日�
 
 def find_aws_v1():
     """The AWS CLI v1 (pip's, as the interop tests find it), or None."""
-    aws = shutil.which("aws", path="/root/.pyenv/shims:/usr/local/bin") or shutil.which("aws")
+    aws = shutil.which("aws", path=os.path.expanduser("~/.pyenv/shims") + ":/usr/local/bin") or shutil.which("aws")
     if not aws:
         return None
     r = subprocess.run([aws, "--version"], capture_output=True, text=True)
