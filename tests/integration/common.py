@@ -108,6 +108,16 @@ def gateway_counts(server, everything=False):
     return counts.get("hits", -1), counts.get("misses", -1)
 
 
+def status_kib(pid, field):
+    """A memory figure of /proc/PID/status in KiB: "RssAnon" (the process's anonymous resident memory,
+    not the file pages it maps), "RssShmem" (its resident shared memory: mappings of memfds)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, gateway_counts  # noqa: E402
+from common import MIB, Server, expect, gateway_counts, status_kib  # noqa: E402
 
 SKIP = 77
 USERS = {"alice": "alice-secret-key", "bob": "bob-secret-key"}
@@ -546,15 +546,6 @@ def scenario_starve(binary, tmp):
         server.stop()
 
 
-def shmem_kib(pid):
-    """The server's resident shared memory (its mappings of memfds count here)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssShmem:"):
-                return int(line.split()[1])
-    return 0
-
-
 def scenario_sparse(binary, tmp):
     """Finding 3: registering a sparse 4 GiB memfd allocates nothing in the server, holds no one
     up, and counts against the mapped-bytes budgets."""
@@ -563,7 +554,7 @@ def scenario_sparse(binary, tmp):
         pid = server.proc.pid
         alice = Session(sock_path, "alice", USERS["alice"])
         fd, _ = shared_memory(4 << 30, "grant-sparse")  # ftruncate only: no page written
-        before = shmem_kib(pid)
+        before = status_kib(pid, "RssShmem")
         result = {}
 
         def register():
@@ -578,7 +569,7 @@ def scenario_sparse(binary, tmp):
         time.sleep(0.005)  # the registration is on its way to the server
         took = timed_session(sock_path, "bob")
         worker.join(60)
-        grown = shmem_kib(pid) - before
+        grown = status_kib(pid, "RssShmem") - before
         expect("grant" in result, "a 4 GiB sparse memfd is granted (%r)" % result.get("error"))
         expect(grown < 64 * 1024, "the server allocated none of it: its shared memory grew %d MiB" % (grown // 1024))
         expect(result["took"] < 1.0, "the registration is answered within 1 s (%.3f s)" % result["took"])
@@ -594,7 +585,7 @@ def scenario_sparse(binary, tmp):
                 refused = str(e)
         expect(granted == 4 and "maps too much" in refused,
                "4 x 4 GiB fill alice's local user's budget; the fifth is refused (%d, %r)" % (granted, refused))
-        expect(shmem_kib(pid) - before < 64 * 1024, "and still nothing of them is allocated by the server")
+        expect(status_kib(pid, "RssShmem") - before < 64 * 1024, "and still nothing of them is allocated by the server")
         # The budget is the local user's (this uid's): its grants end with alice's session, and
         # bob's buffer of the same uid is then granted.
         alice.close()

@@ -40,7 +40,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, gateway_counts, make_file, sha256  # noqa: E402
+from common import MIB, Server, expect, gateway_counts, make_file, sha256, status_kib  # noqa: E402
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
 ACCESS_LOG = "access.jsonl"  # the server's, in the test's directory (json lines)
@@ -225,15 +225,6 @@ def sanitized(binary):
     return "libasan" in r.stdout
 
 
-def rss_anon_kib(pid):
-    """The anonymous resident memory of a process (the file pages it maps are not counted)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    return 0
-
-
 # ------------------------------------------------------------------------------------------
 def test_sizes(h, fabric):
     for size in (0, 1, 4095, 8 * MIB + 1):
@@ -396,7 +387,7 @@ def test_vanish(h, fabric):
                    (fabric, after, via, limit, ", ".join("%.2f" % t for t in served)))
 
     h.get("s3://rdma/big", out, "rdma", fabric)  # warm up: staging buffers touched, connections made
-    baseline = rss_anon_kib(h.server.proc.pid)
+    baseline = status_kib(h.server.proc.pid, "RssAnon")
     # Four rounds hold more staging buffers than a provider has (16, 4 per transfer) if none came back.
     for mode in ("vanish", "vanish-now", "vanish", "vanish-now"):
         r = h.probe_ok(fabric, mode, h.server.url, "rdma", "big")
@@ -423,7 +414,7 @@ def test_vanish(h, fabric):
     expect(moved == size and sha256(out) == sha256(big),
            "%s: then the whole object again (--via %s), byte-exact (%.1f s): no staging buffer lost" %
            (fabric, vias[1], time.monotonic() - start))
-    grown = rss_anon_kib(h.server.proc.pid) - baseline
+    grown = status_kib(h.server.proc.pid, "RssAnon") - baseline
     if sanitized(h.binary):
         # ASan keeps freed memory in quarantine (256 MiB by default): RSS says nothing there.
         print("  (RSS bound not checked: the server is built with AddressSanitizer; grew %d KiB)" % grown)
@@ -694,7 +685,7 @@ def test_unreachable(h, fabric):
                                                                                     h.server_log()))
             reopened = reopened_total(h.server, PROVIDER[fabric])
             if base is None and reopened >= 1:
-                base, base_reopened = rss_anon_kib(pid), reopened  # the first replacement's memory is the base
+                base, base_reopened = status_kib(pid, "RssAnon"), reopened  # the first replacement's memory is the base
             # --via auto: a GET the server declines (its transfer waits on a fresh endpoint's first
             # connection longer than the 1 s deadline on a loaded machine) comes over HTTP; every
             # GET must bring the object's bytes, and most must go by RDMA (checked below).
@@ -706,7 +697,7 @@ def test_unreachable(h, fabric):
                                       h.server_log()))
             gets += 1
             by_rdma += paths_of(r.stdout)["rdma_bytes"] == size
-            samples.append(rss_anon_kib(pid))
+            samples.append(status_kib(pid, "RssAnon"))
             took.extend(rec["duration_us"] / 1e6 for rec in h.served("obj", since))
             time.sleep(2)
     finally:
@@ -725,7 +716,7 @@ def test_unreachable(h, fabric):
     h.get("s3://rdma/obj", out, "rdma", fabric)
     time.sleep(1)
     reopened = reopened_total(h.server, PROVIDER[fabric])
-    rss = rss_anon_kib(pid)
+    rss = status_kib(pid, "RssAnon")
     print("  anonymous RSS during the attack (MiB): %s" % " ".join(str(kib // 1024) for kib in samples))
     print("  %d GETs served during the attack, %d of them by RDMA, the server's time for each at most %.2f s; "
           "endpoint replaced %d times; anonymous RSS %d MiB after the first replacement, %d MiB now" %

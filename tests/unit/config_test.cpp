@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "temp_dir.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -378,26 +380,7 @@ TEST_CASE("parse_size reads only the view it is given") {
 
 namespace {
 
-// A fresh directory in the temporary directory (named by the process: tests may run at once),
-// removed with what it holds when the test ends.
-class temp_dir {
- public:
-  explicit temp_dir(std::string_view name)
-      : path_(std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directory(path_);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using sluice::testing::temp_dir;
 
 constexpr std::string_view not_regular =
     "cannot read the file: not a regular file (a FIFO, socket, device or directory is refused)";

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "temp_dir.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,25 +132,7 @@ TEST_CASE("an access log file that cannot be opened is an error") {
 
 namespace {
 
-// A fresh directory in the temporary directory, removed with what it holds when the test ends.
-class temp_dir {
- public:
-  explicit temp_dir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directory(path_);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using sluice::testing::temp_dir;
 
 std::string contents(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
