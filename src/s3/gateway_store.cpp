@@ -708,14 +708,13 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   const auto contradicts = [&](digest& md5) {
     if (!md5_etag || encrypted) return false;
     const std::vector<std::byte> sum = md5.finish();
-    std::string hex = to_hex(sum);
+    const std::string hex = to_hex(sum);
     std::string etag = info.attributes.etag;
     std::transform(etag.begin(), etag.end(), etag.begin(),
                    [](char c) { return c >= 'A' && c <= 'F' ? static_cast<char>(c - 'A' + 'a') : c; });
     if (hex == etag) return false;
     ec = s3::errc::bad_gateway;
-    std::fprintf(stderr, "gateway_store: GET %s: upstream %s sent bytes whose MD5 %s contradicts their ETag %s\n",
-                 name.c_str(), config_.upstream.endpoint.c_str(), hex.c_str(), info.attributes.etag.c_str());
+    log_upstream_failure("GET", object, s3::errc::bad_digest, ec);  // "BadDigest": the MD5 is not the ETag
     return true;
   };
   reserved_room room;  // concurrent fetches must not count on the same free space

@@ -51,12 +51,21 @@
 //   at most passthrough_bytes, else the answer is 503 SlowDown.
 // - Upstream failures (no connection, timeouts, 5xx after the client's retries): with
 //   stale_if_error, reads of cached objects are served from the cache; everything else fails with
-//   s3::errc::service_unavailable (503). Other upstream answers (403, 404, 412) pass through.
+//   s3::errc::service_unavailable (503). Garbage from the upstream fails with
+//   s3::errc::bad_gateway (502; below). Other upstream answers (403, 404, 412) pass through.
 //
 // Every upstream request is signed with the one configured upstream credential, whichever
-// gateway user (SigV4 against the gateway's own users) asked. Sizes and ETags from the upstream
-// are checked: a size over max_object_bytes, an ETag that is not a safe header value, or a body
-// shorter than its announced size fails the read with errc::protocol_violation.
+// gateway user (SigV4 against the gateway's own users) asked. The upstream is not trusted: every
+// answer is checked before anything of it is cached or passed on (gateway_upstream.hpp). A size
+// over max_object_bytes, an ETag that is not a safe header value, a body shorter or longer than
+// announced, a GET of another version than the If-Match asked (an upstream that ignores it), a
+// Content-Range outside the range asked, bytes that contradict their single-part MD5 ETag (hashed
+// as they arrive; a streamed copy's last byte waits for the hash, so a wrong copy ends short),
+// a listing that is not XML or out of order: s3::errc::bad_gateway (502), nothing cached. Sizes
+// come from the GETs (Content-Range's total, a 200's Content-Length) over the HEAD's: a HEAD that
+// misstated the size is fetched again with theirs. Listings: a page with more keys than asked is
+// answered truncated, a full page marked the last one is checked with a one-key page after it,
+// and empty truncated pages are followed by their token (up to 16).
 //
 // Calls block on the upstream. The store says so (`remote`), and the server runs its calls on its
 // blocking pool, so a slow upstream never holds a network thread. Every member may be called
