@@ -197,6 +197,15 @@ inline bool is_sane_etag(std::string_view etag) noexcept {
 
 inline error_code errno_code(int value) { return {value, boost::system::generic_category()}; }
 
+// An upstream answer that is not HTTP (a bad status line, header or Content-Length): garbage, not
+// a failure to reach the upstream. An answer cut short is a failure (the connection broke).
+inline bool is_malformed_answer(const error_code& ec) noexcept {
+  namespace http = boost::beast::http;
+  if (ec.category() != make_error_code(http::error::bad_version).category()) return false;
+  return ec != http::error::end_of_stream && ec != http::error::partial_message && ec != http::error::short_read &&
+         ec != http::error::need_more && ec != http::error::need_buffer;
+}
+
 // An upstream's Last-Modified, unless it sent none (the epoch) or one past 2200 (system_clock
 // counts nanoseconds: it ends in 2262).
 inline std::optional<std::chrono::system_clock::time_point> known_time(std::chrono::system_clock::time_point t) {
@@ -544,6 +553,7 @@ bool gateway_store::upstream_failed(const error_code& ec) noexcept {
   }
   // The upstream's own answers that are not failures of the upstream.
   if (ec.category() == sluice_category()) return false;
+  if (gateway_impl::is_malformed_answer(ec)) return false;  // garbage: from_upstream says 502
   return true;  // connection refused or reset, timed out, TLS, name resolution
 }
 
@@ -552,7 +562,9 @@ error_code gateway_store::from_upstream(const error_code& ec) noexcept {
   if (upstream_failed(ec)) return s3::errc::service_unavailable;
   // Garbage from the upstream (an answer that is not XML, headers that break the protocol) is the
   // upstream's fault, not the client's: 502, never the 400 MalformedXML of the client's parser.
-  if (ec == s3::errc::malformed_xml || ec == sluice::errc::protocol_violation) return s3::errc::bad_gateway;
+  if (ec == s3::errc::malformed_xml || ec == sluice::errc::protocol_violation || gateway_impl::is_malformed_answer(ec)) {
+    return s3::errc::bad_gateway;
+  }
   if (ec == s3::errc::no_such_key) return sluice::errc::no_such_object;
   if (ec == s3::errc::no_such_bucket) return sluice::errc::no_such_bucket;
   if (ec == s3::errc::precondition_failed) return sluice::errc::precondition_failed;
