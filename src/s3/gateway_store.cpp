@@ -562,7 +562,8 @@ error_code gateway_store::from_upstream(const error_code& ec) noexcept {
   if (upstream_failed(ec)) return s3::errc::service_unavailable;
   // Garbage from the upstream (an answer that is not XML, headers that break the protocol) is the
   // upstream's fault, not the client's: 502, never the 400 MalformedXML of the client's parser.
-  if (ec == s3::errc::malformed_xml || ec == sluice::errc::protocol_violation || gateway_impl::is_malformed_answer(ec)) {
+  if (ec == s3::errc::malformed_xml || ec == sluice::errc::protocol_violation ||
+      gateway_impl::is_malformed_answer(ec)) {
     return s3::errc::bad_gateway;
   }
   if (ec == s3::errc::no_such_key) return sluice::errc::no_such_object;
@@ -579,9 +580,9 @@ void gateway_store::log_upstream_failure(const char* what, const object_ref& obj
   // The upstream's own answers are passed on; its failures and its garbage are said here, with
   // the upstream's name (the client's answer is a 503 or 502 without it).
   if (answered != s3::errc::service_unavailable && answered != s3::errc::bad_gateway) return;
-  std::fprintf(stderr, "gateway_store: %s %s/%s: upstream %s %s: %s\n", what, object.bucket.c_str(),
-               object.key.c_str(), config_.upstream.endpoint.c_str(),
-               answered == s3::errc::bad_gateway ? "answered garbage" : "failed", upstream.message().c_str());
+  std::fprintf(stderr, "gateway_store: %s %s/%s: upstream %s %s: %s\n", what, object.bucket.c_str(), object.key.c_str(),
+               config_.upstream.endpoint.c_str(), answered == s3::errc::bad_gateway ? "answered garbage" : "failed",
+               upstream.message().c_str());
 }
 
 bool gateway_store::sane(const object_info& info) const noexcept {
@@ -648,10 +649,10 @@ void gateway_store::fetch_range(const object_ref& object, const object_info& inf
                                            config_.max_object_bytes};
   options.check = [&](unsigned status, const std::function<std::string_view(std::string_view)>& field) {
     error_code verdict;
-    seen = detail::check_upstream_get({status, field("ETag"), field("Content-Length"), field("Content-Range"),
-                                       field("x-amz-server-side-encryption"),
-                                       field("x-amz-server-side-encryption-customer-algorithm")},
-                                      asked, verdict);
+    seen = detail::check_upstream_get(
+        {status, field("ETag"), field("Content-Length"), field("Content-Range"), field("x-amz-server-side-encryption"),
+         field("x-amz-server-side-encryption-customer-algorithm")},
+        asked, verdict);
     return verdict;
   };
   const std::uint64_t got = upstream_->get_object(
@@ -774,8 +775,8 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   const std::size_t streams = static_cast<std::size_t>(std::min<std::uint64_t>(config_.fetch_streams, steps));
   std::optional<streaming_copy> growing;
   if (started) {  // streaming: readers get a mapping of the file being written
-    growing.emplace(streaming_copy{
-        detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec), fill, info});
+    growing.emplace(
+        streaming_copy{detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec), fill, info});
     if (ec) return {};
     if (!gateway_impl::known_time(info.last_modified)) growing->info.last_modified = std::chrono::system_clock::now();
   }
@@ -807,7 +808,7 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   std::mutex hash_mutex;
   digest md5(digest_kind::md5);
   std::uint64_t hashed = 0;
-  std::atomic<std::uint64_t> ready{0};  // the prefix of whole steps
+  std::atomic<std::uint64_t> ready{0};                          // the prefix of whole steps
   const auto hash_to = [&](std::uint64_t end, error_code& e) {  // under hash_mutex
     std::vector<std::byte> buffer;
     while (hashed < end && !e) {
@@ -1171,8 +1172,8 @@ gateway_store::mapping gateway_store::reader_of(const streaming_copy& copy) {
   return m;
 }
 
-gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
-                                                      error_code& ec, std::optional<std::uint64_t>* other_size) {
+gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info, error_code& ec,
+                                                      std::optional<std::uint64_t>* other_size) {
   // The first answer of the fetch thread: the mapping of the copy being written, or the whole
   // fetch's result when it ended without one (a pass-through, or an error before the first byte).
   struct handoff {

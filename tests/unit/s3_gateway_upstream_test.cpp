@@ -37,12 +37,14 @@ TEST_CASE("gateway upstream: single-part MD5 ETags") {
 TEST_CASE("gateway upstream: a GET answer must be the version, range and size asked") {
   const upstream_get_request asked{md5, 100, 50, 1000};
   sluice::error_code ec;
-  auto answer = check_upstream_get({206, "\"" + std::string(md5) + "\"", "50", "bytes 100-149/1000", {}, {}}, asked, ec);
+  auto answer =
+      check_upstream_get({206, "\"" + std::string(md5) + "\"", "50", "bytes 100-149/1000", {}, {}}, asked, ec);
   CHECK_FALSE(ec);
   CHECK(answer.total == 1000);
   CHECK_FALSE(answer.other_size);
   // If-Match ignored: another version's ETag.
-  (void)check_upstream_get({206, "\"ffffffffffffffffffffffffffffffff\"", "50", "bytes 100-149/1000", {}, {}}, asked, ec);
+  (void)check_upstream_get({206, "\"ffffffffffffffffffffffffffffffff\"", "50", "bytes 100-149/1000", {}, {}}, asked,
+                           ec);
   CHECK(ec == s3::errc::bad_gateway);
   // A range outside the one asked, a range that is not one, a length that contradicts it.
   (void)check_upstream_get({206, md5, "50", "bytes 0-49/1000", {}, {}}, asked, ec);
@@ -102,8 +104,8 @@ TEST_CASE("gateway upstream: listings are answered honestly") {
   (void)check_upstream_listing(page, request, 2, "t1", next, ec);
   CHECK(ec == s3::errc::bad_gateway);
   // Out of order, not after start-after, outside the prefix: garbage.
-  for (const std::vector<std::string>& keys : {std::vector<std::string>{"p/c", "p/b"},
-                                               std::vector<std::string>{"p/a"}, std::vector<std::string>{"q/x"}}) {
+  for (const std::vector<std::string>& keys :
+       {std::vector<std::string>{"p/c", "p/b"}, std::vector<std::string>{"p/a"}, std::vector<std::string>{"q/x"}}) {
     page = page_of(keys, false);
     out = check_upstream_listing(page, request, 2, {}, next, ec);
     CHECK(ec == s3::errc::bad_gateway);

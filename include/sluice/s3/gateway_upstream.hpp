@@ -63,9 +63,9 @@ struct upstream_get_answer {
 
 /// What the gateway does after one upstream listing page.
 enum class listing_next {
-  done,            ///< the page is the answer
-  probe,           ///< a full page said to be the last: ask for one key after it before believing it
-  follow_token,    ///< an empty page marked truncated: ask again with its NextContinuationToken
+  done,          ///< the page is the answer
+  probe,         ///< a full page said to be the last: ask for one key after it before believing it
+  follow_token,  ///< an empty page marked truncated: ask again with its NextContinuationToken
 };
 
 /// One upstream ListObjectsV2 page of `request` (asked with max-keys `asked`, 1..1000), checked:
