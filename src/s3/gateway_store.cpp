@@ -1250,15 +1250,18 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
         std::fprintf(stderr, "gateway_store: GET %s: the upstream's version changed during the fetch\n", name.c_str());
         fetch_error = s3::errc::service_unavailable;
       }
+      {
+        // Out of streams_ before its end is known: a reader that comes once the fill failed (the
+        // retry of a client whose answer was cut: bytes that contradicted their MD5 ETag under
+        // the same ETag) must not join the failed copy, but wait for fetch_done and look again.
+        std::lock_guard lock(mutex_);
+        streams_.erase(name);
+      }
       if (fetch_error) {
         if (streamed) log_upstream_failure("GET", object, fetch_error, fetch_error);
         fill->fail(fetch_error);
       } else {
         fill->finish(info.size);
-      }
-      {
-        std::lock_guard lock(mutex_);
-        streams_.erase(name);
       }
       fetch_done(name);
       std::lock_guard lock(mutex_);
