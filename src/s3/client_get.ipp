@@ -132,6 +132,15 @@ asio::awaitable<object_info> head_request(const op_context& op, const std::strin
     ec = error_of(res, false);
     co_return object_info{};
   }
+  // A HEAD says the object's size in Content-Length: without one that parses, the answer
+  // describes nothing (info_from would read it as 0 bytes).
+  const std::string_view length = res.field("Content-Length");
+  std::uint64_t size = 0;
+  const auto [end, error] = std::from_chars(length.data(), length.data() + length.size(), size);
+  if (length.empty() || error != std::errc{} || end != length.data() + length.size()) {
+    ec = sluice::errc::protocol_violation;
+    co_return object_info{};
+  }
   co_return info_from(res, key);
 }
 
@@ -223,7 +232,14 @@ struct download {
   transfer_progress* progress = nullptr;
   transfer_via via = transfer_via::automatic;
   path_counter* paths = nullptr;
+  const get_options* options = nullptr;  // its check sees every part's answer
 };
+
+/// The caller's verdict on a success answer (get_options::check), before its body is read.
+error_code caller_check(const get_options& options, const response& res) {
+  if (!options.check) return {};
+  return options.check(res.status, [&res](std::string_view name) { return res.field(name); });
+}
 
 asio::awaitable<void> download_parts(const op_context& op, download& job) {
   while (!job.failure && job.next < job.parts) {
@@ -249,6 +265,7 @@ asio::awaitable<void> download_parts(const op_context& op, download& job) {
     bool by_rdma = false;
     spec.choose = [&job, &grant, &by_rdma, first, length](const response& res, std::span<std::byte>& target,
                                                           bool&) -> error_code {
+      if (const error_code verdict = caller_check(*job.options, res)) return verdict;
       const auto range = parse_content_range(res.field("Content-Range"));
       if (res.status != 206 || !range || range->first != job.offset + first ||
           range->last != job.offset + first + length - 1 || range->total != job.total) {
@@ -376,7 +393,9 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   if (!options.if_match.empty()) spec.headers.emplace_back("if-match", "\"" + options.if_match + "\"");
   if (grant) spec.headers.emplace_back("x-amz-rdma-token", grant->token());
   spec.progress = &progress;
+  job.options = &options;
   spec.choose = [&](const response& res, std::span<std::byte>& target, bool& longer_ok) -> error_code {
+    if (const error_code verdict = caller_check(options, res)) return verdict;
     job.etag = unquote(res.field("ETag"));
     first_by_rdma = grant && moved_by_rdma(res);
     if (grant && !first_by_rdma) {

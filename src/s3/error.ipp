@@ -84,6 +84,9 @@ constexpr std::array codes{
     code_entry{errc::insufficient_storage, "InsufficientStorage", 507,
                "The server does not have enough space to store the object."},
     code_entry{errc::invalid_tag, "InvalidTag", 400, "The tag provided was not a valid tag."},
+    code_entry{errc::bad_gateway, "BadGateway", 502,
+               "The gateway's upstream S3 service sent an answer that breaks the protocol; nothing of it was "
+               "served or cached."},
 };
 
 const code_entry* find(errc e) noexcept {

@@ -1,6 +1,7 @@
 // Implementation of include/sluice/s3/gateway_store.hpp, and the server compiled for it; a
 // translation unit of its own.
 #include <sluice/names.hpp>
+#include <sluice/s3/checksum.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/gateway_store.hpp>
 #include <sluice/s3/server_impl.hpp>
@@ -195,6 +196,15 @@ inline bool is_sane_etag(std::string_view etag) noexcept {
 }
 
 inline error_code errno_code(int value) { return {value, boost::system::generic_category()}; }
+
+// An upstream answer that is not HTTP (a bad status line, header or Content-Length): garbage, not
+// a failure to reach the upstream. An answer cut short is a failure (the connection broke).
+inline bool is_malformed_answer(const error_code& ec) noexcept {
+  namespace http = boost::beast::http;
+  if (ec.category() != make_error_code(http::error::bad_version).category()) return false;
+  return ec != http::error::end_of_stream && ec != http::error::partial_message && ec != http::error::short_read &&
+         ec != http::error::need_more && ec != http::error::need_buffer;
+}
 
 // An upstream's Last-Modified, unless it sent none (the epoch) or one past 2200 (system_clock
 // counts nanoseconds: it ends in 2262).
@@ -543,12 +553,19 @@ bool gateway_store::upstream_failed(const error_code& ec) noexcept {
   }
   // The upstream's own answers that are not failures of the upstream.
   if (ec.category() == sluice_category()) return false;
+  if (gateway_impl::is_malformed_answer(ec)) return false;  // garbage: from_upstream says 502
   return true;  // connection refused or reset, timed out, TLS, name resolution
 }
 
 error_code gateway_store::from_upstream(const error_code& ec) noexcept {
   if (!ec) return {};
   if (upstream_failed(ec)) return s3::errc::service_unavailable;
+  // Garbage from the upstream (an answer that is not XML, headers that break the protocol) is the
+  // upstream's fault, not the client's: 502, never the 400 MalformedXML of the client's parser.
+  if (ec == s3::errc::malformed_xml || ec == sluice::errc::protocol_violation ||
+      gateway_impl::is_malformed_answer(ec)) {
+    return s3::errc::bad_gateway;
+  }
   if (ec == s3::errc::no_such_key) return sluice::errc::no_such_object;
   if (ec == s3::errc::no_such_bucket) return sluice::errc::no_such_bucket;
   if (ec == s3::errc::precondition_failed) return sluice::errc::precondition_failed;
@@ -560,9 +577,12 @@ error_code gateway_store::from_upstream(const error_code& ec) noexcept {
 
 void gateway_store::log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
                                          const error_code& answered) const {
-  if (answered != s3::errc::service_unavailable) return;  // the upstream's own answer, passed on
-  std::fprintf(stderr, "gateway_store: %s %s/%s: upstream %s failed: %s\n", what, object.bucket.c_str(),
-               object.key.c_str(), config_.upstream.endpoint.c_str(), upstream.message().c_str());
+  // The upstream's own answers are passed on; its failures and its garbage are said here, with
+  // the upstream's name (the client's answer is a 503 or 502 without it).
+  if (answered != s3::errc::service_unavailable && answered != s3::errc::bad_gateway) return;
+  std::fprintf(stderr, "gateway_store: %s %s/%s: upstream %s %s: %s\n", what, object.bucket.c_str(), object.key.c_str(),
+               config_.upstream.endpoint.c_str(), answered == s3::errc::bad_gateway ? "answered garbage" : "failed",
+               upstream.message().c_str());
 }
 
 bool gateway_store::sane(const object_info& info) const noexcept {
@@ -616,15 +636,30 @@ bool gateway_store::reserve_room(std::uint64_t incoming, const std::string& exce
   return true;
 }
 
-void gateway_store::fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset,
-                                std::span<std::byte> out, error_code& ec, progress_callback progress) {
+void gateway_store::fetch_range(const object_ref& object, const object_info& info, std::uint64_t offset,
+                                std::span<std::byte> out, error_code& ec, progress_callback progress,
+                                detail::upstream_get_answer* answer) {
   ec = {};
   get_options options{byte_range{offset, out.size()}, std::move(progress)};
-  options.if_match = etag;
+  options.if_match = info.attributes.etag;
+  // Every answer is checked before its body is read (on a client thread; the parts of one GET one
+  // after the other): the version asked for, the range asked for, the size the fetch counts on.
+  detail::upstream_get_answer seen;
+  const detail::upstream_get_request asked{info.attributes.etag, offset, out.size(), info.size,
+                                           config_.max_object_bytes};
+  options.check = [&](unsigned status, const std::function<std::string_view(std::string_view)>& field) {
+    error_code verdict;
+    seen = detail::check_upstream_get(
+        {status, field("ETag"), field("Content-Length"), field("Content-Range"), field("x-amz-server-side-encryption"),
+         field("x-amz-server-side-encryption-customer-algorithm")},
+        asked, verdict);
+    return verdict;
+  };
   const std::uint64_t got = upstream_->get_object(
       object.bucket, object.key, region{out.data(), out.size(), memory_kind::host_pageable, -1}, options, ec);
   if (!ec && got != out.size()) ec = sluice::errc::protocol_violation;
   if (ec) ec = from_upstream(ec);
+  if (answer != nullptr) *answer = seen;
 }
 
 bool gateway_store::evict_oldest(const std::string& except) {
@@ -669,10 +704,32 @@ bool gateway_store::disk_has_room(const std::string& name) {
 
 gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec,
                                             const std::shared_ptr<detail::fill_progress>& fill,
-                                            const std::function<void(const streaming_copy&)>& started) {
+                                            const std::function<void(const streaming_copy&)>& started,
+                                            std::optional<std::uint64_t>* other_size) {
   ec = {};
   const std::string name = detail::cache_index::name_of(object);
   const std::uint64_t size = info.size;
+  // A single-part MD5 ETag is the MD5 of the bytes (unless an answer says the object is
+  // encrypted): nothing that contradicts it is cached or served whole.
+  const bool md5_etag = detail::is_md5_etag(info.attributes.etag);
+  std::atomic<bool> encrypted{false};
+  const auto answered = [&](const detail::upstream_get_answer& a) {
+    if (a.encrypted) encrypted = true;
+    if (a.other_size && other_size != nullptr && !*other_size) *other_size = a.total;
+  };
+  // Whether `md5` (of all the bytes) contradicts the ETag.
+  const auto contradicts = [&](digest& md5) {
+    if (!md5_etag || encrypted) return false;
+    const std::vector<std::byte> sum = md5.finish();
+    const std::string hex = to_hex(sum);
+    std::string etag = info.attributes.etag;
+    std::transform(etag.begin(), etag.end(), etag.begin(),
+                   [](char c) { return c >= 'A' && c <= 'F' ? static_cast<char>(c - 'A' + 'a') : c; });
+    if (hex == etag) return false;
+    ec = s3::errc::bad_gateway;
+    log_upstream_failure("GET", object, s3::errc::bad_digest, ec);  // "BadDigest": the MD5 is not the ETag
+    return true;
+  };
   reserved_room room;  // concurrent fetches must not count on the same free space
   // A streaming answer cannot fall back to memory once it has begun: the disk must hold the copy.
   const bool cacheable = reserve_room(size, name, room) && disk_has_room(name);
@@ -691,8 +748,13 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     mapping m;
     m.memory_ = std::make_unique<std::byte[]>(std::max<std::uint64_t>(size, 1));
     m.size_ = static_cast<std::size_t>(size);
-    if (size > 0) fetch_range(object, info.attributes.etag, 0, {m.memory_.get(), m.size_}, ec);
+    detail::upstream_get_answer a;
+    if (size > 0) fetch_range(object, info, 0, {m.memory_.get(), m.size_}, ec, {}, &a);
+    answered(a);
     if (ec) return {};
+    digest md5(digest_kind::md5);
+    md5.update(std::span<const std::byte>(m.memory_.get(), m.size_));
+    if (contradicts(md5)) return {};
     m.info_ = info;
     std::lock_guard lock(mutex_);
     ++stats_.passthroughs;
@@ -704,32 +766,64 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
   // Ranged steps of chunk_bytes (ramped up to it when readers wait for the written prefix), read
   // by fetch_streams workers: each takes the next step and receives it from the upstream straight
   // into its place in the file, through a writable mapping (else into its buffer, then pwrite()).
-  // The written prefix is reported to `fill`.
+  // The prefix of whole steps is reported to `fill`: a step's bytes are final only once its GET
+  // ended (a retried attempt writes its range again, and a hostile upstream may send other
+  // bytes then), and the MD5 hashes exactly what readers were given.
   const detail::fetch_plan plan(size, std::min<std::uint64_t>(config_.chunk_bytes, size), config_.fetch_streams,
                                 static_cast<bool>(started));
   const std::uint64_t steps = plan.steps();
   const std::size_t streams = static_cast<std::size_t>(std::min<std::uint64_t>(config_.fetch_streams, steps));
+  std::optional<streaming_copy> growing;
   if (started) {  // streaming: readers get a mapping of the file being written
-    streaming_copy growing{detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec), fill,
-                           info};
+    growing.emplace(
+        streaming_copy{detail::growing_file::open(staged.native_handle(), staged.data_offset(), size, ec), fill, info});
     if (ec) return {};
-    if (!gateway_impl::known_time(info.last_modified)) growing.info.last_modified = std::chrono::system_clock::now();
-    started(growing);
+    if (!gateway_impl::known_time(info.last_modified)) growing->info.last_modified = std::chrono::system_clock::now();
   }
   const int fd = staged.native_handle();
   const std::uint64_t data_offset = staged.data_offset();
   std::optional<gateway_impl::write_window> window(std::in_place, fd, data_offset, size);
-  // The written prefix: every step before `whole` is in the file, and got[whole] bytes of it.
+  // The written prefix: every step before `whole` is in the file.
   std::mutex progress_mutex;
-  std::vector<std::uint64_t> got(steps);
+  std::vector<bool> got(steps);
   std::uint64_t whole = 0;
-  const auto arrived = [&](std::uint64_t step, std::uint64_t bytes) {  // under progress_mutex
-    got[step] = std::max(got[step], bytes);
-    while (whole < steps && got[whole] == plan.length(whole)) ++whole;
-    if (fill) fill->advance(whole < steps ? plan.offset(whole) + got[whole] : size);
+  bool handed = false;  // `started` was called
+  error_code first_error;
+  // Readers get the prefix but its last byte until the MD5 said yes (the caller's finish() gives
+  // it): a copy that turns out wrong can only end short, never whole.
+  const std::uint64_t held_back = md5_etag && size > 0 ? 1 : 0;
+  const auto arrived = [&](std::uint64_t step) {  // under progress_mutex
+    got[step] = true;
+    while (whole < steps && got[whole]) ++whole;
+    const std::uint64_t prefix = whole < steps ? plan.offset(whole) : size;
+    if (fill) fill->advance(std::min(prefix, size - held_back));
+    // Readers join once the first step's answer matched the HEAD (its version and size): a HEAD
+    // that misstated the size is fetched again with the GET's, before anyone is answered.
+    if (started && !handed && whole > 0 && !first_error) {
+      handed = true;
+      started(*growing);
+    }
+  };
+  // The MD5 of the prefix, advanced by whichever worker finds it free, finished after them.
+  std::mutex hash_mutex;
+  digest md5(digest_kind::md5);
+  std::uint64_t hashed = 0;
+  std::atomic<std::uint64_t> ready{0};                          // the prefix of whole steps
+  const auto hash_to = [&](std::uint64_t end, error_code& e) {  // under hash_mutex
+    std::vector<std::byte> buffer;
+    while (hashed < end && !e) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(end - hashed, 4 * mib));
+      if (const std::byte* bytes = window ? window->data() : nullptr) {
+        md5.update(std::span<const std::byte>(bytes + hashed, n));
+      } else {
+        buffer.resize(n);
+        if (!gateway_impl::read_all(fd, buffer.data(), n, data_offset + hashed, e)) return;
+        md5.update(std::span<const std::byte>(buffer.data(), n));
+      }
+      hashed += n;
+    }
   };
   std::atomic<std::uint64_t> next{0};
-  error_code first_error;
   const auto work = [&] {
     std::unique_ptr<std::byte[]> buffer;
     for (;;) {
@@ -738,19 +832,15 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
       const std::uint64_t offset = plan.offset(step);
       const auto n = static_cast<std::size_t>(plan.length(step));
       error_code e;
+      detail::upstream_get_answer a;
       if (std::byte* into = window->data()) {
-        // Received in place: readers may read each MiB as soon as it is there (a retried attempt
-        // writes the same bytes again: every request is conditional on the version's ETag).
+        // Received in place (a retried attempt writes its range again).
         evicting(name, e, [&](error_code& x) { window->back(offset, n, x); });
-        const auto progress = [&](std::uint64_t done, std::uint64_t) {
-          const std::lock_guard lock(progress_mutex);
-          arrived(step, std::min<std::uint64_t>(done, n));
-        };
-        if (!e) fetch_range(object, info.attributes.etag, offset, {into + offset, n}, e, progress);
+        if (!e) fetch_range(object, info, offset, {into + offset, n}, e, {}, &a);
       } else {
         try {
           if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(plan.longest());
-          fetch_range(object, info.attributes.etag, offset, {buffer.get(), n}, e);
+          fetch_range(object, info, offset, {buffer.get(), n}, e, {}, &a);
         } catch (const std::bad_alloc&) {
           e = gateway_impl::errno_code(ENOMEM);
         }
@@ -759,13 +849,29 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
                    [&](error_code& x) { gateway_impl::write_all(fd, buffer.get(), n, data_offset + offset, x); });
         }
       }
-      const std::lock_guard lock(progress_mutex);
-      if (e) {
-        if (!first_error) first_error = e;
-        next = steps;  // the others stop after their step
-        return;
+      {
+        const std::lock_guard lock(progress_mutex);
+        answered(a);
+        if (e) {
+          if (!first_error) first_error = e;
+          next = steps;  // the others stop after their step
+          return;
+        }
+        arrived(step);
+        ready = whole < steps ? plan.offset(whole) : size;
       }
-      arrived(step, n);
+      if (md5_etag) {
+        // Hash what is whole while the other streams fetch; a busy hasher is left to it.
+        const std::unique_lock hashing(hash_mutex, std::try_to_lock);
+        error_code hash_error;
+        if (hashing) hash_to(ready.load(), hash_error);
+        if (hash_error) {
+          const std::lock_guard lock(progress_mutex);
+          if (!first_error) first_error = hash_error;
+          next = steps;
+          return;
+        }
+      }
     }
   };
   {
@@ -779,13 +885,22 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
     }
     work();
   }
-  window.reset();  // written: the commit below syncs the file
   ec = first_error;
+  if (!ec && md5_etag) {
+    const std::lock_guard hashing(hash_mutex);
+    hash_to(size, ec);
+    if (!ec && contradicts(md5)) {
+      // Nothing is published (the staged file goes with `staged`); a streamed answer ends short.
+      return {};
+    }
+  }
+  window.reset();  // written: the commit below syncs the file
   if (ec && gateway_impl::is_no_space(ec) && !started) {
     staged = {};  // its temporary file goes before the copy is read into memory
     return pass_through();
   }
   if (ec) return {};
+  if (started && !handed) started(*growing);  // an empty object: no step handed it
   staged.wrote(size, ec);
   if (ec) return {};
   object_attributes attributes = info.attributes;
@@ -887,6 +1002,8 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
   // The cached copy if the file is still the version the index names, with the upstream's
   // Last-Modified when known (else the copy's own).
   const auto from_cache = [&](const std::string& etag) { return cached_copy(object, etag, held_modified); };
+  // The size the upstream's GETs gave a version whose HEAD said another: theirs wins.
+  std::optional<std::pair<std::string, std::uint64_t>> sized;
   for (int attempt = 0;; ++attempt) {
     if (stream) {
       // Another reader's fetch is under way: read from it while it arrives, when the upstream
@@ -952,10 +1069,12 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
       return {};
     }
     if (!sane(info)) {
-      ec = sluice::errc::protocol_violation;
+      ec = s3::errc::bad_gateway;
+      log_upstream_failure("HEAD", object, error_code(sluice::errc::protocol_violation), ec);
       return {};
     }
     info.key = object.key;
+    if (sized && sized->first == info.attributes.etag) info.size = sized->second;
     if (held && *held == info.attributes.etag) {
       if (auto m = from_cache(*held)) {
         if (m->info_.size == info.size) {
@@ -979,9 +1098,25 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
       fetching_.insert(name);
     }
     if (held) drop(object);  // another version: the old copy goes before the new one comes
-    if (stream && info.size > config_.chunk_bytes) return fetch_streaming(object, info, ec);
-    mapping m = fetch(object, info, ec);
-    fetch_done(name);
+    std::optional<std::uint64_t> other_size;
+    mapping m;
+    if (stream && info.size > config_.chunk_bytes) {
+      m = fetch_streaming(object, info, ec, &other_size);
+    } else {
+      m = fetch(object, info, ec, nullptr, nullptr, &other_size);
+      fetch_done(name);
+    }
+    if (ec && other_size) {
+      // The HEAD misstated the size (a half object would have been cached as whole): fetched
+      // again with the GET's size, which the next HEAD of the same version gets too.
+      log_upstream_failure("GET", object, error_code(sluice::errc::protocol_violation), ec);
+      if (attempt < 2) {
+        sized.emplace(info.attributes.etag, *other_size);
+        continue;
+      }
+      return {};
+    }
+    if (stream && info.size > config_.chunk_bytes) return m;
     // Replaced on the upstream while it was fetched: the next HEAD names the newer version.
     if (ec == sluice::errc::precondition_failed && attempt < 2) continue;
     if (ec == sluice::errc::precondition_failed) {
@@ -1037,8 +1172,8 @@ gateway_store::mapping gateway_store::reader_of(const streaming_copy& copy) {
   return m;
 }
 
-gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
-                                                      error_code& ec) {
+gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info, error_code& ec,
+                                                      std::optional<std::uint64_t>* other_size) {
   // The first answer of the fetch thread: the mapping of the copy being written, or the whole
   // fetch's result when it ended without one (a pass-through, or an error before the first byte).
   struct handoff {
@@ -1047,6 +1182,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
     bool done = false;
     mapping first;
     error_code error;
+    std::optional<std::uint64_t> other_size;  // the GETs' size, when they said another than the HEAD's
     void give(mapping m, error_code e) {
       {
         const std::lock_guard lock(mutex);
@@ -1061,7 +1197,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
   const std::string name = detail::cache_index::name_of(object);
   // Fetched whole on the caller's thread (the server's bounded blocking pool) before it is served.
   const auto fetch_whole = [&] {
-    mapping m = fetch(object, info, ec);
+    mapping m = fetch(object, info, ec, nullptr, nullptr, other_size);
     fetch_done(name);
     if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;  // replaced meanwhile
     return m;
@@ -1085,15 +1221,25 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
       error_code fetch_error;
       bool streamed = false;
       try {
-        mapping done = fetch(object, info, fetch_error, fill, [&](const streaming_copy& growing) {
-          streamed = true;
+        std::optional<std::uint64_t> sized;
+        mapping done = fetch(
+            object, info, fetch_error, fill,
+            [&](const streaming_copy& growing) {
+              streamed = true;
+              {
+                std::lock_guard lock(mutex_);  // later readers of this version join it (resolve)
+                streams_.insert_or_assign(name, growing);
+              }
+              answer->give(reader_of(growing), {});
+            },
+            &sized);
+        if (!streamed) {
           {
-            std::lock_guard lock(mutex_);  // later readers of this version join it (resolve)
-            streams_.insert_or_assign(name, growing);
+            const std::lock_guard lock(answer->mutex);
+            answer->other_size = sized;
           }
-          answer->give(reader_of(growing), {});
-        });
-        if (!streamed) answer->give(std::move(done), fetch_error);
+          answer->give(std::move(done), fetch_error);
+        }
       } catch (const std::exception& e) {  // bad_alloc, or a thread the upstream client could not start
         std::fprintf(stderr, "gateway_store: GET %s: the fetch failed: %s\n", name.c_str(), e.what());
         fetch_error = s3::errc::service_unavailable;
@@ -1104,15 +1250,18 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
         std::fprintf(stderr, "gateway_store: GET %s: the upstream's version changed during the fetch\n", name.c_str());
         fetch_error = s3::errc::service_unavailable;
       }
+      {
+        // Out of streams_ before its end is known: a reader that comes once the fill failed (the
+        // retry of a client whose answer was cut: bytes that contradicted their MD5 ETag under
+        // the same ETag) must not join the failed copy, but wait for fetch_done and look again.
+        std::lock_guard lock(mutex_);
+        streams_.erase(name);
+      }
       if (fetch_error) {
         if (streamed) log_upstream_failure("GET", object, fetch_error, fetch_error);
         fill->fail(fetch_error);
       } else {
         fill->finish(info.size);
-      }
-      {
-        std::lock_guard lock(mutex_);
-        streams_.erase(name);
       }
       fetch_done(name);
       std::lock_guard lock(mutex_);
@@ -1129,6 +1278,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
   std::unique_lock lock(answer->mutex);
   answer->given.wait(lock, [&] { return answer->done; });
   ec = answer->error;
+  if (other_size != nullptr) *other_size = answer->other_size;
   if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;
   return std::move(answer->first);
 }
@@ -1154,7 +1304,7 @@ gateway_store::mapping gateway_store::map_range(const object_ref& object, std::s
   part.memory_ = std::make_unique<std::byte[]>(static_cast<std::size_t>(range.length));
   part.size_ = static_cast<std::size_t>(range.length);
   part.base_ = range.offset;
-  fetch_range(object, info.attributes.etag, range.offset, {part.memory_.get(), part.size_}, ec);
+  fetch_range(object, info, range.offset, {part.memory_.get(), part.size_}, ec);
   if (ec == sluice::errc::precondition_failed) return resolve(object, true, ec, true);  // replaced meanwhile
   if (ec) {
     log_upstream_failure("GET (range)", object, ec, ec);
@@ -1212,7 +1362,7 @@ object_info gateway_store::commit_put(writer& w, const object_attributes& attrib
     return {};
   }
   if (!gateway_impl::is_sane_etag(etag)) {
-    ec = sluice::errc::protocol_violation;
+    ec = s3::errc::bad_gateway;
     return {};
   }
   object_attributes cached = attributes;
@@ -1265,27 +1415,59 @@ list_result gateway_store::list(const list_request& request, error_code& ec) con
   options.prefix = request.prefix;
   options.start_after = request.start_after;
   options.max_keys = std::clamp<std::uint32_t>(request.max_keys, 1, 1000);
-  error_code upstream_error;
-  list_objects_result page = upstream_->list_objects(request.bucket, options, upstream_error);
-  if (upstream_error) {
-    ec = from_upstream(upstream_error);
-    return {};
-  }
-  list_result out;
-  out.truncated = page.truncated;
-  out.objects.reserve(page.objects.size());
-  for (object_info& o : page.objects) {
-    // Hostile answers: keys out of order or not after start_after would loop the server's pager.
-    if (o.key <= request.start_after || (!out.objects.empty() && o.key <= out.objects.back().key) ||
-        !o.key.starts_with(request.prefix)) {
-      ec = sluice::errc::protocol_violation;
+  const auto upstream_page = [&](const list_options& asked, error_code& e) {
+    error_code upstream_error;
+    xml::list_bucket_result page = upstream_->list_objects(request.bucket, asked, upstream_error);
+    if (upstream_error) {
+      e = from_upstream(upstream_error);
+      log_upstream_failure("LIST", {request.bucket, request.prefix}, upstream_error, e);
+    }
+    return page;
+  };
+  // Empty pages marked truncated are followed by their tokens, a few of them: an upstream that
+  // answers nothing but tokens is not listing anything.
+  constexpr int max_empty_pages = 16;
+  for (int round = 0;; ++round) {
+    xml::list_bucket_result page = upstream_page(options, ec);
+    if (ec) return {};
+    detail::listing_next next = detail::listing_next::done;
+    list_result out =
+        detail::check_upstream_listing(page, request, options.max_keys, options.continuation_token, next, ec);
+    if (ec) {
+      log_upstream_failure("LIST", {request.bucket, request.prefix}, error_code(sluice::errc::protocol_violation), ec);
       return {};
     }
-    out.objects.push_back(std::move(o));
+    if (next == detail::listing_next::follow_token) {
+      if (round + 1 >= max_empty_pages) {
+        ec = s3::errc::bad_gateway;
+        log_upstream_failure("LIST", {request.bucket, request.prefix}, error_code(sluice::errc::protocol_violation),
+                             ec);
+        return {};
+      }
+      options.continuation_token = std::move(page.next_continuation_token);
+      continue;
+    }
+    if (next == detail::listing_next::probe) {
+      // A full page marked as the last one: one more key after it means the upstream stopped
+      // early, and the answer says truncated so that the server's pager asks for the rest.
+      list_options probe;
+      probe.prefix = request.prefix;
+      probe.start_after = out.objects.back().key;
+      probe.max_keys = 1;
+      xml::list_bucket_result after = upstream_page(probe, ec);
+      if (ec) return {};
+      const list_request rest{request.bucket, request.prefix, probe.start_after, 1};
+      detail::listing_next then = detail::listing_next::done;
+      const list_result more = detail::check_upstream_listing(after, rest, 1, {}, then, ec);
+      if (ec) {
+        log_upstream_failure("LIST", {request.bucket, request.prefix}, error_code(sluice::errc::protocol_violation),
+                             ec);
+        return {};
+      }
+      out.truncated = !more.objects.empty() || more.truncated || then == detail::listing_next::follow_token;
+    }
+    return out;
   }
-  if (out.objects.size() > options.max_keys) out.objects.resize(options.max_keys);
-  if (out.objects.empty()) out.truncated = false;
-  return out;
 }
 
 void gateway_store::create_bucket(std::string_view name, error_code& ec) {
@@ -1400,7 +1582,7 @@ object_info gateway_store::complete_upload(const object_ref& object, std::string
   const std::string etag = upstream_->put_object(object.bucket, object.key, bytes.region(), options, upstream_error);
   if (upstream_error || !gateway_impl::is_sane_etag(etag)) {
     drop(object);
-    ec = upstream_error ? from_upstream(upstream_error) : error_code(sluice::errc::protocol_violation);
+    ec = upstream_error ? from_upstream(upstream_error) : error_code(s3::errc::bad_gateway);
     log_upstream_failure("CompleteMultipartUpload", object, upstream_error, ec);
     return {};
   }

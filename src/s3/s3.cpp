@@ -1,6 +1,7 @@
 // sluice::s3 without the network, one translation unit (asio's impl/*.ipp pattern): each .ipp
 // included here implements one header of include/sluice/s3/ (error codes, checksums, SigV4 and
-// SigV2, chunked bodies, the token codec, XML, fs_store, the router, the access log, metrics);
+// SigV2, chunked bodies, the token codec, XML, the checks of a gateway's upstream answers,
+// fs_store, the router, the access log, metrics);
 // fs_store.ipp includes its parts itself (fs_store_format, fs_store_writer, fs_store_multipart).
 // The network parts are translation units of their own, so that the heavy ones (Beast and
 // coroutines) compile in parallel: server.cpp, client.cpp, gateway_store.cpp.
@@ -17,4 +18,6 @@
 #include "router.ipp"
 #include "access_log.ipp"
 #include "metrics.ipp"
+// Last: it opens sluice::s3::detail, which would hide sluice::detail from the files above.
+#include "gateway_upstream.ipp"
 // clang-format on

@@ -38,7 +38,16 @@ Scenarios:
   hostile        (sluice upstream only) a fake upstream that lies: sizes over the limit, bad ETags,
                  short and long bodies, unordered listings, a HEAD that never answers; each read
                  fails without a crash or hang, and the next honest read is right
+  poison-*       (sluice upstream only; issue 37, finding 6) a fake upstream that poisons the cache
+                 unless every answer is checked: if-match (a GET of another version, with its own
+                 or the asked ETag), md5 (bytes that contradict their MD5 ETag), head-size (a HEAD
+                 that says half the size), listing (300,000 keys marked not truncated, in one page
+                 or in pages of 1000), garbage (a non-XML listing, bad Content-Length and
+                 Content-Range: 502). No wrong byte is served as a whole 200, and once the upstream
+                 tells the truth the next GET reads right (nothing wrong was cached)
 Exit 0: passed; 77: skipped (reason printed); anything else: failed."""
+import bisect
+import hashlib
 import os
 import http.client
 import http.server
@@ -53,6 +62,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -599,6 +609,8 @@ class Liar(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     GOOD = random.Random(7).randbytes(MIB + 11)
     BIG = random.Random(8).randbytes(12 * MIB + 5)  # over the stream scenario's chunk_bytes (1 MiB)
+    GOOD_ETAG = '"%s"' % hashlib.md5(GOOD).hexdigest()
+    BIG_ETAG = '"%s"' % hashlib.md5(BIG).hexdigest()
     # Where "big-slow" slows down and "big-cut" cuts its ranges: past the first 4 MiB slice the
     # gateway serves, and past the 2 MiB write unit the cache file may lag behind by.
     TAIL = 7 * MIB
@@ -625,7 +637,7 @@ class Liar(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         key = self.path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
-        etag = '"0123456789abcdef0123456789abcdef"'
+        etag = '"0123456789abcdef0123456789abcdef"'  # for the lies below; honest bodies carry their MD5
         if self.path.split("?")[0] == "/":  # ListBuckets: the one bucket, honestly
             body = ("<?xml version=\"1.0\"?><ListAllMyBucketsResult><Owner><ID>o</ID></Owner><Buckets><Bucket>"
                     "<Name>liar</Name><CreationDate>2026-01-01T00:00:00.000Z</CreationDate></Bucket></Buckets>"
@@ -645,6 +657,7 @@ class Liar(http.server.BaseHTTPRequestHandler):
         if key == "bad-etag":
             return self.answer(200, {"ETag": '"a"b\\"', "Content-Length": "4"}, b"abcd")
         body = self.BIG if key.startswith("big") else self.GOOD
+        etag = self.BIG_ETAG if key.startswith("big") else self.GOOD_ETAG
         length = len(body)
         start, end = 0, length - 1
         rng = self.headers.get("Range")
@@ -730,6 +743,258 @@ def hostile(h):
            "the hung HEAD gave up: %s after %.1f s" % (hung.get("code"), hung.get("seconds", -1)))
     expect(gw.proc.poll() is None, "the gateway is still running")
     liar.shutdown()
+
+
+class Poisoner(http.server.BaseHTTPRequestHandler):
+    """An upstream that lies about an object's bytes, size or listing in the ways of issue 37's
+    finding 6, while LYING is set; honest otherwise. The key names the lie:
+      other-version*  ignores If-Match: a GET answers another version (its own ETag)
+      same-etag*      ignores If-Match: another version's bytes under the version's ETag
+      garbled*        bytes that contradict their single-part MD5 ETag
+      half*           a HEAD that says half the size (the GETs tell the truth)
+      bad-length      a HEAD whose Content-Length is not a number
+      bad-range       GETs whose Content-Range is not one
+    A key that starts "big" is larger than the scenarios' chunk_bytes (1 MiB), so it is streamed.
+    Listings of bucket "many" hold KEYS keys and say IsTruncated false: ignoring max-keys (all
+    the keys after start-after in one page) with ?mode=all in the bucket name "many-all", else
+    honouring max-keys; bucket "junk" answers a listing that is not XML."""
+    protocol_version = "HTTP/1.1"
+    LYING = threading.Event()
+    V1 = random.Random(71).randbytes(MIB // 2 + 11)  # under chunk_bytes: fetched whole before it is served
+    V2 = random.Random(72).randbytes(MIB // 2 + 11)  # the other version: the same size
+    BIG1 = random.Random(73).randbytes(5 * MIB + 3)
+    BIG2 = random.Random(74).randbytes(5 * MIB + 3)
+    KEYS = ["k%06d" % i for i in range(300000)]
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, code, headers, body=b""):
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        if "Content-Length" not in headers:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    @staticmethod
+    def etag(body):
+        return '"%s"' % hashlib.md5(body).hexdigest()
+
+    def listing(self, bucket, query):
+        if bucket == "junk":
+            return self.answer(200, {"Content-Type": "application/xml"}, b"<html>502 upstream proxy error</html")
+        params = urllib.parse.parse_qs(query)
+        after = params.get("start-after", [""])[0]
+        token = params.get("continuation-token", [""])[0]
+        if token:
+            after = max(after, token)
+        first = bisect.bisect_right(self.KEYS, after)
+        count = len(self.KEYS) - first if bucket == "many-all" else int(params.get("max-keys", ["1000"])[0])
+        keys = self.KEYS[first:first + count]
+        body = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>%s</Name>"
+                "<IsTruncated>false</IsTruncated>" % bucket]
+        body += ["<Contents><Key>%s</Key><Size>1</Size></Contents>" % k for k in keys]
+        body.append("</ListBucketResult>")
+        return self.answer(200, {"Content-Type": "application/xml"}, "".join(body).encode())
+
+    def do_GET(self):
+        path, _, query = self.path.partition("?")
+        parts = path.strip("/").split("/", 1)
+        if len(parts) == 1:
+            return self.listing(parts[0], query)
+        key = parts[1]
+        lying = self.LYING.is_set()
+        version, other = (self.BIG1, self.BIG2) if key.startswith("big") else (self.V1, self.V2)
+        body, etag, size = version, self.etag(version), len(version)
+        if lying and key.endswith("other-version") and self.command == "GET":
+            body, etag = other, self.etag(other)
+        if lying and key.endswith("same-etag") and self.command == "GET":
+            body = other
+        if lying and key.endswith("garbled") and self.command == "GET":
+            body = bytearray(version)
+            body[len(body) // 2] ^= 0xFF
+            body[-1] ^= 0xFF
+            body = bytes(body)
+        if lying and key.endswith("half") and self.command == "HEAD":
+            size = len(version) // 2
+        headers = {"ETag": etag, "Last-Modified": "Mon, 02 Nov 2026 10:00:00 GMT"}
+        if lying and key == "bad-length" and self.command == "HEAD":
+            headers["Content-Length"] = "twelve"
+            return self.answer(200, headers)
+        if self.command == "HEAD":
+            headers["Content-Length"] = str(size)
+            return self.answer(200, headers)
+        rng = self.headers.get("Range")
+        if not rng:
+            return self.answer(200, headers, body)
+        first, last = rng.split("=")[1].split("-")
+        start, end = int(first), min(int(last), len(body) - 1)
+        headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, len(body))
+        if lying and key == "bad-range":
+            headers["Content-Range"] = "bytes banana"
+        return self.answer(206, headers, body[start:end + 1])
+
+
+def poisoned(h, settings=None):
+    """A gateway in front of a Poisoner (lying from the start), with chunk_bytes 1 MiB."""
+    if not isinstance(h.upstream, SluiceUpstream):
+        raise Skip("the lying upstream replaces the real one: run once, with the sluice upstream")
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Poisoner)
+    upstream.daemon_threads = True
+    upstream.handle_error = lambda *_: None
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    h.upstream.url = "http://127.0.0.1:%d" % upstream.server_address[1]
+    Poisoner.LYING.set()
+    settings = settings or {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}
+    return h.gateway("gw", "--upstream-timeout", "5", "--config", h.config_file(settings)), upstream
+
+
+def whole_get(url):
+    """(status, body, whether the body was whole, the body of an error answer) of an anonymous GET
+    read to its end: a cut connection shows as not whole."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        conn.request("GET", "/" + url.split("//", 1)[1].split("/", 1)[1])
+        r = conn.getresponse()
+        try:
+            body, whole = r.read(), True
+        except http.client.IncompleteRead as e:
+            body, whole = e.partial, False
+        return r.status, body, whole
+    except (http.client.HTTPException, OSError):
+        return 0, b"", False
+    finally:
+        conn.close()
+
+
+def never_wrong(gw, key, want, what, refused=False):
+    """GET `key` from the lying upstream: never a whole 200 of other bytes than `want` (`refused`:
+    502, or a streamed answer cut short); then from the honest one: `want`, so nothing wrong was
+    cached either."""
+    code, body, whole = whole_get(gw.url + "/obj/" + key)
+    expect(not (code == 200 and whole and body != want),
+           "%s: no whole 200 of wrong bytes (%d, %d bytes, %s)" % (what, code, len(body), "whole" if whole else "cut"))
+    if refused:
+        expect(code == 502 or (code == 200 and not whole),
+               "%s: 502, or a streamed answer cut short (%d, %s)" % (what, code, "whole" if whole else "cut"))
+    Poisoner.LYING.clear()
+    try:
+        code, body, whole = whole_get(gw.url + "/obj/" + key)
+        expect(code == 200 and whole and body == want,
+               "%s, then the upstream honest: 200, the version's bytes (%d, %d bytes, %s) - nothing wrong was cached"
+               % (what, code, len(body), "right" if body == want else "WRONG"))
+    finally:
+        Poisoner.LYING.set()
+    return code
+
+
+def poison_if_match(h):
+    gw, upstream = poisoned(h)
+    for key, want, what in (("other-version", Poisoner.V1, "If-Match ignored, another version (its own ETag)"),
+                            ("same-etag", Poisoner.V1, "If-Match ignored, another version's bytes under the ETag"),
+                            ("big-other-version", Poisoner.BIG1, "the same, streamed (5 MiB)"),
+                            ("big-same-etag", Poisoner.BIG1, "the same under the ETag, streamed (5 MiB)")):
+        never_wrong(gw, key, want, what, refused=True)
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
+
+
+def poison_md5(h):
+    gw, upstream = poisoned(h)
+    # A parallel download (sluice get: ranged parts with If-Match) of a garbled object fails.
+    r = h.cli(gw.url, GW_AK, GW_SK, "get", "s3://obj/big-cli-garbled", h.out("garbled-got"))
+    expect(r.returncode != 0, "sluice get of a garbled 5 MiB object through the gateway fails (%d)" % r.returncode)
+    for key, want, what in (("garbled", Poisoner.V1, "bytes that contradict their MD5 ETag"),
+                            ("big-garbled", Poisoner.BIG1, "the same, streamed (5 MiB): the last byte waits")):
+        never_wrong(gw, key, want, what, refused=True)
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
+
+
+def poison_head_size(h):
+    gw, upstream = poisoned(h)
+    for key, want, what in (("half", Poisoner.V1, "a HEAD that says half the size"),
+                            ("big-half", Poisoner.BIG1, "the same, streamed (5 MiB)")):
+        for attempt in ("first", "second"):
+            code, body, whole = whole_get(gw.url + "/obj/" + key)
+            expect(code == 200 and whole and body == want,
+                   "%s (%s GET): 200, the whole object as its GETs say (%d, %d of %d bytes)"
+                   % (what, attempt, code, len(body), len(want)))
+        never_wrong(gw, key, want, what)
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
+
+
+def list_page(gw, bucket, token=None, start_after=None):
+    """(status, keys, IsTruncated, NextContinuationToken) of an anonymous ListObjectsV2 page."""
+    url = gw.url + "/" + bucket + "?list-type=2"
+    if start_after:
+        url += "&start-after=" + start_after
+    if token:
+        url += "&continuation-token=" + urllib.parse.quote(token, safe="")
+    code, body = status(url)
+    text = body.decode(errors="replace")
+    keys = re.findall(r"<Key>([^<]*)</Key>", text)
+    truncated = "<IsTruncated>true</IsTruncated>" in text
+    found = re.search(r"<NextContinuationToken>([^<]*)</NextContinuationToken>", text)
+    return code, keys, truncated, found.group(1) if found else None, body
+
+
+def poison_listing(h):
+    gw, upstream = poisoned(h)
+    # All 300,000 keys in one page marked complete (max-keys ignored): the answer says truncated.
+    # (One such page takes the Debug gateway about 12 s to parse: once is enough.)
+    code, keys, truncated, token, _ = list_page(gw, "many-all")
+    expect(code == 200 and keys == Poisoner.KEYS[:1000] and truncated and token,
+           "300,000 keys in one page marked not truncated: 1000 keys, truncated, a token (%d, %d keys, %s)"
+           % (code, len(keys), truncated))
+    # Pages of max-keys, each marked the last one: the gateway pages on until the upstream ends,
+    # from the start and from 3000 keys before the end.
+    for begin, pages_wanted in ((0, 3), (len(Poisoner.KEYS) - 3000, None)):
+        seen, pages, token = begin, 0, None
+        while True:
+            code, keys, truncated, token, _ = list_page(gw, "many", token,
+                                                        Poisoner.KEYS[begin - 1] if begin and not token else None)
+            if code != 200 or keys != Poisoner.KEYS[seen:seen + len(keys)] or not keys:
+                raise AssertionError("page %d from %d: %d, %d keys from %r" % (pages, begin, code, len(keys), keys[:1]))
+            seen, pages = seen + len(keys), pages + 1
+            if not truncated or pages == pages_wanted:
+                break
+            if not token:
+                raise AssertionError("page %d: truncated without a way on" % pages)
+        if pages_wanted:
+            expect(truncated and seen == begin + 3000, "pages of 1000 keys each marked not truncated: answered "
+                   "truncated, and the token goes on (%d pages, %d keys)" % (pages, seen - begin))
+        else:
+            expect(seen == len(Poisoner.KEYS), "and the listing ends where the upstream's does: key %d of %d, after %d"
+                   " pages" % (seen, len(Poisoner.KEYS), pages))
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
+
+
+def poison_garbage(h):
+    gw, upstream = poisoned(h)
+    code, _, _, _, body = list_page(gw, "junk")
+    expect(code == 502 and b"BadGateway" in body and b"upstream" in body,
+           "a listing that is not XML: 502 BadGateway naming the upstream, not 400 MalformedXML (%d: %r)"
+           % (code, body[:200]))
+    code, body, whole = whole_get(gw.url + "/obj/bad-length")
+    expect(code == 502 and b"upstream" in body,
+           "a HEAD whose Content-Length is not a number: 502 (%d, %d bytes)" % (code, len(body)))
+    never_wrong(gw, "bad-length", Poisoner.V1, "a HEAD whose Content-Length is not a number")
+    code, body, whole = whole_get(gw.url + "/obj/bad-range")
+    expect(code == 502 and b"upstream" in body, "GETs whose Content-Range is garbage: 502 (%d)" % code)
+    never_wrong(gw, "bad-range", Poisoner.V1, "GETs whose Content-Range is garbage")
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
 
 
 def stream(h):
@@ -908,7 +1173,8 @@ def full_disk(h):
 SCENARIOS = {"write-through": write_through, "coherence": coherence, "eviction": eviction, "failure": failure,
              "ttl": ttl, "rdma": rdma, "two-gateways": two_gateways, "conditional": conditional, "kill-put": kill_put,
              "concurrent": concurrent, "hostile": hostile, "stream": stream,
-             "full-disk": full_disk}
+             "full-disk": full_disk, "poison-if-match": poison_if_match, "poison-md5": poison_md5,
+             "poison-head-size": poison_head_size, "poison-listing": poison_listing, "poison-garbage": poison_garbage}
 
 
 def main():

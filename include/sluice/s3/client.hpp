@@ -70,6 +70,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -145,6 +146,12 @@ struct get_options {
   /// transfer fails with s3::errc::precondition_failed: a download read in several GETs stays one
   /// version of the object.
   std::string if_match;
+  /// When set, sees the status and header fields (looked up by name, case-insensitively; empty
+  /// when absent) of each success answer before its body is read, the first request's and every
+  /// part's, on a client thread; an error it returns fails the transfer at once, without a retry.
+  /// For a caller that does not trust the server's answers (a gateway checks its upstream's ETag
+  /// and sizes).
+  std::function<error_code(unsigned status, const std::function<std::string_view(std::string_view)>& field)> check;
 };
 
 /// How to write an object.

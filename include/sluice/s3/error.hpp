@@ -51,6 +51,7 @@ enum class errc : int {
   authorization_query_parameters_error,  ///< a presigned URL's X-Amz-* parameters are malformed
   insufficient_storage,                  ///< 507: the store is out of space (ENOSPC, EDQUOT)
   invalid_tag,                           ///< object tags S3 refuses (too many, too long, a key twice)
+  bad_gateway,                           ///< 502 (sluice's own code): a gateway's upstream answered garbage
 };
 
 /// The S3 "Code" string ("NoSuchKey"); empty for values outside the enumeration.

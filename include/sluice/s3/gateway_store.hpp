@@ -51,12 +51,21 @@
 //   at most passthrough_bytes, else the answer is 503 SlowDown.
 // - Upstream failures (no connection, timeouts, 5xx after the client's retries): with
 //   stale_if_error, reads of cached objects are served from the cache; everything else fails with
-//   s3::errc::service_unavailable (503). Other upstream answers (403, 404, 412) pass through.
+//   s3::errc::service_unavailable (503). Garbage from the upstream fails with
+//   s3::errc::bad_gateway (502; below). Other upstream answers (403, 404, 412) pass through.
 //
 // Every upstream request is signed with the one configured upstream credential, whichever
-// gateway user (SigV4 against the gateway's own users) asked. Sizes and ETags from the upstream
-// are checked: a size over max_object_bytes, an ETag that is not a safe header value, or a body
-// shorter than its announced size fails the read with errc::protocol_violation.
+// gateway user (SigV4 against the gateway's own users) asked. The upstream is not trusted: every
+// answer is checked before anything of it is cached or passed on (gateway_upstream.hpp). A size
+// over max_object_bytes, an ETag that is not a safe header value, a body shorter or longer than
+// announced, a GET of another version than the If-Match asked (an upstream that ignores it), a
+// Content-Range outside the range asked, bytes that contradict their single-part MD5 ETag (hashed
+// as they arrive; a streamed copy's last byte waits for the hash, so a wrong copy ends short),
+// a listing that is not XML or out of order: s3::errc::bad_gateway (502), nothing cached. Sizes
+// come from the GETs (Content-Range's total, a 200's Content-Length) over the HEAD's: a HEAD that
+// misstated the size is fetched again with theirs. Listings: a page with more keys than asked is
+// answered truncated, a full page marked the last one is checked with a one-key page after it,
+// and empty truncated pages are followed by their token (up to 16).
 //
 // Calls block on the upstream. The store says so (`remote`), and the server runs its calls on its
 // blocking pool, so a slow upstream never holds a network thread. Every member may be called
@@ -70,6 +79,7 @@
 #include <sluice/request.hpp>
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/gateway_upstream.hpp>
 #include <sluice/s3/server.hpp>
 
 #include <atomic>
@@ -490,13 +500,19 @@ class gateway_store {
   // Fetches `info`'s version into the cache (or memory); errors as map. With `fill`, the bytes
   // written are reported to it, and `started` is called with the copy being written once the
   // fetch has begun (not for a pass-through).
+  // A single-part MD5 ETag is checked against the bytes (hashed while they arrive; a streamed
+  // copy's last byte is held back from `fill` until they match): a mismatch publishes nothing and
+  // fails with s3::errc::bad_gateway. When the upstream's GETs say another size than `info`'s
+  // (the HEAD's), `other_size` (when given) gets theirs and the fetch fails: fetch again with it.
   mapping fetch(const object_ref& object, const object_info& info, error_code& ec,
                 const std::shared_ptr<detail::fill_progress>& fill = nullptr,
-                const std::function<void(const streaming_copy&)>& started = nullptr);
+                const std::function<void(const streaming_copy&)>& started = nullptr,
+                std::optional<std::uint64_t>* other_size = nullptr);
   // Runs fetch on a thread of its own and answers the mapping of the copy being written as soon
   // as it started (or fetch's result, when it ended first). Ends the fetch of `object`
   // (fetching_) when done. Pre: `object` is in fetching_.
-  mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec);
+  mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec,
+                          std::optional<std::uint64_t>* other_size = nullptr);
   // Ends the fetch of `name`: readers waiting for it look again.
   void fetch_done(const std::string& name);
   // Evicts the least recently used copy other than `except`; false when there is none.
@@ -507,10 +523,12 @@ class gateway_store {
   // Runs `attempt` (which writes or backs cache bytes); on a full disk evicts the least recently
   // used copy other than `name` and tries again, until none is left (then ENOSPC).
   void evicting(const std::string& name, error_code& ec, const std::function<void(error_code&)>& attempt);
-  // Reads [offset, offset + length) of the version with `etag` into `out` (`progress`: as the
-  // client's, bytes of `out` filled so far).
-  void fetch_range(const object_ref& object, const std::string& etag, std::uint64_t offset, std::span<std::byte> out,
-                   error_code& ec, progress_callback progress = {});
+  // Reads [offset, offset + out.size()) of `info`'s version (its ETag, its size) into `out`
+  // (`progress`: as the client's, bytes of `out` filled so far). Every answer is checked first
+  // (detail::check_upstream_get): another version, range or size fails it with
+  // s3::errc::bad_gateway, and `answer` (when given) says what the last answer said.
+  void fetch_range(const object_ref& object, const object_info& info, std::uint64_t offset, std::span<std::byte> out,
+                   error_code& ec, progress_callback progress = {}, detail::upstream_get_answer* answer = nullptr);
   // Checks an upstream answer's info (size bound, ETag characters).
   [[nodiscard]] bool sane(const object_info& info) const noexcept;
   // Copies the file at `path` (size bytes) into the cache as `object` with `attributes`.
