@@ -239,9 +239,10 @@ void add_serve(CLI::App& app, serve_options& o) {
   serve.add_option("--secret-key", o.secret_key, "Its secret")->type_name("SK")->envname("AWS_SECRET_ACCESS_KEY");
   serve.add_option("--fabric", o.fabric, "RDMA providers (default auto: hardware and tcp, never shm)")
       ->type_name("auto|shm|tcp|verbs|efa|off");
-  serve.add_option("--fabric-connect-timeout", o.fabric_connect_timeout,
-                   "Seconds an RDMA transfer waits for its peer's first completion before it gives up "
-                   "(default 5)")
+  serve
+      .add_option("--fabric-connect-timeout", o.fabric_connect_timeout,
+                  "Seconds an RDMA transfer waits for its peer's first completion before it gives up "
+                  "(default 5)")
       ->type_name("SECONDS")
       ->check(CLI::Range(0.001, 3600.0));
   serve

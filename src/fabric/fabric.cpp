@@ -306,8 +306,7 @@ std::uint64_t endpoint::random_key() {
   return key;
 }
 
-endpoint::known_peer* endpoint::find_or_insert(std::span<const std::byte> peer_name, std::string& key,
-                                               error_code& ec) {
+endpoint::known_peer* endpoint::find_or_insert(std::span<const std::byte> peer_name, std::string& key, error_code& ec) {
   // fi_av_insert takes no length: the name must be exactly what this provider's addresses are
   // (a NUL-terminated string, or as long as our own name), or libfabric reads past it.
   const bool well_formed = traits_.string_addresses ? !peer_name.empty() && peer_name.back() == std::byte{0}
@@ -441,9 +440,10 @@ error_code endpoint::post_one(bool write, const memory_region& local, std::uint6
   void* buffer = local.region().bytes() + local_offset;
   void* desc = local.descriptor();
   // A transmit queue that stays full this long (a peer that stopped answering) is a failure.
-  const auto deadline = when_full == full_queue::report
-                            ? std::chrono::steady_clock::time_point{}  // one try
-                            : std::chrono::steady_clock::now() + std::min(config_.operation_timeout, config_.connect_timeout);
+  const auto deadline =
+      when_full == full_queue::report
+          ? std::chrono::steady_clock::time_point{}  // one try
+          : std::chrono::steady_clock::now() + std::min(config_.operation_timeout, config_.connect_timeout);
   ssize_t ret = 0;
   for (;;) {
     iovec iov{buffer, static_cast<std::size_t>(length)};

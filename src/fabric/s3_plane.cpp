@@ -273,7 +273,8 @@ void server_plane::reap(const boost::asio::any_io_executor& executor) {
   if (idle.empty()) return;
   boost::asio::post(executor, [idle = std::move(idle)]() mutable {
     for (const auto& p : idle) p->ep->close();
-    idle.clear();  // the endpoints, their MRs and staging buffers go (once nothing else holds them)
+    // The endpoints, their MRs and staging buffers go (once nothing else holds them).
+    idle.clear();
     // libfabric's pools of a closed endpoint (tcp;ofi_rxm: tens of MiB, touched) go back to
     // malloc, which keeps them in the arenas of the threads that freed them: measured, a server
     // replacing its endpoint every few seconds grew by ~45 MiB per replacement, never returned.
@@ -387,8 +388,7 @@ void server_plane::async_write_from(const s3::rdma_requester& /*who*/, const s3:
   const std::shared_ptr<provider_state>& provider = use->get();
   const const_region memory = source.bytes();
   if (!provider || memory.size == 0 || !peer_may_exist(*provider->ep, token)) {
-    const error_code ec =
-        provider && memory.size == 0 ? error_code{} : error_code(s3::errc::rdma_not_supported);
+    const error_code ec = provider && memory.size == 0 ? error_code{} : error_code(s3::errc::rdma_not_supported);
     boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
     return;
   }
@@ -455,9 +455,9 @@ struct server_plane::put_operation : std::enable_shared_from_this<put_operation>
   std::unique_ptr<boost::asio::steady_timer> timer;
   std::unique_ptr<boost::asio::steady_timer> retry;  // posts again after a full transmit queue
   std::optional<steady::time_point> full_since;      // the queue has been full since (unset: not full)
-  std::deque<chunk> window;       // in order; front is the next for the sink
-  std::uint64_t planned = 0;      // bytes assigned to chunks
-  detail::segment_cursor cursor;  // the reads' position in `segments`
+  std::deque<chunk> window;                          // in order; front is the next for the sink
+  std::uint64_t planned = 0;                         // bytes assigned to chunks
+  detail::segment_cursor cursor;                     // the reads' position in `segments`
   bool pumping = false;
   bool delivering = false;
   bool expired = false;  // the deadline passed while the sink ran
