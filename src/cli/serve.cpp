@@ -41,7 +41,7 @@ namespace s3 = sluice::s3;
 // ($XDG_RUNTIME_DIR/sluice/, else /tmp/sluice-UID/); clients on this host compute the same path
 // with s3::default_grant_socket. The library reads no environment: the CLI passes it.
 std::string default_grant_socket(std::uint16_t port) {
-  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");  // NOLINT(concurrency-mt-unsafe): before any thread
   return s3::default_grant_socket(port, runtime_dir != nullptr ? runtime_dir : "").string();
 }
 

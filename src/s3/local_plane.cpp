@@ -223,9 +223,10 @@ std::vector<std::byte> error_message(std::uint32_t code, std::string_view text) 
 /// (registration maps a grant without populating any). Best effort: older kernels say EINVAL.
 void prepare_for_write(std::byte* to, std::size_t n) {
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(to) & ~(page - 1);
-  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(to) + n) & ~(page - 1);  // whole pages only
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  // The page that holds `to` (a mapping starts on a page) up to the last whole page of the range.
+  std::byte* const begin = to - (reinterpret_cast<std::uintptr_t>(to) & (page - 1));
+  std::byte* const end = (to + n) - (reinterpret_cast<std::uintptr_t>(to + n) & (page - 1));
+  if (end > begin) ::madvise(begin, static_cast<std::size_t>(end - begin), MADV_POPULATE_WRITE);
 }
 
 /// memcpy from a mapping the server has just made (the store maps the object per request): its
