@@ -96,11 +96,16 @@ def file_digest(path, algorithm):
     return h.hexdigest()
 
 
-def gateway_counts(server, everything=False):
-    """(hits, misses) from a gateway's /metrics on its --admin-listen port; everything: and passthroughs."""
+def admin_metrics(server):
+    """The text of a server's /metrics on its --admin-listen port (the port its banner names)."""
     port = next(int(m.group(1)) for m in (re.search(r"admin on [^ ]+:(\d+)", line) for line in server.banner) if m)
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as r:
-        text = r.read().decode()
+        return r.read().decode()
+
+
+def gateway_counts(server, everything=False):
+    """(hits, misses) from a gateway's /metrics on its --admin-listen port; everything: and passthroughs."""
+    text = admin_metrics(server)
     counts = {m.group(1): float(m.group(2))
               for m in re.finditer(r"^sluice_gateway_(hits|misses|passthroughs)_total (\S+)$", text, re.M)}
     if everything:

@@ -37,10 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, gateway_counts, make_file, sha256, status_kib  # noqa: E402
+from common import MIB, Server, admin_metrics, expect, gateway_counts, make_file, sha256, status_kib  # noqa: E402
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
 ACCESS_LOG = "access.jsonl"  # the server's, in the test's directory (json lines)
@@ -647,9 +646,7 @@ def test_netns_multihomed(binary, probe, tmp):
 
 def reopened_total(server, provider):
     """How many times the server replaced its endpoint of `provider` (its /metrics, --admin-listen)."""
-    port = next(int(m.group(1)) for m in (re.search(r"admin on [^ ]+:(\d+)", line) for line in server.banner) if m)
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as r:
-        text = r.read().decode()
+    text = admin_metrics(server)
     m = re.search(r'^sluice_fabric_endpoint_reopened_total\{provider="%s"\} (\S+)$' % re.escape(provider), text, re.M)
     return int(float(m.group(1))) if m else -1
 
