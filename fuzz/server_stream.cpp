@@ -1,6 +1,6 @@
 // Fuzz target: whole byte streams (several requests, body bytes, garbage, cut anywhere) through
 // the S3 server's real connection handling, over loopback TCP, in process. One
-// sluice::s3::server<memory_store> is started on the first input (io_threads 1, timeouts 1 s,
+// sluice::s3::server is started on the first input (io_threads 1, timeouts 1 s,
 // objects of at most 16 KiB, anonymous access as well as the user AK/SK, so that unsigned
 // requests reach the operations and not only the authentication check) and serves every input.
 //
@@ -99,7 +99,7 @@ void count_free(const volatile void*) { allocations.fetch_sub(1, std::memory_ord
 /// destroyed: libFuzzer may exit from any thread).
 struct fixture {
   memory_store* store = nullptr;
-  sluice::s3::server<memory_store>* server = nullptr;
+  sluice::s3::server* server = nullptr;
   std::uint16_t port = 0;
 };
 
@@ -121,7 +121,7 @@ fixture& the_fixture() {
     config.min_part_bytes = 4;  // so that a completion of several small parts can succeed
     config.io_threads = 1;
     config.rdma_threads = 1;
-    made.server = new sluice::s3::server<memory_store>(*made.store, config);
+    made.server = new sluice::s3::server(*made.store, config);
     made.server->listen();
     made.port = made.server->local_endpoint().port();
     if (__sanitizer_install_malloc_and_free_hooks != nullptr) {

@@ -1,5 +1,5 @@
 // The C API (include/sluice/sluice.h) over sluice::s3::client, sluice::cuda and
-// sluice::s3::server<fs_store>. Every entry point catches everything: no exception leaves it.
+// sluice::s3::server. Every entry point catches everything: no exception leaves it.
 #include <sluice/sluice.h>
 
 #include <sluice/error.hpp>
@@ -43,7 +43,7 @@ struct sluice_client {
 struct sluice_server {
   // Declared before the server, so destroyed after it: the server must not outlive its store.
   std::unique_ptr<sluice::s3::fs_store> store;
-  std::unique_ptr<sluice::s3::server<sluice::s3::fs_store>> server;
+  std::unique_ptr<sluice::s3::server> server;
 };
 
 namespace {
@@ -554,7 +554,7 @@ int sluice_server_start(const sluice_server_options* options, sluice_server** ou
     if (ec || !made->store) {
       return fail(error, SLUICE_ERR_SERVER_START, std::string("store at ") + options->root + ": " + ec.message());
     }
-    made->server = std::make_unique<s3::server<s3::fs_store>>(*made->store, std::move(config));
+    made->server = std::make_unique<s3::server>(*made->store, std::move(config));
     made->server->listen(ec);
     if (ec) return fail(error, SLUICE_ERR_SERVER_START, "listen: " + ec.message());
     *out = made.release();

@@ -243,7 +243,7 @@ int run_server(Store& store, const serve_options& o, const s3::server_config& co
                sigset_t& signals) {
   error_code ec;
   try {
-    s3::server<Store> server(store, config);
+    s3::server server(store, config);
     server.listen(ec);
     if (ec) {
       std::fprintf(stderr, "sluice serve: cannot listen on %s: %s\n", listen.c_str(), ec.message().c_str());

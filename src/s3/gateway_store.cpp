@@ -1,10 +1,10 @@
-// Implementation of include/sluice/s3/gateway_store.hpp, and the server compiled for it; a
-// translation unit of its own.
+// Implementation of include/sluice/s3/gateway_store.hpp; a translation unit of its own.
+#include "server/support.hpp"  // parse_range: a ranged GET's Range header, as the server reads it
+
 #include <sluice/names.hpp>
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/gateway_store.hpp>
-#include <sluice/s3/server_impl.hpp>
 
 #include <simdjson.h>
 #include <boost/system/system_error.hpp>
@@ -1606,6 +1606,5 @@ void gateway_store::abort_upload(const object_ref& object, std::string_view uplo
 
 // The server over a gateway is compiled here, not in server.cpp: it needs the client, which the
 // fuzz build (server.cpp alone) leaves out.
-template class server<gateway_store>;
 
 }  // namespace sluice::s3

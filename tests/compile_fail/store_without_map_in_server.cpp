@@ -1,4 +1,5 @@
-// s3::server<Store> reads objects in place: it rejects a multipart store that cannot map them.
+// s3::server reads objects in place: it rejects a multipart store that cannot map them.
+#include <sluice/memory_store.hpp>
 #include <sluice/s3/server.hpp>
 
 class candidate : sluice::memory_store {
@@ -28,6 +29,6 @@ class candidate : sluice::memory_store {
 static_assert(sluice::multipart_store<candidate>);
 
 int main() {
-  sluice::s3::server<candidate>* server = nullptr;
-  (void)server;
+  candidate store;
+  sluice::s3::server server(store, sluice::s3::server_config{});
 }

@@ -74,7 +74,7 @@ struct s3_memory_server {
     return {*client, "bkt", "remote-" + std::to_string(next++), initial};
   }
   memory_store store;
-  s3::server<memory_store> server;
+  s3::server server;
   std::unique_ptr<s3::client> client;
   std::atomic<int> next{0};
 };

@@ -39,7 +39,7 @@ struct rdma_s3_server {
       config.rdma = server_plane = fabric::server_plane::open(plane, ec);
       REQUIRE_MESSAGE(!ec, ec.message());
     }
-    server = std::make_unique<s3::server<memory_store>>(store, config);
+    server = std::make_unique<s3::server>(store, config);
     server->listen();
     s3::client_config c;
     c.endpoint = "http://127.0.0.1:" + std::to_string(server->local_endpoint().port());
@@ -64,7 +64,7 @@ struct rdma_s3_server {
 
   memory_store store;
   std::shared_ptr<fabric::server_plane> server_plane;
-  std::unique_ptr<s3::server<memory_store>> server;
+  std::unique_ptr<s3::server> server;
   std::shared_ptr<fabric::client_plane> client_plane;
   std::unique_ptr<s3::client> client;
   std::atomic<int> next{0};

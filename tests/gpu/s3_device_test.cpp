@@ -3,7 +3,6 @@
 #include <sluice/fabric/s3_plane.hpp>
 #include <sluice/memory_store.hpp>
 #include <sluice/s3/server.hpp>
-#include <sluice/s3/server_impl.hpp>
 
 #include <doctest/doctest.h>
 
@@ -34,7 +33,7 @@ struct gpu_pair {
     error_code ec;
     config.rdma = fabric::server_plane::open(plane, ec);
     REQUIRE_MESSAGE(!ec, ec.message());
-    server = std::make_unique<s3::server<memory_store>>(store, config);
+    server = std::make_unique<s3::server>(store, config);
     server->listen();
     s3::client_config c;
     c.endpoint = "http://127.0.0.1:" + std::to_string(server->local_endpoint().port());
@@ -61,7 +60,7 @@ struct gpu_pair {
     client->create_bucket("gpu");
   }
   memory_store store{memory_store_config{.max_bytes = 12 * gib, .max_object_bytes = 5 * gib}};
-  std::unique_ptr<s3::server<memory_store>> server;
+  std::unique_ptr<s3::server> server;
   std::unique_ptr<s3::client> client;
   bool hmem = false;         ///< device memory registers on this provider
   std::string hmem_failure;  ///< why not, when the provider advertised FI_HMEM

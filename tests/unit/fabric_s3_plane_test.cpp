@@ -4,7 +4,7 @@
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/server.hpp>
-#include <sluice/s3/server_impl.hpp>
+#include "s3/server/support.hpp"
 
 #include <doctest/doctest.h>
 

@@ -85,7 +85,7 @@ struct live_server {
   }
 
   sluice::memory_store store;
-  s3::server<sluice::memory_store> server;
+  s3::server server;
 };
 
 s3::client_config config_for(const std::string& endpoint) {

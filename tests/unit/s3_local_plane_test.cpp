@@ -4,7 +4,6 @@
 #include <sluice/s3/client.hpp>
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/server.hpp>
-#include <sluice/s3/server_impl.hpp>
 
 #include <doctest/doctest.h>
 
@@ -225,7 +224,7 @@ TEST_CASE("local plane: S3 GET and PUT by memfd grant through a real server and 
   config.users = {{"AK", "SK"}};
   auto local = open_server(path, {{"AK", "SK"}});
   config.rdma = std::make_shared<s3::rdma_server_planes>(std::vector<std::shared_ptr<s3::rdma_server_plane>>{local});
-  s3::server<memory_store> server(store, config);
+  s3::server server(store, config);
   server.listen();
 
   error_code ec;

@@ -175,7 +175,7 @@ TEST_CASE("a server's /metrics carries its config's metrics sources at every scr
     out.family("host_scrapes_total", sluice::s3::metric_type::counter, "Times this source ran.");
     out.sample(++*scrapes);
   });
-  sluice::s3::server<sluice::memory_store> server(store, config);
+  sluice::s3::server server(store, config);
   server.listen();
   const auto scrape = [&] {
     boost::asio::io_context io;

@@ -555,7 +555,4 @@ static_assert(mappable_store<gateway_store>);
 static_assert(multipart_store<gateway_store>);
 static_assert(servable_store<gateway_store>);
 
-/// Compiled once, in the s3 tier (`sluice serve --upstream`).
-extern template class server<gateway_store>;
-
 }  // namespace sluice::s3

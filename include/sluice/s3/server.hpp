@@ -1,13 +1,12 @@
 // sluice::s3::server: an embeddable S3 server (Boost.Beast, HTTP/1.1 keep-alive) over any
-// multipart_store. The S3 request is the control plane of every sluice path that ends here.
+// servable_store. The S3 request is the control plane of every sluice path that ends here.
 #pragma once
 
 #include <sluice/concepts.hpp>
 #include <sluice/config.hpp>
 #include <sluice/error.hpp>
-#include <sluice/memory_store.hpp>
 #include <sluice/s3/access_log.hpp>
-#include <sluice/s3/fs_store.hpp>
+#include <sluice/s3/any_store.hpp>
 #include <sluice/s3/metrics.hpp>
 #include <sluice/s3/rdma.hpp>
 
@@ -117,18 +116,20 @@ struct server_config {
 [[nodiscard]] server_config parse_server_config(std::string_view json, error_code& ec, config_error& error);
 
 namespace detail {
-template <class Store>
 struct server_state;
 }
 
 /// Serves one store over S3. Start with listen(); stop() closes the listener and every
 /// connection. Runs its own io_context on `config.io_threads` threads, so it can be embedded in
-/// any program; the store must outlive the server.
-template <servable_store Store>
+/// any program; the store must outlive the server. The server is compiled once, in the library:
+/// it reaches the store through any_store (any_store::wrap, done by the constructor for any
+/// servable_store).
 class server {
  public:
   /// Throws std::invalid_argument when `config` is invalid.
-  server(Store& store, server_config config);
+  template <servable_store Store>
+  server(Store& store, server_config config) : server(any_store::wrap(store), std::move(config)) {}
+  server(std::shared_ptr<any_store> store, server_config config);
   server(const server&) = delete;
   server& operator=(const server&) = delete;
   ~server();
@@ -153,15 +154,7 @@ class server {
   void stop();
 
  private:
-  std::shared_ptr<detail::server_state<Store>> state_;
+  std::shared_ptr<detail::server_state> state_;
 };
 
-class fs_store;
-extern template class server<fs_store>;
-
 }  // namespace sluice::s3
-
-namespace sluice {
-class memory_store;
-extern template class s3::server<memory_store>;
-}  // namespace sluice

@@ -1,4 +1,4 @@
-#include <sluice/s3/server_impl.hpp>
+#include "s3/server/support.hpp"
 
 #include <sluice/s3/router.hpp>
 

@@ -1,15 +1,12 @@
 // Object operations: PutObject, CopyObject, GetObject/HeadObject (HTTP body, sendfile, RDMA,
 // same-host grants), DeleteObject, object tagging.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
-#pragma once
-
-#include <sluice/s3/detail/server_bucket_ops.hpp>
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
+#include "receive.hpp"
 
 namespace sluice::s3::detail {
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::put_object(request& req) {
   std::string why;
   if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
   const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
@@ -20,7 +17,7 @@ asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
   error_code ec;
   auto writer = state_->store->begin_put({req.where.bucket, req.where.key}, ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
-  if constexpr (requires { writer.require(*precondition); }) writer.require(*precondition);
+  writer.require(*precondition);
   auto attributes = co_await receive_payload(req, writer, state_->config.max_object_bytes);
   if (!attributes) co_return false;  // answered (or the connection is gone); nothing published
   const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
@@ -36,8 +33,8 @@ asio::awaitable<bool> connection<Store, Stream>::put_object(request& req) {
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::copy_object(request& req) {
   const auto from = parse_copy_source(req.header("x-amz-copy-source"));
   if (!from) co_return co_await send_error(req, s3::errc::invalid_argument, "invalid x-amz-copy-source");
   if (!owns(req, from->bucket)) co_return co_await send_error(req, s3::errc::access_denied);
@@ -74,8 +71,8 @@ asio::awaitable<bool> connection<Store, Stream>::copy_object(request& req) {
   co_return co_await send_xml(req, xml::copy_object_result(info.attributes.etag, info.last_modified));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool speculate) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculate) {
   error_code ec;
   // A store that revalidates its copies against an upstream (a gateway) may send its copy (cached,
   // or a fetch under way) while it asks the upstream whether that copy is current:
@@ -93,14 +90,10 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   const object_ref object{req.where.bucket, req.where.key};
   bool unconfirmed = false;
   std::shared_ptr<confirmation> asked;  // the upstream's answer for an unconfirmed copy
-  if constexpr (requires { state_->store->map_unconfirmed(object); }) {
-    speculate = speculate && !req.head &&
-                (!req.header("x-amz-rdma-token").empty() || !req.header("If-Match").empty()) &&
-                !req.where.param("partNumber") && req.header("If-Modified-Since").empty() &&
-                req.header("If-Unmodified-Since").empty();
-  } else {
-    speculate = false;
-  }
+  speculate = speculate && state_->store->speculates() && !req.head &&
+              (!req.header("x-amz-rdma-token").empty() || !req.header("If-Match").empty()) &&
+              !req.where.param("partNumber") && req.header("If-Modified-Since").empty() &&
+              req.header("If-Unmodified-Since").empty();
   const auto retry = [&]() -> asio::awaitable<bool> {
     req.rdma_reply.clear();
     req.decline = {};
@@ -116,37 +109,25 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   // an uncached object) is asked for that part; the mapping's base() says where it starts.
   // A store that can answer before it has all the bytes (a gateway's miss, map_streaming) is
   // asked so; the bytes are then awaited (mapping.wait_until) before they are sent.
-  using mapping_t = std::remove_cvref_t<decltype(state_->store->map(object, ec))>;
-  std::optional<mapping_t> mapped;
-  if constexpr (requires { state_->store->map_unconfirmed(object); }) {
-    // In place, as a local store's map(): it asks nobody.
-    if (speculate) mapped = state_->store->map_unconfirmed(object);
-    unconfirmed = mapped.has_value();
-  }
+  std::optional<any_mapping> mapped;
+  // In place, as a local store's map(): it asks nobody.
+  if (speculate) mapped = state_->store->map_unconfirmed(object);
+  unconfirmed = mapped.has_value();
   if (!mapped) {
     mapped = co_await store_call([&] {
-      if constexpr (requires { state_->store->describe(object_ref{}, ec); }) {
-        if (req.head) return state_->store->describe({req.where.bucket, req.where.key}, ec);
+      if (req.head) return state_->store->describe(object, ec);
+      if (!req.header("Range").empty() && !req.where.param("partNumber")) {
+        return state_->store->map_range(object, req.header("Range"), ec);
       }
-      if constexpr (requires { state_->store->map_range(object_ref{}, std::string_view{}, ec); }) {
-        if (!req.header("Range").empty() && !req.where.param("partNumber")) {
-          return state_->store->map_range({req.where.bucket, req.where.key}, req.header("Range"), ec);
-        }
-      }
-      if constexpr (requires { state_->store->map_streaming(object_ref{}, ec); }) {
-        if (!req.head) return state_->store->map_streaming({req.where.bucket, req.where.key}, ec);
-      }
-      return state_->store->map({req.where.bucket, req.where.key}, ec);
+      return state_->store->map_streaming(object, ec);
     });
   }
   if (ec) co_return co_await send_error(req, to_s3(ec));
   // Shared: an RDMA write still in flight when its transfer gives up (a peer that vanished) keeps
   // this version of the object mapped until libfabric completes it.
-  const auto mapping_owner = std::make_shared<const mapping_t>(std::move(*mapped));
+  const auto mapping_owner = std::make_shared<const any_mapping>(std::move(*mapped));
   const auto& mapping = *mapping_owner;
-  if constexpr (requires { state_->store->confirm(object, mapping); }) {
-    if (unconfirmed) asked = co_await start_confirmation(object, mapping_owner);
-  }
+  if (unconfirmed) asked = co_await start_confirmation(object, mapping_owner);
   const object_info& info = mapping.info();
   const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);
 
@@ -257,8 +238,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   const std::uint64_t length = range.present ? range.length : size;
   // Where the mapping's region starts in the object (0 but for a part mapped by map_range), and
   // a check that it holds [offset, offset + length).
-  std::uint64_t base = 0;
-  if constexpr (requires { mapping.base(); }) base = mapping.base();
+  const std::uint64_t base = mapping.base();
   if (!req.head &&
       (offset < base || offset - base > mapping.region().size || length > mapping.region().size - (offset - base))) {
     co_return co_await unless_unconfirmed([&] { return send_error(req, s3::errc::internal_error); });
@@ -269,8 +249,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   // its first slice before the answer's headers (so a fetch that fails early still answers with an
   // error), then slice by slice.
   constexpr std::uint64_t slice = 4 * mib;
-  constexpr bool growing = requires { mapping.wait_until(std::uint64_t{}, ec); };
-  if constexpr (growing) {
+  const bool growing = mapping.growing();
+  if (growing) {
     const std::uint64_t first = req.header("x-amz-rdma-token").empty() ? std::min(length, slice) : length;
     const std::uint64_t end = offset - base + first;
     if (!req.head) {
@@ -293,7 +273,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
     if (verdict == token_verdict::accept) {
       // Straight from the store's mapping of the object: no staging copy.
       rdma_source source{mapping.region(), offset - base, length, mapping_owner, version_of(mapping)};
-      if constexpr (requires { mapping.data_offset(); }) {
+      if (mapping.native_handle() >= 0) {
         source.file = mapping.native_handle();
         source.file_offset = mapping.data_offset();
       }
@@ -357,7 +337,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   const const_region bytes = mapping.region();
   int file = -1;
   std::uint64_t file_offset = 0;
-  if constexpr (!tls && requires { mapping.data_offset(); }) {
+  if (!tls && mapping.native_handle() >= 0) {
     const http_sendfile when = state_->config.sendfile;
     if (when == http_sendfile::always || (when == http_sendfile::remote && !peer_on_this_host())) {
       file = mapping.native_handle();
@@ -367,7 +347,7 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
     const std::uint64_t n = std::min(slice, length - sent);
-    if constexpr (growing) {
+    if (growing) {
       co_await await_bytes(mapping, offset - base + sent + n, ec);
       if (ec) {  // the fetch failed with the answer under way: the body ends short, the connection closes
         record(req, status, written);
@@ -413,8 +393,8 @@ asio::awaitable<bool> connection<Store, Stream>::get_object(request& req, bool s
   co_return !ec && keep;
 }
 
-template <class Store, class Stream>
-asio::awaitable<error_code> connection<Store, Stream>::send_file(int fd, std::uint64_t position, std::uint64_t length) {
+template <class Stream>
+asio::awaitable<error_code> connection<Stream>::send_file(int fd, std::uint64_t position, std::uint64_t length) {
   tcp::socket& socket = lowest().socket();
   error_code ec;
   socket.native_non_blocking(true, ec);
@@ -451,8 +431,8 @@ asio::awaitable<error_code> connection<Store, Stream>::send_file(int fd, std::ui
   co_return error_code{};
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::delete_object(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::delete_object(request& req) {
   error_code ec;
   (void)co_await store_call([&] {
     state_->store->remove({req.where.bucket, req.where.key}, ec);
@@ -462,8 +442,8 @@ asio::awaitable<bool> connection<Store, Stream>::delete_object(request& req) {
   co_return co_await send_empty(req, http::status::no_content);
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::object_tagging(request& req) {
   const object_ref object{req.where.bucket, req.where.key};
   error_code ec;
   if (req.where.op == operation::get_object_tagging) {
@@ -493,9 +473,7 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
     if (ec) co_return co_await send_error(req, to_s3(ec));
     object_attributes attributes = mapping.info().attributes;
     attributes.tags = tags;
-    if constexpr (requires { writer.require(write_precondition{}); }) {
-      writer.require(write_precondition{false, attributes.etag});
-    }
+    writer.require(write_precondition{false, attributes.etag});
     (void)co_await offload([&] {
       const const_region bytes = mapping.region();
       write_from(writer, bytes.bytes(), bytes.size, nullptr, ec);
@@ -509,5 +487,16 @@ asio::awaitable<bool> connection<Store, Stream>::object_tagging(request& req) {
   co_return co_await send_empty(
       req, req.where.op == operation::put_object_tagging ? http::status::ok : http::status::no_content);
 }
+
+#define SLUICE_CONNECTION_MEMBERS(S)                                                                \
+  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);                \
+  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);               \
+  template asio::awaitable<bool> connection<S>::get_object(connection<S>::request&, bool);          \
+  template asio::awaitable<error_code> connection<S>::send_file(int, std::uint64_t, std::uint64_t); \
+  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&);             \
+  template asio::awaitable<bool> connection<S>::object_tagging(connection<S>::request&);
+SLUICE_CONNECTION_MEMBERS(plain_stream)
+SLUICE_CONNECTION_MEMBERS(tls_stream)
+#undef SLUICE_CONNECTION_MEMBERS
 
 }  // namespace sluice::s3::detail

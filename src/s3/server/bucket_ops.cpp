@@ -1,18 +1,15 @@
 // Bucket operations: ListBuckets, CreateBucket, HEAD/DELETE/location of a bucket, ListObjects
 // (V1 and V2), DeleteObjects.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
-#pragma once
-
-#include <sluice/s3/detail/server_bodies.hpp>
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
+#include "connection.hpp"
 
 namespace sluice::s3::detail {
 
 // ---------------------------------------------------------------------------------------------
 // Operations
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::list_buckets(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::list_buckets(request& req) {
   error_code ec;
   std::vector<bucket_info> all = co_await store_call([&] { return state_->store->list_buckets(ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -23,8 +20,8 @@ asio::awaitable<bool> connection<Store, Stream>::list_buckets(request& req) {
   co_return co_await send_xml(req, xml::list_buckets(req.user, req.user, mine));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::create_bucket(request& req) {
   auto body = co_await read_small_body(req, 64 * kib);
   if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
   error_code ec;
@@ -32,11 +29,7 @@ asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
   if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
   // A store that can keep the owner with the bucket (fs_store) does, so it survives a restart.
   (void)co_await store_call([&] {
-    if constexpr (requires { state_->store->create_bucket(req.where.bucket, req.user, ec); }) {
-      state_->store->create_bucket(req.where.bucket, req.user, ec);
-    } else {
-      state_->store->create_bucket(req.where.bucket, ec);
-    }
+    state_->store->create_bucket(req.where.bucket, req.user, ec);
     return 0;
   });
   // Creating a bucket you own again: 200 in us-east-1 (S3's legacy behaviour there, which
@@ -57,8 +50,8 @@ asio::awaitable<bool> connection<Store, Stream>::create_bucket(request& req) {
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::bucket_only(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::bucket_only(request& req) {
   error_code ec;
   if (req.where.op == operation::delete_bucket) {
     // S3 aborts a bucket's incomplete multipart uploads with it (`aws s3 rb --force` deletes the
@@ -105,8 +98,8 @@ asio::awaitable<bool> connection<Store, Stream>::bucket_only(request& req) {
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::list_objects(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::list_objects(request& req) {
   const route& r = req.where;
   const bool v2 = r.op == operation::list_objects_v2;
   const bool versions = r.op == operation::list_object_versions;
@@ -189,8 +182,8 @@ asio::awaitable<bool> connection<Store, Stream>::list_objects(request& req) {
   co_return co_await send_xml(req, xml::list_objects_v1(page));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::delete_objects(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::delete_objects(request& req) {
   auto body = co_await read_small_body(req, 2 * mib);
   if (!body) co_return co_await send_error(req, s3::errc::bad_digest, "the body does not match its digest");
   error_code ec;
@@ -212,5 +205,15 @@ asio::awaitable<bool> connection<Store, Stream>::delete_objects(request& req) {
   });
   co_return co_await send_xml(req, xml::delete_result(deleted, errors, what.quiet));
 }
+
+#define SLUICE_CONNECTION_MEMBERS(S)                                                    \
+  template asio::awaitable<bool> connection<S>::list_buckets(connection<S>::request&);  \
+  template asio::awaitable<bool> connection<S>::create_bucket(connection<S>::request&); \
+  template asio::awaitable<bool> connection<S>::bucket_only(connection<S>::request&);   \
+  template asio::awaitable<bool> connection<S>::list_objects(connection<S>::request&);  \
+  template asio::awaitable<bool> connection<S>::delete_objects(connection<S>::request&);
+SLUICE_CONNECTION_MEMBERS(plain_stream)
+SLUICE_CONNECTION_MEMBERS(tls_stream)
+#undef SLUICE_CONNECTION_MEMBERS
 
 }  // namespace sluice::s3::detail

@@ -1,23 +1,20 @@
-// The implementation of sluice::s3::server<Store>. Included by src/s3/server.cpp, which
-// instantiates it for fs_store and memory_store; include it yourself to serve another store.
-#pragma once
-
-// The parts, each on top of the one before it: server_state, server_support, server_connection,
-// server_dispatch, server_bodies, server_bucket_ops, server_object_ops, server_multipart, server_listen.
-#include <sluice/s3/detail/server_listen.hpp>
+// sluice::s3::server: its life (construct, listen, stop) over the state its connections share.
+// The parts of the server, each in src/s3/server/: state.hpp (what connections share),
+// support.hpp (request helpers), connection.hpp (one connection), listen.hpp (accepting);
+// the connection's members in dispatch.cpp, bodies.cpp, receive.hpp, bucket_ops.cpp,
+// object_ops.cpp and multipart.cpp; the configuration in config.cpp.
+#include "listen.hpp"
 
 namespace sluice::s3 {
 
-template <servable_store Store>
-server<Store>::server(Store& store, server_config config)
-    : state_(std::make_shared<detail::server_state<Store>>(store, std::move(config))) {
+server::server(std::shared_ptr<any_store> store, server_config config)
+    : state_(std::make_shared<detail::server_state>(std::move(store), std::move(config))) {
   if (auto error = state_->config.validate()) throw std::invalid_argument(error->message());
   // Buckets that exist before the server starts belong to the owner the store kept for them
   // (a store with the bucket_owner capability), else to the first user.
   error_code ec;
-  for (const auto& b : store.list_buckets(ec)) {
-    std::optional<std::string> owner;
-    if constexpr (requires { store.bucket_owner(b.name); }) owner = store.bucket_owner(b.name);
+  for (const auto& b : state_->store->list_buckets(ec)) {
+    std::optional<std::string> owner = state_->store->bucket_owner(b.name);
     if (!owner && !state_->config.users.empty()) owner = state_->config.users.front().access_key_id;
     if (owner) state_->owners[b.name] = std::move(*owner);
   }
@@ -30,13 +27,9 @@ server<Store>::server(Store& store, server_config config)
   }
 }
 
-template <servable_store Store>
-server<Store>::~server() {
-  stop();
-}
+server::~server() { stop(); }
 
-template <servable_store Store>
-void server<Store>::listen(error_code& ec) {
+void server::listen(error_code& ec) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
   auto& s = *state_;
@@ -77,14 +70,14 @@ void server<Store>::listen(error_code& ec) {
     }
   }
   if (s.config.plain_http) {
-    asio::co_spawn(s.io, detail::accept_loop<Store, false>(state_, s.acceptor), asio::detached);
+    asio::co_spawn(s.io, detail::accept_loop<false>(state_, s.acceptor), asio::detached);
   }
   if (s.config.tls) {
-    asio::co_spawn(s.io, detail::accept_loop<Store, true>(state_, s.tls_acceptor), asio::detached);
+    asio::co_spawn(s.io, detail::accept_loop<true>(state_, s.tls_acceptor), asio::detached);
   }
   if (s.config.admin_listen) {
     // The route reads the state through a weak pointer: admin connections never keep it alive.
-    std::weak_ptr<detail::server_state<Store>> weak = state_;
+    std::weak_ptr<detail::server_state> weak = state_;
     asio::co_spawn(s.io,
                    detail::admin_accept_loop(
                        s.admin_acceptor,
@@ -103,33 +96,28 @@ void server<Store>::listen(error_code& ec) {
   for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([st = state_] { st->io.run(); });
 }
 
-template <servable_store Store>
-void server<Store>::listen() {
+void server::listen() {
   error_code ec;
   listen(ec);
   sluice::detail::throw_on_error(ec, "sluice s3 server listen");
 }
 
-template <servable_store Store>
-boost::asio::ip::tcp::endpoint server<Store>::local_endpoint() const {
+boost::asio::ip::tcp::endpoint server::local_endpoint() const {
   error_code ec;
   return state_->acceptor.local_endpoint(ec);
 }
 
-template <servable_store Store>
-boost::asio::ip::tcp::endpoint server<Store>::tls_endpoint() const {
+boost::asio::ip::tcp::endpoint server::tls_endpoint() const {
   error_code ec;
   return state_->tls_acceptor.local_endpoint(ec);
 }
 
-template <servable_store Store>
-boost::asio::ip::tcp::endpoint server<Store>::admin_endpoint() const {
+boost::asio::ip::tcp::endpoint server::admin_endpoint() const {
   error_code ec;
   return state_->admin_acceptor.local_endpoint(ec);
 }
 
-template <servable_store Store>
-void server<Store>::set_users(std::vector<user> users) {
+void server::set_users(std::vector<user> users) {
   for (const auto& u : users) {
     if (u.access_key_id.empty() || u.secret_access_key.empty()) {
       throw std::invalid_argument("every user needs an access key id and a secret");
@@ -140,20 +128,18 @@ void server<Store>::set_users(std::vector<user> users) {
   state_->users = std::move(fresh);
 }
 
-template <servable_store Store>
-void server<Store>::reopen_access_log(error_code& ec) {
+void server::reopen_access_log(error_code& ec) {
   ec = {};
   if (state_->log) state_->log->reopen(ec);
 }
 
-template <servable_store Store>
-void server<Store>::stop() {
+void server::stop() {
   auto& s = *state_;
   if (s.stopping.exchange(true)) return;
   s.ready = false;
   // Transfers to peers that vanished would otherwise hold their threads for operation_timeout.
   if (s.config.rdma) s.config.rdma->close();
-  const auto close_all = [](detail::server_state<Store>& state) {
+  const auto close_all = [](detail::server_state& state) {
     error_code ignored;
     state.acceptor.close(ignored);
     state.tls_acceptor.close(ignored);

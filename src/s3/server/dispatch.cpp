@@ -1,15 +1,12 @@
 // A connection's request loop: reading a request, authenticating, routing it to its operation,
 // logging it, and the answers (headers, XML, errors).
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
-#pragma once
-
-#include <sluice/s3/detail/server_connection.hpp>
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
+#include "connection.hpp"
 
 namespace sluice::s3::detail {
 
-template <class Store, class Stream>
-asio::awaitable<void> connection<Store, Stream>::run() {
+template <class Stream>
+asio::awaitable<void> connection<Stream>::run() {
   {
     std::lock_guard lock(state_->mutex);
     state_->closers[this] = [weak = this->weak_from_this()] {
@@ -88,8 +85,8 @@ asio::awaitable<void> connection<Store, Stream>::run() {
   state_->connections.fetch_sub(1);
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::handle(header_parser& parser) {
   request req{&parser};
   const record_on_exit recorded{this, &req};
   req.id = state_->next_request_id();
@@ -166,8 +163,8 @@ asio::awaitable<bool> connection<Store, Stream>::handle(header_parser& parser) {
   co_return co_await dispatch(req);
 }
 
-template <class Store, class Stream>
-void connection<Store, Stream>::record(request& req, unsigned status, std::uint64_t bytes_sent) {
+template <class Stream>
+void connection<Stream>::record(request& req, unsigned status, std::uint64_t bytes_sent) {
   if (req.recorded) return;
   req.recorded = true;
   const auto duration =
@@ -212,15 +209,15 @@ void connection<Store, Stream>::record(request& req, unsigned status, std::uint6
   log->write(format_access_line(line, log->format()));
 }
 
-template <class Store, class Stream>
-bool connection<Store, Stream>::owns(const request& req, std::string_view bucket) const {
+template <class Stream>
+bool connection<Stream>::owns(const request& req, std::string_view bucket) const {
   std::lock_guard lock(state_->mutex);
   auto it = state_->owners.find(bucket);
   return it == state_->owners.end() || it->second == req.user;  // unknown bucket: the store answers NoSuchBucket
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::dispatch(request& req) {
   switch (req.where.op) {
     case operation::list_buckets: co_return co_await list_buckets(req);
     case operation::create_bucket: co_return co_await create_bucket(req);
@@ -256,16 +253,16 @@ asio::awaitable<bool> connection<Store, Stream>::dispatch(request& req) {
 // ---------------------------------------------------------------------------------------------
 // Responses
 
-template <class Store, class Stream>
-void connection<Store, Stream>::common_headers(request& req, http::fields& fields) {
+template <class Stream>
+void connection<Stream>::common_headers(request& req, http::fields& fields) {
   fields.set(http::field::server, "sluice");
   fields.set("x-amz-request-id", req.id);
   fields.set(http::field::date, xml::http_date(std::chrono::system_clock::now()));
   if (!req.rdma_reply.empty()) fields.set("x-amz-rdma-reply", req.rdma_reply);
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::send(request& req, string_response res) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::send(request& req, string_response res) {
   common_headers(req, res.base());
   // A request whose body was not read leaves bytes on the wire: close after answering.
   const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
@@ -288,22 +285,22 @@ asio::awaitable<bool> connection<Store, Stream>::send(request& req, string_respo
   co_return !ec && keep;
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::send_xml(request& req, std::string body, http::status status) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::send_xml(request& req, std::string body, http::status status) {
   string_response res{status, 11};
   res.set(http::field::content_type, "application/xml");
   res.body() = std::move(body);
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::send_empty(request& req, http::status status) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::send_empty(request& req, http::status status) {
   string_response res{status, 11};
   co_return co_await send(req, std::move(res));
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::send_error(request& req, s3::errc code, std::string message) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::send_error(request& req, s3::errc code, std::string message) {
   const unsigned status = http_status(code);
   req.error = status == 304 ? std::string_view() : code_string(code);
   string_response res{static_cast<http::status>(status), 11};
@@ -315,5 +312,20 @@ asio::awaitable<bool> connection<Store, Stream>::send_error(request& req, s3::er
   res.body() = xml::error_body(code_string(code), message, req.resource(), req.id);
   co_return co_await send(req, std::move(res));
 }
+
+#define SLUICE_CONNECTION_MEMBERS(S)                                                                           \
+  template asio::awaitable<void> connection<S>::run();                                                         \
+  template asio::awaitable<bool> connection<S>::handle(connection<S>::header_parser&);                         \
+  template void connection<S>::record(connection<S>::request&, unsigned, std::uint64_t);                       \
+  template bool connection<S>::owns(const connection<S>::request&, std::string_view) const;                    \
+  template asio::awaitable<bool> connection<S>::dispatch(connection<S>::request&);                             \
+  template void connection<S>::common_headers(connection<S>::request&, http::fields&);                         \
+  template asio::awaitable<bool> connection<S>::send(connection<S>::request&, connection<S>::string_response); \
+  template asio::awaitable<bool> connection<S>::send_xml(connection<S>::request&, std::string, http::status);  \
+  template asio::awaitable<bool> connection<S>::send_empty(connection<S>::request&, http::status);             \
+  template asio::awaitable<bool> connection<S>::send_error(connection<S>::request&, s3::errc, std::string);
+SLUICE_CONNECTION_MEMBERS(plain_stream)
+SLUICE_CONNECTION_MEMBERS(tls_stream)
+#undef SLUICE_CONNECTION_MEMBERS
 
 }  // namespace sluice::s3::detail

@@ -1,10 +1,9 @@
-// The S3 server, compiled once for the shipped stores (memory_store, fs_store); gateway_store.cpp
-// compiles it for gateway_store. A translation unit of its own.
-#include <sluice/memory_store.hpp>
-#include <sluice/s3/fs_store.hpp>
-#include <sluice/s3/server_impl.hpp>
+// The S3 server's configuration: server_config::validate and parse_server_config.
+#include <sluice/s3/server.hpp>
 
 #include <simdjson.h>
+
+#include <charconv>
 
 namespace sluice::s3 {
 
@@ -150,8 +149,5 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
   ec = {};
   return config;
 }
-
-template class server<fs_store>;
-template class server<memory_store>;
 
 }  // namespace sluice::s3

@@ -1,20 +1,19 @@
 // One client connection of the server: the connection class and its members' declarations.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
-#include <sluice/s3/detail/server_support.hpp>
+#include "support.hpp"
 
 namespace sluice::s3::detail {
 
 /// One connection: reads requests, routes, authenticates, runs the operation, answers.
 /// One client connection. `Stream` is beast::tcp_stream (HTTP) or an ssl::stream over one
 /// (HTTPS: the TLS handshake runs first, under read_timeout).
-template <class Store, class Stream>
-class connection : public std::enable_shared_from_this<connection<Store, Stream>> {
+template <class Stream>
+class connection : public std::enable_shared_from_this<connection<Stream>> {
  public:
   static constexpr bool tls = !std::is_same_v<Stream, beast::tcp_stream>;
-  connection(std::shared_ptr<server_state<Store>> state, Stream stream, asio::ip::address peer)
+  connection(std::shared_ptr<server_state> state, Stream stream, asio::ip::address peer)
       : state_(std::move(state)), stream_(std::move(stream)), peer_(std::move(peer)) {}
 
   asio::awaitable<void> run();
@@ -119,15 +118,12 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   asio::awaitable<std::invoke_result_t<Work>> offload(Work work) {
     co_return co_await offload_to(state_->blocking, std::move(work));
   }
-  // A store call that answers from memory or the page cache runs in place; a remote_store's call
+  // A store call that answers from memory or the page cache runs in place; a remote store's call
   // may wait for its upstream, so it is offloaded.
   template <class Work>
   asio::awaitable<std::invoke_result_t<Work>> store_call(Work work) {
-    if constexpr (remote_store<Store>) {
-      co_return co_await offload(std::move(work));
-    } else {
-      co_return work();
-    }
+    if (state_->store->remote()) co_return co_await offload(std::move(work));
+    co_return work();
   }
   // Awaits bytes [0, end) of a mapping still being filled (a gateway's miss), off the network
   // threads; `ec` as the fetch's.
@@ -254,7 +250,7 @@ class connection : public std::enable_shared_from_this<connection<Store, Stream>
   // body of an object the store keeps in a file. A peer that takes nothing for read_timeout ends it.
   asio::awaitable<error_code> send_file(int fd, std::uint64_t position, std::uint64_t length);
 
-  std::shared_ptr<server_state<Store>> state_;
+  std::shared_ptr<server_state> state_;
   Stream stream_;
   beast::flat_buffer buffer_;
   // Request bodies are received into this, allocated at the connection's first body and reused
@@ -298,5 +294,23 @@ inline std::optional<s3::errc> transfer_encoding_problem(const http::request_hea
   if (codings.size() > 1) return s3::errc::not_implemented;  // gzip, deflate, ... are not decoded here
   return std::nullopt;
 }
+
+/// What a conditional write that S3 does not do is told.
+inline constexpr std::string_view unsupported_condition =
+    "Conditional writes take If-None-Match: * or If-Match with one ETag.";
+
+/// A Content-MD5 header that is there with an empty value (req.header() cannot tell it from none).
+inline bool has_empty_content_md5(const auto& req) {
+  const auto it = req.msg().find("Content-MD5");
+  return it != req.msg().end() && it->value().empty();
+}
+
+/// The two kinds of connection: plain HTTP and HTTPS.
+using plain_stream = beast::tcp_stream;
+using tls_stream = asio::ssl::stream<beast::tcp_stream>;
+
+// Each member of connection defined outside the class is compiled once, for both streams, in
+// the file that defines it: dispatch.cpp, bodies.cpp, bucket_ops.cpp, object_ops.cpp,
+// multipart.cpp (each ends with its explicit instantiations); the others see its declaration only.
 
 }  // namespace sluice::s3::detail

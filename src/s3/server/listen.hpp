@@ -1,15 +1,13 @@
 // Accepting connections (HTTP and HTTPS) and writing the access log out.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
-#include <sluice/s3/detail/server_multipart.hpp>
+#include "connection.hpp"
 
 namespace sluice::s3::detail {
 
 /// Writes the access log out every second until the server stops (stop() flushes the rest).
-template <class Store>
-asio::awaitable<void> flush_access_log(std::shared_ptr<server_state<Store>> state) {
+inline asio::awaitable<void> flush_access_log(std::shared_ptr<server_state> state) {
   while (!state->stopping) {
     state->log_flush_timer.expires_after(std::chrono::seconds(1));
     error_code ec;
@@ -19,8 +17,8 @@ asio::awaitable<void> flush_access_log(std::shared_ptr<server_state<Store>> stat
 }
 
 /// Accepts on `acceptor` until the server stops: HTTPS connections with `with_tls`.
-template <class Store, bool with_tls>
-asio::awaitable<void> accept_loop(std::shared_ptr<server_state<Store>> state, tcp::acceptor& acceptor) {
+template <bool with_tls>
+asio::awaitable<void> accept_loop(std::shared_ptr<server_state> state, tcp::acceptor& acceptor) {
   for (;;) {
     error_code accept_error;
     tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(state->io),
@@ -59,14 +57,12 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server_state<Store>> state, tc
     socket.set_option(tcp::no_delay(true), ignored_option);
     auto executor = socket.get_executor();
     if constexpr (with_tls) {
-      using tls_stream = asio::ssl::stream<beast::tcp_stream>;
-      auto conn = std::make_shared<detail::connection<Store, tls_stream>>(
+      auto conn = std::make_shared<detail::connection<tls_stream>>(
           state, tls_stream(beast::tcp_stream(std::move(socket)), *state->tls_context), peer);
       asio::co_spawn(
           executor, [conn]() { return conn->run(); }, asio::detached);
     } else {
-      auto conn = std::make_shared<detail::connection<Store, beast::tcp_stream>>(
-          state, beast::tcp_stream(std::move(socket)), peer);
+      auto conn = std::make_shared<detail::connection<plain_stream>>(state, beast::tcp_stream(std::move(socket)), peer);
       asio::co_spawn(
           executor, [conn]() { return conn->run(); }, asio::detached);
     }

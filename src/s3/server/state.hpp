@@ -1,6 +1,5 @@
 // What a server and its connections share (server_state), and what a failed request answers.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
 #include <netinet/in.h>
@@ -14,6 +13,7 @@
 #include <sluice/names.hpp>
 #include <sluice/s3/access_log.hpp>
 #include <sluice/s3/admin_impl.hpp>
+#include <sluice/s3/any_store.hpp>
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/chunked.hpp>
 #include <sluice/s3/error.hpp>
@@ -102,18 +102,10 @@ inline std::string direct_path_of(std::string_view provider) {
   return "rdma:" + std::string(provider);
 }
 
-/// A store whose reads may wait on the network (gateway_store: a read may ask its upstream). The
-/// server runs its calls on the blocking pool, never on a network thread.
-template <class Store>
-concept remote_store = requires {
-  requires Store::remote;
-};
-
 /// Shared by the acceptor and every connection.
-template <class Store>
-struct server_state : std::enable_shared_from_this<server_state<Store>> {
-  server_state(Store& s, server_config c)
-      : store(&s),
+struct server_state : std::enable_shared_from_this<server_state> {
+  server_state(std::shared_ptr<any_store> s, server_config c)
+      : store(std::move(s)),
         config(std::move(c)),
         acceptor(io),
         tls_acceptor(io),
@@ -121,12 +113,12 @@ struct server_state : std::enable_shared_from_this<server_state<Store>> {
         log_flush_timer(io),
         users(std::make_shared<const std::vector<user>>(config.users)) {}
 
-  Store* store;
+  std::shared_ptr<any_store> store;
   server_config config;
   asio::io_context io;
-  // Store calls that wait for the disk (fsync, concatenation), and every call of a remote_store
+  // Store calls that wait for the disk (fsync, concatenation), and every call of a remote store
   // (one thread per upstream request in flight).
-  asio::thread_pool blocking{remote_store<Store> ? 16 : 2};
+  asio::thread_pool blocking{store->remote() ? 16u : 2u};
   asio::thread_pool rdma{config.rdma_threads};  // RDMA transfers (each waits for its completions)
   tcp::acceptor acceptor;
   tcp::acceptor tls_acceptor;                     // config.tls: the HTTPS listener

@@ -1,14 +1,11 @@
 // Multipart uploads: create, UploadPart, UploadPartCopy, complete, abort, list parts and uploads.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
-#pragma once
-
-#include <sluice/s3/detail/server_object_ops.hpp>
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
+#include "receive.hpp"
 
 namespace sluice::s3::detail {
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::multipart(request& req) {
   const route& r = req.where;
   const object_ref object{r.bucket, r.key};
   const std::string upload_id(r.param("uploadId").value_or(""));
@@ -95,15 +92,8 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
       attributes.upload_id = upload_id;
       attributes.part_sizes.clear();
       for (const part_info& part : parts) attributes.part_sizes.push_back(part.size);
-      const object_info info = co_await offload([&] {
-        if constexpr (requires {
-                        state_->store->complete_upload(object, upload_id, parts, attributes, ec, *precondition);
-                      }) {
-          return state_->store->complete_upload(object, upload_id, parts, attributes, ec, *precondition);
-        } else {
-          return state_->store->complete_upload(object, upload_id, parts, attributes, ec);
-        }
-      });
+      const object_info info = co_await offload(
+          [&] { return state_->store->complete_upload(object, upload_id, parts, attributes, ec, *precondition); });
       if (ec == sluice::errc::no_such_upload) {  // completed by a retry that raced this one
         if (const auto before = co_await store_call(completed_before)) co_return co_await completed(*before);
       }
@@ -131,8 +121,8 @@ asio::awaitable<bool> connection<Store, Stream>::multipart(request& req) {
   co_return co_await send_error(req, s3::errc::not_implemented);
 }
 
-template <class Store, class Stream>
-asio::awaitable<bool> connection<Store, Stream>::upload_part_copy(request& req) {
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::upload_part_copy(request& req) {
   const route& r = req.where;
   const auto number = parse_part_number(r.param("partNumber").value_or(""));
   if (!number) {
@@ -172,5 +162,12 @@ asio::awaitable<bool> connection<Store, Stream>::upload_part_copy(request& req) 
   if (ec) co_return co_await send_error(req, to_s3(ec));
   co_return co_await send_xml(req, xml::copy_part_result(info.attributes.etag, info.last_modified));
 }
+
+#define SLUICE_CONNECTION_MEMBERS(S)                                                \
+  template asio::awaitable<bool> connection<S>::multipart(connection<S>::request&); \
+  template asio::awaitable<bool> connection<S>::upload_part_copy(connection<S>::request&);
+SLUICE_CONNECTION_MEMBERS(plain_stream)
+SLUICE_CONNECTION_MEMBERS(tls_stream)
+#undef SLUICE_CONNECTION_MEMBERS
 
 }  // namespace sluice::s3::detail

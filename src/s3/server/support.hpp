@@ -1,9 +1,8 @@
 // Request helpers of the server: header values, payload digests, ranges, copy sources, writers.
-// Part of the S3 server's implementation (include/sluice/s3/server_impl.hpp), each part on top
-// of the one before it; embedders include server_impl.hpp, not these.
+// Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
-#include <sluice/s3/detail/server_state.hpp>
+#include "state.hpp"
 
 namespace sluice::s3::detail {
 
