@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Our client (through the `sluice` CLI) against a server we did not write: npm s3rver 3.7.
 Usage: client_vs_s3rver.py SLUICE_BINARY
+       client_vs_s3rver.py --install    (only installs s3rver: CTest's fixture for its users)
 s3rver is installed on first use into $SLUICE_S3RVER_CACHE (default: <tmp>/sluice-npm-s3rver).
 Exit 0: passed; 77: s3rver (node, npm) cannot be had here, with the reason printed (CTest reports
 skipped); anything else: failed."""
@@ -27,6 +28,9 @@ def main():
     if script is None:
         print("SKIPPED: " + why)
         return SKIP
+    if binary == "--install":
+        print("s3rver: " + script)
+        return 0
     tmp = tempfile.mkdtemp(prefix="sluice-s3rver-")
     port = free_port()
     log = open(os.path.join(tmp, "s3rver.log"), "w")

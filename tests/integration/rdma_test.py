@@ -14,8 +14,8 @@ Scenarios (each one CTest test):
   hostile.P     tokens with a garbage endpoint, a wrong key, an address outside the registration: each
                 request fails or is declined, the server lives, the next GET goes by RDMA at once
   unreachable.P two senders of tokens naming one peer that refuses connections (127.0.0.1:1), for
-                120 s: the server lives and serves GETs by RDMA throughout, and its memory stays within
-                64 MiB of where it started across 50 and more endpoint replacements; shm: 12 senders
+                60 s: the server lives and serves GETs by RDMA throughout, and its memory stays within
+                64 MiB of where it started across 25 and more endpoint replacements; shm: 12 senders
                 naming an exited process's endpoint for 30 s do not stall other users' GETs
   gateway-probe.P, gateway-hostile.P
                 probe.P and hostile.P against a gateway (`sluice serve --upstream` in front of a
@@ -655,14 +655,18 @@ def test_unreachable(h, fabric):
     """Issue 37, finding 1 (tcp): two concurrent senders of signed GETs whose tokens name the same
     peer that nobody serves (127.0.0.1:1) crashed the server in libfabric within a minute: one
     transfer's failure removed the peer from the address vector under the other's operations. For
-    120 s the server must live and serve a real client's GET by RDMA, byte-exact; the endpoint
-    replacements the failures cause must give their memory back: anonymous RSS after 50 and more of
+    60 s the server must live and serve a real client's GET by RDMA, byte-exact; the endpoint
+    replacements the failures cause must give their memory back: anonymous RSS after 25 and more of
     them within 64 MiB of where it was after the first.
+    60 s is enough: the server before the fix (the build of 19786dd, its 5 s connect deadline) died
+    8-22 s into the attack in each of 7 runs on a loaded 2-core machine, and each replacement then
+    kept ~45 MiB, so two of them pass the bound; the fixed server made 34 replacements in 60 s
+    there (68 in 120 s before), so 25 is 50 scaled to the time, with the same margin.
     Finding 8 (shm): a stream of such tokens (12 at once, naming an endpoint of an exited process,
     whose posts find the queue full until they give up) held every thread of the server's RDMA pool
     in a post's wait: other users' GETs stalled 5.3 s each. For 30 s, the server's own time for each
     real client's GET (its access log) must stay under 2.5 s."""
-    seconds, threads = (120, 2) if fabric == "tcp" else (30, 12)
+    seconds, threads = (60, 2) if fabric == "tcp" else (30, 12)
     size = 1 * MIB + 5
     src = make_file(os.path.join(h.tmp, "obj"), size, 11)
     h.put(src, "s3://rdma/obj", "http")
@@ -732,8 +736,8 @@ def test_unreachable(h, fabric):
         print("  (RSS bound not checked: the server is built with AddressSanitizer; %d replacements)" %
               (reopened - base_reopened))
     else:
-        expect(reopened - base_reopened >= 50,
-               "50 and more endpoint replacements during the attack (%d after the first)" % (reopened - base_reopened))
+        expect(reopened - base_reopened >= 25,
+               "25 and more endpoint replacements during the attack (%d after the first)" % (reopened - base_reopened))
         expect(rss - base <= 64 * 1024, "RSS within 64 MiB of the start across %d replacements (+%d MiB)" %
                (reopened - base_reopened, (rss - base) // 1024))
 
@@ -774,8 +778,8 @@ def main():
                                   extra=["--fabric", "off", "--grant-socket", "off"]).start()
                 gateway = ["--upstream", upstream.url, "--upstream-access-key", UP_AK, "--upstream-secret-key", UP_SK,
                            "--admin-listen", "127.0.0.1:0"]
-            # unreachable: transfers to the dead peer give up after 1 s (not 5), so that 120 s
-            # see 50 and more endpoint replacements.
+            # unreachable: transfers to the dead peer give up after 1 s (not 5), so that 60 s
+            # see 25 and more endpoint replacements.
             admin = ["--admin-listen", "127.0.0.1:0"] if test == "unreachable" else []
             if test == "unreachable" and fabric == "tcp":
                 # Under AddressSanitizer a fresh endpoint's first connection may take longer than

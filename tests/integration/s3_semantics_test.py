@@ -23,6 +23,7 @@ SCENARIO: copy | rb | basics
 Exit 0: passed; 77: skipped (the client missing, the reason printed); anything else: failed."""
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -175,11 +176,19 @@ def test_copy_large(server, tmp, clis):
                "is free" % (need / (1024 * MIB), tmp, free / (1024 * MIB))
     s3 = boto3_client(server)
     s3.create_bucket(Bucket="big")
-    path = make_file(os.path.join(tmp, "gib"), 1024 * MIB, 7)
-    want_sha = sha256(path)
+    # The object's SHA-256 and its 8 MiB parts' MD5s as it is written: one pass, 8 MiB in memory.
+    path, whole, part_md5s = os.path.join(tmp, "gib"), hashlib.sha256(), []
+    rnd = random.Random(7)
+    with open(path, "wb") as f:
+        for _ in range(128):
+            block = rnd.randbytes(8 * MIB)
+            f.write(block)
+            whole.update(block)
+            part_md5s.append(hashlib.md5(block).digest())
+    want_sha = whole.hexdigest()
+    want_etag = "%s-%d" % (hashlib.md5(b"".join(part_md5s)).hexdigest(), len(part_md5s))
     with open(path, "rb") as f:
         s3.put_object(Bucket="big", Key="gib", Body=f)
-    want_etag = multipart_etag(file_parts(path, 8 * MIB))
     os.unlink(path)
     for cli, aws_path in clis:
         aws = Aws(aws_path, server, tmp)
@@ -729,8 +738,10 @@ def main():
     except ImportError:
         print("SKIPPED: boto3 is not installed for " + sys.executable)
         return SKIP
-    clis = find_aws_clis()
-    if not clis:
+    # Only copy, copy-large and rb run an AWS CLI: the others do not start one to ask its version
+    # (two CLI starts, seconds each on a loaded machine).
+    clis = find_aws_clis() if scenario in ("copy", "copy-large", "rb") else []
+    if not clis and scenario in ("copy", "copy-large", "rb"):
         print("SKIPPED: no AWS CLI is installed (scripts/deps.sh installs Debian's awscli, v2)")
         return SKIP
     tmp = tempfile.mkdtemp(prefix="sluice-semantics-")
@@ -738,7 +749,8 @@ def main():
         server = Server(binary, os.path.join(tmp, "root"), AK, SK, ["--fabric", "off", "--grant-socket", "off"]).start()
         try:
             print("%s against sluice serve on %s" % (scenario, server.url))
-            print("AWS CLIs: " + ", ".join("%s (%s)" % c for c in clis))
+            if clis:
+                print("AWS CLIs: " + ", ".join("%s (%s)" % c for c in clis))
             skipped = tests[scenario](server, tmp, clis)
         finally:
             server.stop()
