@@ -1,11 +1,19 @@
 # Every public header compiles on its own: one generated translation unit per header,
-# including only that header, built into one object library per tier.
+# including only that header, built into one object library per tier. Headers under a detail/
+# folder are implementation, compiled through the public header that includes them, and get no
+# translation unit of their own.
 # (Included from tests/CMakeLists.txt; the library targets exist by then.)
+# Part of the developer build (SLUICE_DEVELOPER, the dev preset) only: whether a header is
+# self-contained does not depend on the sanitizers, so the asan tree does not compile them again.
+if(NOT SLUICE_DEVELOPER)
+  return()
+endif()
 
 function(sluice_header_check tier glob_dir target)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR}/include CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/include/${glob_dir}/*.hpp)
   set(sources)
+  list(FILTER headers EXCLUDE REGEX "(^|/)detail/")
   foreach(header IN LISTS headers)
     if(NOT tier STREQUAL "core")
       # tier folders are checked by their own tier

@@ -13,7 +13,9 @@ packages=(
   libfabric-dev libfabric-bin                # RDMA data plane (fabric)
   libcli11-dev                               # the sluice CLI's command line
   doctest-dev                                # tests
-  clang clang-format clang-tidy              # fuzz preset, lint
+  ccache                                     # compiler cache (cmake/SluiceCcache.cmake)
+  clang-19 libclang-rt-19-dev llvm-19        # asan preset: clang 19, its ASan/UBSan/libFuzzer runtimes, llvm-symbolizer-19
+  clang-format clang-tidy                    # lint
   curl awscli python3-boto3 s3cmd rclone     # S3 interop tests (real clients)
   openssl util-linux                         # hardening tests: a test certificate (tls), unshare (full)
   nginx wrk python3-matplotlib               # bench/run.py: the nginx baseline, small objects, plots

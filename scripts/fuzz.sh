@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A fuzzing campaign: configures and builds the `fuzz` preset (clang, libFuzzer, ASan, UBSan),
-# then fuzzes each target for MINUTES minutes and merges what it found into the seed corpus.
+# A fuzzing campaign: configures the `asan` preset (clang 19, libFuzzer, ASan, UBSan), builds
+# its fuzz targets only (build/asan/fuzz/fuzz_<name>), then fuzzes each target for MINUTES
+# minutes and merges what it found into the seed corpus.
 #   scripts/fuzz.sh MINUTES [TARGET...]     # targets: the fuzz.<name> tests of fuzz/CMakeLists.txt (default: all)
 #   SLUICE_FUZZ_JOBS=2 scripts/fuzz.sh 10   # two targets at a time (default 1)
 #
@@ -30,12 +31,11 @@ jobs=${SLUICE_FUZZ_JOBS:-1}
 max_new=${SLUICE_FUZZ_MAX_NEW:-50}
 max_bytes=4096
 [[ $jobs =~ ^[1-9][0-9]*$ && $max_new =~ ^[0-9]+$ ]] || usage
-command -v clang++ >/dev/null || { echo "sluice: the fuzz preset needs clang (scripts/deps.sh installs it)" >&2; exit 1; }
+command -v clang++-19 >/dev/null || { echo "sluice: the asan preset needs clang++-19 (scripts/deps.sh installs it)" >&2; exit 1; }
 
-build=build/fuzz
-echo "=== sluice: configuring and building the fuzz preset"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "${SLUICE_BUILD_JOBS:-$(nproc)}"
+build=build/asan
+echo "=== sluice: configuring the asan preset and building its fuzz targets"
+cmake --preset asan >/dev/null
 
 # The targets: the fuzz.<name> corpus-replay tests that sluice_add_fuzzer registered.
 mapfile -t all < <(ctest --test-dir "$build" -N -L fuzz | sed -n 's/^ *Test *#[0-9]*: fuzz\.\([^.]*\)$/\1/p')
@@ -45,9 +45,11 @@ targets=("$@")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "sluice: no fuzz target '$t' (have: ${all[*]})" >&2; exit 2; }
 done
+cmake --build "$build" -j "${SLUICE_BUILD_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+[[ -x /usr/bin/llvm-symbolizer-19 ]] && export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-/usr/bin/llvm-symbolizer-19}
 summary=$(mktemp -d)
 trap 'rm -rf "$summary"' EXIT
 

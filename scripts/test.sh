@@ -1,17 +1,55 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, then for each preset (default: dev,
-# asan, fuzz: a 10 s libFuzzer run of each parser) configures, builds and runs the whole CTest
-# suite. Exits non-zero on any failure.
+# The README's test command: installs what is missing, then for each preset (default: dev, then
+# asan: clang 19 with ASan, UBSan and the libFuzzer targets, which also fuzzes each parser for
+# 10 s) configures, builds and runs the whole CTest suite. Exits non-zero on any failure.
+# Prints the wall time of each phase (deps; configure+build and test of each preset) and a total.
 #   SLUICE_TEST_PRESETS="dev" scripts/test.sh     # one preset only
+# Compiles go through ccache when it is installed (cmake/SluiceCcache.cmake): a second clone,
+# in any folder, rebuilds from the same cache (CCACHE_DIR, default ~/.cache/ccache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
 
-jobs=$(nproc)
-for preset in ${SLUICE_TEST_PRESETS:-dev asan fuzz}; do
+presets=${SLUICE_TEST_PRESETS:-dev asan}
+start=$SECONDS
+phases=()
+status="FAILED"
+
+# fmt SECONDS: 1234 -> "20m34s"
+fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+# phase NAME COMMAND...: runs COMMAND, records how long it took under NAME.
+phase() {
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  phases+=("$(printf '%-28s %8s%s' "$name" "$(fmt $((SECONDS - t0)))" "$( ((rc == 0)) || echo "  (failed, exit $rc)")")")
+  echo "=== sluice: ${name}: $(fmt $((SECONDS - t0)))"
+  return "$rc"
+}
+
+summary() {
+  echo "=== sluice: wall time per phase"
+  local p
+  for p in "${phases[@]}"; do echo "  $p"; done
+  printf '  %-28s %8s\n' total "$(fmt $((SECONDS - start)))"
+  if command -v ccache >/dev/null; then
+    ccache --print-stats 2>/dev/null | awk -F'\t' '
+      $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hit += $2 }
+      $1 == "cache_miss" { miss += $2 }
+      END { if (hit + miss) printf "  ccache (all time, this cache): %d hits, %d misses\n", hit, miss }'
+  fi
+  echo "=== sluice: ${status} (${presets})"
+}
+trap summary EXIT
+
+phase deps scripts/deps.sh
+
+build() {
+  cmake --preset "$1" && cmake --build --preset "$1" -j "$(nproc)"
+}
+for preset in ${presets}; do
   echo "=== sluice: preset ${preset}"
-  cmake --preset "${preset}"
-  cmake --build --preset "${preset}" -j "${jobs}"
-  ctest --preset "${preset}" -j "${jobs}"
+  phase "${preset}: configure+build" build "${preset}"
+  phase "${preset}: test" ctest --preset "${preset}" -j "$(nproc)"
 done
-echo "=== sluice: all presets passed (${SLUICE_TEST_PRESETS:-dev asan fuzz})"
+status="all presets passed"
