@@ -40,16 +40,39 @@ summary() {
   fi
   echo "=== sluice: ${status} (${presets})"
 }
-trap summary EXIT
+background=""  # the pid (and process group) of a build running in the background
+stop_background() { [[ -z $background ]] || kill -- "-$background" 2>/dev/null || true; }
+trap 'stop_background; summary' EXIT
 
 phase deps scripts/deps.sh
 
 build() {
   cmake --preset "$1" && cmake --build --preset "$1" -j "$(nproc)"
 }
-for preset in ${presets}; do
-  echo "=== sluice: preset ${preset}"
-  phase "${preset}: configure+build" build "${preset}"
+# Each preset's build after the first runs while the preset before it is tested, at the lowest
+# CPU priority: the integration tests spend most of their time waiting on sockets and child
+# processes, and the build takes only what they leave. Its output goes to build/<preset>.build.log.
+set -- ${presets}
+echo "=== sluice: preset $1"
+phase "$1: configure+build" build "$1"
+while (($# > 0)); do
+  preset=$1
+  shift
+  next=${1:-}
+  if [[ -n $next ]]; then
+    mkdir -p build
+    set -m  # the background build gets a process group of its own (stop_background kills it whole)
+    (renice -n 19 "$BASHPID" >/dev/null && build "$next") >"build/${next}.build.log" 2>&1 &
+    background=$!
+    set +m
+    echo "=== sluice: preset ${next} builds meanwhile (build/${next}.build.log)"
+  fi
   phase "${preset}: test" ctest --preset "${preset}" -j "$(nproc)"
+  if [[ -n $next ]]; then
+    echo "=== sluice: preset ${next}"
+    waited() { wait "$background" || { tail -n 60 "build/${next}.build.log"; return 1; }; }
+    phase "${next}: rest of the build" waited
+    background=""
+  fi
 done
 status="all presets passed"
