@@ -56,6 +56,38 @@ def preprocess_command(entry):
     return out + EXTRA_ARGS + ["-E", "-Wno-unknown-warning-option"]
 
 
+def entry_for(source, entries):
+    """The source's compile command; for a source the build compiles only through another file
+    (src/s3/server/unity.cpp includes the server's parts), a neighbour's command in the same
+    folder with the source put in its place, as clang-tidy would interpolate it."""
+    if source in entries:
+        return entries[source], True
+    folder = os.path.dirname(source)
+    for path, entry in sorted(entries.items()):
+        if os.path.dirname(path) == folder:
+            args = entry.get("arguments") or shlex.split(entry.get("command", ""))
+            args = [source if os.path.abspath(os.path.join(entry["directory"], a)) == path else a for a in args]
+            return {"directory": entry["directory"], "file": source, "arguments": args}, False
+    return None, False
+
+
+def tidy_command(build, source, entry, exact):
+    """clang-tidy on the source: with the build's database when it holds the source, else with
+    the compile command entry_for() made (after `--`), the same flags its key was made with."""
+    command = ["clang-tidy", "--quiet"] + ["--extra-arg=" + a for a in EXTRA_ARGS]
+    if exact or entry is None:
+        return command + ["-p", build, source]
+    flags, skip = [], False
+    for arg in entry["arguments"][1:]:
+        if skip:
+            skip = False
+        elif arg in ("-o", "-MF", "-MT", "-MQ"):
+            skip = True
+        elif arg not in ("-c", source):
+            flags.append(arg)
+    return command + [source, "--"] + flags
+
+
 def key_of(entry, build, version, configs):
     command = preprocess_command(entry)
     if command is None:
@@ -89,14 +121,14 @@ def main():
     failed = 0
     for source in sources:
         name = os.path.relpath(source, ROOT)
-        entry = entries.get(source)
+        entry, exact = entry_for(source, entries)
         key = key_of(entry, build, version, configs) if cache and entry else None
         marker = os.path.join(cache, key[:2], key) if key else None
         if marker and os.path.exists(marker):
             print("tidy: %s: passed before with the same input (%s)" % (name, marker))
             continue
-        run = subprocess.run(["clang-tidy", "-p", build, "--quiet"] + ["--extra-arg=" + a for a in EXTRA_ARGS] +
-                             [source], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run = subprocess.run(tidy_command(build, source, entry, exact), cwd=entry["directory"] if entry else None,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         sys.stdout.write(run.stdout)
         if run.returncode != 0:  # .clang-tidy: WarningsAsErrors '*'
             failed += 1
