@@ -37,23 +37,27 @@ def cache_dir():
     return os.path.join(base, "sluice-tidy")
 
 
-def preprocess_command(entry):
-    """The entry's compile command turned into `clang++ -E` with the same flags (no output file,
-    no dependency file), or None when the entry cannot be read."""
+def flags_of(entry):
+    """The entry's compile flags, without the compiler, the output and dependency files, `-c`
+    and colour; None when the entry cannot be read."""
     args = entry.get("arguments") or shlex.split(entry.get("command", ""))
     if not args:
         return None
-    out, skip = ["clang++"], False
+    flags, skip = [], False
     for arg in args[1:]:
         if skip:
             skip = False
         elif arg in ("-o", "-MF", "-MT", "-MQ"):
             skip = True
-        elif arg in ("-c", "-MD", "-MMD") or arg.startswith("-fdiagnostics-color"):
-            continue
-        else:
-            out.append(arg)
-    return out + EXTRA_ARGS + ["-E", "-Wno-unknown-warning-option"]
+        elif arg not in ("-c", "-MD", "-MMD") and not arg.startswith("-fdiagnostics-color"):
+            flags.append(arg)
+    return flags
+
+
+def preprocess_command(entry):
+    """The entry's compile command turned into `clang++ -E` with the same flags."""
+    flags = flags_of(entry)
+    return None if flags is None else ["clang++"] + flags + EXTRA_ARGS + ["-E", "-Wno-unknown-warning-option"]
 
 
 def entry_for(source, entries):
@@ -77,14 +81,7 @@ def tidy_command(build, source, entry, exact):
     command = ["clang-tidy", "--quiet"] + ["--extra-arg=" + a for a in EXTRA_ARGS]
     if exact or entry is None:
         return command + ["-p", build, source]
-    flags, skip = [], False
-    for arg in entry["arguments"][1:]:
-        if skip:
-            skip = False
-        elif arg in ("-o", "-MF", "-MT", "-MQ"):
-            skip = True
-        elif arg not in ("-c", source):
-            flags.append(arg)
+    flags = [arg for arg in flags_of(entry) if arg != source]
     return command + [source, "--"] + flags
 
 
