@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1002,7 +1003,14 @@ struct local_client_plane::state {
     addr.sun_family = AF_UNIX;
     const std::string& path = config.socket_path.native();
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return last_errno();
+    // A full listen backlog (a server behind, or another local user's flood of connects) makes
+    // connect wait, for the send timeout at most: EAGAIN then, as ETIMEDOUT.
+    const timeval bound{static_cast<time_t>(config.timeout.count() / 1000),
+                        static_cast<suseconds_t>(config.timeout.count() % 1000 * 1000)};
+    if (::setsockopt(socket.get(), SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound) != 0) return last_errno();
+    if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+      return errno == EAGAIN ? error_code(ETIMEDOUT, boost::system::generic_category()) : last_errno();
+    }
     grant_message hello;
     hello.type = message_type::hello;
     hello.version = protocol_version;

@@ -49,13 +49,26 @@ def proof(label, key, secret, client_nonce, server_nonce):
     return hmac.new(secret.encode(), msg, hashlib.sha256).digest()
 
 
+def grant_socket(path, timeout=5):
+    """A connection to the grant socket as the library's client makes it: connect waits while
+    the listen backlog is full, for `timeout` at most (SO_SNDTIMEO; a socket timeout would make
+    Python's connect fail at once with EAGAIN)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", timeout, 0))
+    try:
+        s.connect(path)
+    except OSError:
+        s.close()
+        raise
+    s.settimeout(timeout)
+    return s
+
+
 class Session:
     """One grant session: the handshake, then registrations."""
 
     def __init__(self, path, key, secret):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock.settimeout(5)
-        self.sock.connect(path)
+        self.sock = grant_socket(path)
         nonce = secrets.token_bytes(32)
         self.sock.send(bytes([HELLO, 1]) + struct.pack("<H", len(key)) + key.encode() + nonce)
         answer = self.sock.recv(2048)
@@ -318,9 +331,7 @@ def main():
         # Garbage on fresh sessions: the server drops them and lives.
         for what, packet in (("random bytes", secrets.token_bytes(64)), ("an oversized packet", b"\x01" * 5000),
                              ("a registration before the handshake", struct.pack("<BQ", MEMFD, 4096)), ("an empty packet", b"")):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            s.settimeout(5)
-            s.connect(sock_path)
+            s = grant_socket(sock_path)
             s.send(packet)
             try:
                 answer = s.recv(2048)
@@ -328,10 +339,8 @@ def main():
                 answer = b""
             s.close()
             print("  ok: %s: answered %r, session dropped" % (what, answer[:1]))
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        s.connect(sock_path)
+        s = grant_socket(sock_path)
         socket.send_fds(s, [b"\x01\x01\x05\x00alice" + bytes(32)], [a_fd, b_fd])  # descriptors with a hello
-        s.settimeout(5)
         try:
             s.recv(2048)
         except (ConnectionResetError, socket.timeout):
@@ -431,8 +440,9 @@ def proof(label, key, secret, a, b):
 
 def session(path, key, secret):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.settimeout(5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 5, 0))  # connect waits, 5 s at most
     s.connect(path)
+    s.settimeout(5)
     nonce = secrets.token_bytes(32)
     s.send(bytes([1, 1]) + struct.pack("<H", len(key)) + key.encode() + nonce)
     answer = s.recv(2048)
@@ -446,7 +456,8 @@ def session(path, key, secret):
 
 
 def connect(path):
-    # Connected once the server accepted it (a full listen backlog waits, up to 2 s).
+    # Connected once the server accepted it; None when the listen backlog is full (EAGAIN at once:
+    # the flood tries again on its next round).
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(2)
     try:

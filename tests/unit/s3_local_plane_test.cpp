@@ -358,6 +358,30 @@ TEST_CASE("local plane: 300 silent connections do not keep a client out") {
   for (const int fd : silent) ::close(fd);
 }
 
+TEST_CASE("local plane: a connect that waits on a full backlog ends at the client's timeout") {
+  // A listener that never accepts, its backlog (of one) taken: connect waits, then ETIMEDOUT.
+  const auto path = socket_path();
+  const int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
+  REQUIRE(::bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  const int first = silent_connection(path);
+  error_code ec;
+  const auto started = std::chrono::steady_clock::now();
+  auto client = s3::local_client_plane::open({path, {"alice", "a"}, nullptr, 300ms}, ec);
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(!client);
+  CHECK_MESSAGE(ec == error_code(ETIMEDOUT, boost::system::generic_category()), ec.message());
+  CHECK(took >= 250ms);
+  CHECK(took < 2s);
+  ::close(first);
+  ::close(listener);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("local plane: a local user's sessions are capped, and a session that holds nothing closes when idle") {
   const auto path = socket_path();
   s3::local_server_plane_config config;
