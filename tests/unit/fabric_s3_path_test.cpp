@@ -92,7 +92,7 @@ TEST_CASE("s3 path over RDMA: a server without a plane declines, and the HTTP pa
   CHECK(got == data);
 }
 
-TEST_CASE("s3 fallback_path: RDMA first, HTTP when the server declines; the result says which ran and why") {
+TEST_CASE("s3 fallback_path: RDMA first, HTTP when the server declines, the result says which ran and why") {
   auto data = random_bytes(100000, 8);
   for (const bool server_plane : {false, true}) {
     CAPTURE(server_plane);

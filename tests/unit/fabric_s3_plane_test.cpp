@@ -69,7 +69,7 @@ void round_trip(rdma_pair& pair, std::size_t size) {
 
 }  // namespace
 
-TEST_CASE("S3 over RDMA: GET and PUT round trips on shm and tcp;ofi_rxm") {
+TEST_CASE("S3 over RDMA: GET and PUT round trips on shm and tcp (ofi_rxm)") {
   for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
     CAPTURE(provider);
     rdma_pair pair(provider, provider);
@@ -113,7 +113,7 @@ TEST_CASE("S3 over RDMA: a ranged GET lands only the range") {
   CHECK(report.rdma_bytes == 1000);
 }
 
-TEST_CASE("S3 over RDMA: a server without a plane declines; automatic falls back to HTTP, rdma fails") {
+TEST_CASE("S3 over RDMA: a server without a plane declines, automatic falls back to HTTP, rdma fails") {
   rdma_pair pair("", "shm");
   const auto data = random_bytes(7 * mib, 4);  // multipart: every part is declined
   auto source = data;

@@ -46,7 +46,7 @@ TEST_CASE("fallback_path: no paths is refused at construction") {
   CHECK_THROWS_AS(fallback_path(std::vector<any_path>{}), std::invalid_argument);
 }
 
-TEST_CASE_FIXTURE(two_stores, "fallback_path: the first path that works runs; errors that are not the path's end it") {
+TEST_CASE_FIXTURE(two_stores, "fallback_path: the first path that works runs, errors that are not the path's end it") {
   auto data = testing::random_bytes(5000, 1);
   error_code ec;
   path{local_negotiator<memory_store>{origin}, host_registrar{}, loopback_transport{}}.put({"bucket", "only-in-origin"},

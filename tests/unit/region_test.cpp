@@ -187,7 +187,7 @@ concept host_region_span_callable = requires(std::span<T> s) {
 };
 }  // namespace
 
-TEST_CASE("host_region rejects non-trivially-copyable elements; const elements give a const_region") {
+TEST_CASE("host_region rejects non-trivially-copyable elements, const elements give a const_region") {
   static_assert(host_region_span_callable<int>);
   static_assert(!host_region_span_callable<std::string>);
   static_assert(!host_region_span_callable<const std::string>);

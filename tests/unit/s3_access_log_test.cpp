@@ -40,7 +40,7 @@ sluice::s3::access_record sample() {
 
 }  // namespace
 
-TEST_CASE("text fields escape separators, line breaks, quotes and '%'; empty is '-'") {
+TEST_CASE("text fields escape separators, line breaks, quotes and '%', empty is '-'") {
   std::string out;
   sluice::s3::append_text_field(out, "a b\n\r\t\"%\x7f\xff/ok");
   CHECK(out == "a%20b%0A%0D%09%22%25%7F%FF/ok");

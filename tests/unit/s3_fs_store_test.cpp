@@ -317,7 +317,7 @@ TEST_CASE("fs_store: put through a writer, then head, read and map") {
   CHECK(ec == errc::invalid_argument);
 }
 
-TEST_CASE("fs_store: writes of any size gather into aligned units; a failed write counts for nothing") {
+TEST_CASE("fs_store: writes of any size gather into aligned units, a failed write counts for nothing") {
   temp_root root;
   fs_store store(root.config());
   make_bucket(store);
@@ -525,7 +525,7 @@ TEST_CASE("fs_store: abandoned writers leave nothing, moved writers carry the fi
   CHECK(count_entries(root.root() / "tmp") == 0);
 }
 
-TEST_CASE("fs_store: capacity_exceeded over max_object_bytes; commit after the bucket went away") {
+TEST_CASE("fs_store: capacity_exceeded over max_object_bytes, commit after the bucket went away") {
   temp_root root;
   fs_store store(fs_store_config{root.root(), 10, false});
   make_bucket(store);
@@ -1084,7 +1084,7 @@ TEST_CASE("fs_store multipart: errors of create_upload, begin_part, list and abo
   CHECK(small.list_parts({"bucket", "k"}, sid, ec).size() == 2);
 }
 
-TEST_CASE("fs_store multipart: abort leaves nothing; a bucket with an upload is not empty") {
+TEST_CASE("fs_store multipart: abort leaves nothing, a bucket with an upload is not empty") {
   temp_root root;
   fs_store store(root.config());
   make_bucket(store);
@@ -1124,7 +1124,7 @@ TEST_CASE("fs_store multipart: abort leaves nothing; a bucket with an upload is 
   check_layout(root);
 }
 
-TEST_CASE("fs_store multipart: list_uploads sorts by key and filters by prefix; uploads survive a reopen") {
+TEST_CASE("fs_store multipart: list_uploads sorts by key and filters by prefix, uploads survive a reopen") {
   temp_root root;
   std::string b1;
   {
@@ -1313,7 +1313,7 @@ TEST_CASE("fs_store multipart: a part whose attributes outgrow the reserved head
   check_layout(root);
 }
 
-TEST_CASE("fs_store: later attributes (language, expires, tags, parts, upload id) round-trip; older headers read") {
+TEST_CASE("fs_store: later attributes (language, expires, tags, parts, upload id) round-trip, older headers read") {
   temp_root root;
   sluice::object_attributes later{.etag = "e",
                                   .content_language = "de-CH",

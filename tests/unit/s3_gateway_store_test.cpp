@@ -134,7 +134,7 @@ TEST_CASE("gateway fill_progress: readers wait for their bytes, and a failure wa
   CHECK(!ec);
 }
 
-TEST_CASE("gateway fetch_plan: steps cover the object once, in order; a ramp starts small and doubles") {
+TEST_CASE("gateway fetch_plan: steps cover the object once, in order, a ramp starts small and doubles") {
   using sluice::s3::detail::fetch_plan;
   constexpr std::uint64_t mib = std::uint64_t{1} << 20;
   // Contiguous from 0, each step 1..chunk bytes, ending at the size.

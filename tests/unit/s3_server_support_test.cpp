@@ -86,7 +86,7 @@ TEST_CASE("x-amz-copy-source and partNumber") {
   }
 }
 
-TEST_CASE("object tagging routes: GET, PUT and DELETE of ?tagging on a key; bucket tagging stays 501") {
+TEST_CASE("object tagging routes: GET, PUT and DELETE of ?tagging on a key, bucket tagging stays 501") {
   sluice::error_code ec;
   const std::vector<std::string> suffixes;
   using sluice::s3::operation;

@@ -321,7 +321,7 @@ TEST_CASE("sigv4: presigned query parameters are checked") {
   CHECK(verify_at("GET", "/k?" + good, with_header, example_time) == errc::invalid_argument);
 }
 
-TEST_CASE("sigv4: sign() then verify() round-trips; any change breaks it") {
+TEST_CASE("sigv4: sign() then verify() round-trips, any change breaks it") {
   const std::string target = "/bucket/some%20key+x?partNumber=3&uploadId=abc%2Fdef&x-id=UploadPart";
   const header_list original = signed_example("PUT", target,
                                               {{"Host", "127.0.0.1:9000"},
