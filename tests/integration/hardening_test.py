@@ -12,7 +12,10 @@ SCENARIO: framing | limits | names | full | tls | config-fifo | config-zero | ac
            stops reading its 32 MiB body, while an idle connection lives until idle_timeout; one
            client address holds at most max_connections_per_address; readers that reset or
            half-close mid-body leave the server serving; the body's readers both by sendfile
-           ("sendfile": "always") and written from the store's mapping (the loopback default)
+           ("sendfile": "always") and written from the store's mapping (the loopback default);
+           with four io threads: slowloris on every thread leaves requests beside it answered at
+           once, a flood past max_connections is refused at once, 1,000 pipelined requests get
+           1,000 answers
   names    keys a plain listing cannot carry (NUL, control characters, invalid UTF-8) are refused
            at PUT and the listing stays parseable; AWS's reserved bucket names are refused;
            `sluice ls` prints keys with control characters escaped
@@ -262,6 +265,64 @@ def test_limits(server):
     time.sleep(0.3)
     expect(status_of(port, "GET", host, "/")[0] == 200, "once they close, the address is served again")
     readers_that_stop(server)
+
+
+def test_threads(server):
+    """Hostile clients against every io thread: the server runs io_threads 4 (a connection is
+    dealt to each loop in turn), read_timeout 2 s, max_connections 12."""
+    port, host = server.port, "127.0.0.1:%d" % server.port
+    # Slowloris on every loop: 8 header sections that never finish, two on each thread. A
+    # well-formed request meanwhile is answered at once, and each stalled one is dropped after
+    # read_timeout.
+    stalled = []
+    for _ in range(8):
+        s_ = socket.create_connection(("127.0.0.1", port))
+        s_.sendall(b"GET / HTTP/1.1\r\nHost: h\r\nX-Slow: ")
+        stalled.append(s_)
+    for _ in range(4):  # each lands on another loop
+        start = time.time()
+        code = status_of(port, "GET", host, "/")[0]
+        expect(code == 200 and time.time() - start < 1.0,
+               "a request beside 8 stalled header sections is answered at once (%d in %.2f s)" % (code, time.time() - start))
+    start = time.time()
+    took = max(seconds_until_dropped(s_, limit=10) for s_ in stalled)
+    expect(took < 5, "each stalled header section is dropped after read_timeout (2 s): the last at %.1f s" % (time.time() - start))
+    for s_ in stalled:
+        s_.close()
+    time.sleep(0.3)
+    # A flood past max_connections, spread over the loops: 12 held and served, the 13th closed at once.
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
+    for s_ in held:
+        s_.settimeout(10)
+        s_.sendall(signed("GET", host, "/"))
+        expect(read_response(s_).startswith(b"HTTP/1.1 200"), "a held connection is served and kept alive")
+    extra = socket.create_connection(("127.0.0.1", port))
+    extra.settimeout(3)
+    try:
+        refused = extra.recv(4096) == b""
+    except ConnectionResetError:
+        refused = True
+    except socket.timeout:
+        refused = False
+    expect(refused, "a 13th connection (max_connections 12) is closed at once")
+    for s_ in held + [extra]:
+        s_.close()
+    time.sleep(0.3)
+    # 1,000 requests pipelined in one write: 1,000 answers, in order, and the next client is served.
+    pipelined = socket.create_connection(("127.0.0.1", port))
+    pipelined.sendall(b"".join(signed("GET", host, "/") for _ in range(1000)))
+    pipelined.settimeout(30)
+    reply, answered = b"", []
+    while len(answered) < 1000:
+        chunk = pipelined.recv(1 << 20)
+        if not chunk:
+            break
+        reply += chunk
+        answered = statuses(reply)
+    pipelined.close()
+    expect(answered == [200] * 1000, "1,000 pipelined requests: 1,000 answers of 200 (%d, %s)" %
+           (len(answered), sorted(set(answered))))
+    expect(status_of(port, "GET", host, "/")[0] == 200, "the next client is served")
 
 
 def whole_get(port, host, path):
@@ -786,6 +847,14 @@ def main():
                                     ["--fabric", "off", "--grant-socket", "off", "--config", config]).start()
                     print("limits, bodies written from the mapping")
                     readers_that_stop(server)
+                    server.stop()
+                    with open(config, "w") as f:
+                        f.write('{"read_timeout_s": 2, "max_connections": 12, "max_connections_per_address": 100, '
+                                '"io_threads": 4}')
+                    server = Server(binary, os.path.join(tmp, "root3"), AK, SK,
+                                    ["--fabric", "off", "--grant-socket", "off", "--config", config]).start()
+                    print("limits, four io threads")
+                    test_threads(server)
             finally:
                 server.stop()
         if skipped:

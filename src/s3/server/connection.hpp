@@ -113,7 +113,7 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   asio::awaitable<bool> object_tagging(request& req);
 
   // Runs `work` (a store call that may wait for the disk) on the blocking pool, then resumes
-  // on this connection's strand: network threads never wait for fsync.
+  // on this connection's loop: network threads never wait for fsync.
   template <class Work>
   asio::awaitable<std::invoke_result_t<Work>> offload(Work work) {
     co_return co_await offload_to(state_->blocking, std::move(work));
@@ -184,7 +184,7 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // mapping, the object's name), so a request that ends first does not wait for it.
   struct confirmation {
     explicit confirmation(const asio::any_io_executor& here) : wake(here) {}
-    asio::steady_timer wake;  // cancelled on this connection's strand when the answer is in
+    asio::steady_timer wake;  // cancelled on this connection's loop when the answer is in
     bool done = false;
     bool current = false;
   };

@@ -21,8 +21,9 @@ template <bool with_tls>
 asio::awaitable<void> accept_loop(std::shared_ptr<server_state> state, tcp::acceptor& acceptor) {
   for (;;) {
     error_code accept_error;
-    tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(state->io),
-                                                        asio::redirect_error(asio::use_awaitable, accept_error));
+    tcp::socket socket =
+        co_await acceptor.async_accept(asio::any_io_executor(state->next_connection_loop().get_executor()),
+                                       asio::redirect_error(asio::use_awaitable, accept_error));
     if (accept_error) {
       if (state->stopping || accept_error == asio::error::operation_aborted) co_return;
       continue;  // EMFILE and friends: keep serving the connections we have

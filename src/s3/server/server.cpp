@@ -93,7 +93,10 @@ void server::listen(error_code& ec) {
   }
   if (s.log) asio::co_spawn(s.io, detail::flush_access_log(state_), asio::detached);
   s.ready = true;
-  for (std::size_t i = 0; i < s.config.io_threads; ++i) s.threads.emplace_back([st = state_] { st->io.run(); });
+  for (auto& loop : s.loops) {
+    s.keep_looping.push_back(boost::asio::make_work_guard(*loop));
+    s.threads.emplace_back([st = state_, &loop = *loop] { loop.run(); });
+  }
 }
 
 void server::listen() {
@@ -155,6 +158,8 @@ void server::stop() {
   } else {
     boost::asio::post(s.io, [state = state_, close_all] { close_all(*state); });
   }
+  // Each loop ends once its connections have (the first one's also once its acceptors closed).
+  for (auto& guard : s.keep_looping) guard.reset();
   // Give connections a moment to finish their last write, then stop the loop.
   for (auto& t : s.threads) {
     if (t.joinable()) t.join();

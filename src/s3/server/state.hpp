@@ -27,12 +27,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -53,6 +53,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace sluice::s3::detail {
 
@@ -107,6 +108,8 @@ struct server_state : std::enable_shared_from_this<server_state> {
   server_state(std::shared_ptr<any_store> s, server_config c)
       : store(std::move(s)),
         config(std::move(c)),
+        loops(make_loops(config.io_threads)),
+        io(*loops.front()),
         acceptor(io),
         tls_acceptor(io),
         admin_acceptor(io),
@@ -115,7 +118,13 @@ struct server_state : std::enable_shared_from_this<server_state> {
 
   std::shared_ptr<any_store> store;
   server_config config;
-  asio::io_context io;
+  // One event loop per io thread (shared nothing): a connection lives on one loop for its life,
+  // so its handlers need no strand and the threads share no scheduler. Work that leaves the loop
+  // (the pools below, RDMA completions) comes back to the connection's own loop.
+  std::vector<std::unique_ptr<asio::io_context>> loops;
+  asio::io_context& io;                   // the first loop: the acceptors, the admin listener, the access log's flush
+  std::atomic<std::size_t> next_loop{0};  // connections are dealt to the loops in turn
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_looping;  // until stop()
   // Store calls that wait for the disk (fsync, concatenation), and every call of a remote store
   // (one thread per upstream request in flight).
   asio::thread_pool blocking{store->remote() ? 16u : 2u};
@@ -139,7 +148,7 @@ struct server_state : std::enable_shared_from_this<server_state> {
 
   std::mutex mutex;                                        // guards owners and closers
   std::map<std::string, std::string, std::less<>> owners;  // bucket → access key id
-  std::map<const void*, std::function<void()>> closers;    // live connection → closes it on its strand
+  std::map<const void*, std::function<void()>> closers;    // live connection → closes it on its loop
 
   std::optional<std::string> secret_for(std::string_view access_key) {
     std::shared_ptr<const std::vector<user>> current;
@@ -151,6 +160,17 @@ struct server_state : std::enable_shared_from_this<server_state> {
       if (u.access_key_id == access_key) return u.secret_access_key;
     }
     return std::nullopt;
+  }
+
+  /// The loop of the next connection.
+  asio::io_context& next_connection_loop() { return *loops[next_loop.fetch_add(1) % loops.size()]; }
+
+  static std::vector<std::unique_ptr<asio::io_context>> make_loops(std::size_t count) {
+    std::vector<std::unique_ptr<asio::io_context>> made;
+    for (std::size_t i = 0; i < std::max<std::size_t>(count, 1); ++i) {
+      made.push_back(std::make_unique<asio::io_context>(1));  // one thread runs it
+    }
+    return made;
   }
 
   std::string next_request_id() {
