@@ -469,11 +469,31 @@ std::string string_to_sign(std::string_view amz_date, std::string_view scope, st
 
 std::array<std::byte, 32> signing_key(std::string_view secret, std::string_view date, std::string_view region,
                                       std::string_view service) {
+  // A server verifies many requests of few users a day: each thread keeps the last few keys it
+  // derived (four HMACs each), shared with no other thread. The secret is part of the match, so
+  // a user whose secret changed never meets the old key; a client that varies its scope only
+  // turns the table over.
+  struct derived {
+    std::string secret, date, region, service;
+    std::array<std::byte, 32> key{};
+  };
+  thread_local std::array<derived, 8> recent;
+  thread_local std::size_t next = 0;
+  for (const auto& d : recent) {
+    if (!d.date.empty() && d.date == date && d.region == region && d.service == service && d.secret == secret) {
+      return d.key;
+    }
+  }
   const std::string initial = "AWS4" + std::string(secret);
   auto key = hmac_sha256(std::as_bytes(std::span(initial.data(), initial.size())), date);
   key = hmac_sha256(key, region);
   key = hmac_sha256(key, service);
-  return hmac_sha256(key, sigv4_detail::scope_terminator);
+  key = hmac_sha256(key, sigv4_detail::scope_terminator);
+  if (!date.empty()) {
+    recent[next++ % recent.size()] = {std::string(secret), std::string(date), std::string(region), std::string(service),
+                                      key};
+  }
+  return key;
 }
 
 std::string signature(const std::array<std::byte, 32>& key, std::string_view string_to_sign) {

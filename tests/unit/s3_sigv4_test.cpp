@@ -160,6 +160,18 @@ TEST_CASE("sigv4: the AWS GET object example, step by step") {
         "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972");
   const auto key = sluice::s3::signing_key(example_creds.secret_access_key, "20130524", "us-east-1", "s3");
   CHECK(sluice::s3::signature(key, to_sign) == "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+  // Derived keys are remembered per thread: the same inputs give the same key again, and any
+  // other secret, date, region or service its own, also after the table turned over.
+  CHECK(sluice::s3::signing_key(example_creds.secret_access_key, "20130524", "us-east-1", "s3") == key);
+  for (int round = 0; round < 3; ++round) {
+    CHECK(sluice::s3::signing_key("another secret", "20130524", "us-east-1", "s3") != key);
+    CHECK(sluice::s3::signing_key(example_creds.secret_access_key, "20130525", "us-east-1", "s3") != key);
+    CHECK(sluice::s3::signing_key(example_creds.secret_access_key, "20130524", "eu-west-1", "s3") != key);
+    CHECK(sluice::s3::signing_key(example_creds.secret_access_key, "20130524", "us-east-1", "s4") != key);
+    for (int i = 0; i < 10; ++i) (void)sluice::s3::signing_key("churn", std::to_string(20130500 + i), "r", "s");
+    CHECK(sluice::s3::signature(sluice::s3::signing_key(example_creds.secret_access_key, "20130524", "us-east-1", "s3"),
+                                to_sign) == "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+  }
 }
 
 TEST_CASE("sigv4: sign() reproduces the AWS header examples") {
