@@ -324,13 +324,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   res.keep_alive(keep);
   res.body().data = nullptr;
   res.body().more = !req.head && length > 0;
-  http::response_serializer<http::buffer_body> sr(res);
-  co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
   const unsigned status = res.result_int();
-  if (ec || req.head || length == 0) {
-    record(req, status, 0);
-    co_return !ec && keep;
-  }
 
   // The body straight from the store's mapping, in slices (no copy in user space). Over plain
   // HTTP, from the store's file by sendfile(2) when it has one: no copy into the socket either.
@@ -343,6 +337,23 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
       file = mapping.native_handle();
       file_offset = mapping.data_offset() + (offset - base);
     }
+  }
+  http::response_serializer<http::buffer_body> sr(res);
+  if (!req.head && length > 0 && length <= slice && !growing && !asked && file < 0) {
+    // One slice from memory goes with its headers in one write: one system call, and for a small
+    // object one segment.
+    res.body().data = sluice::detail::readable_as_region(bytes).bytes() + (offset - base);
+    res.body().size = static_cast<std::size_t>(length);
+    res.body().more = false;
+    co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    record(req, status, ec ? 0 : length);
+    co_return !ec && keep;
+  }
+  co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || req.head || length == 0) {
+    record(req, status, 0);
+    co_return !ec && keep;
   }
   std::uint64_t written = 0;  // acknowledged by the socket
   for (std::uint64_t sent = 0; sent < length;) {
