@@ -3,9 +3,10 @@
 #include <sluice/s3/error.hpp>
 
 #include <isa-l/crc.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <algorithm>
 #include <climits>
@@ -20,16 +21,54 @@ namespace checksum_detail {
 
 const unsigned char* as_uchars(const std::byte* p) noexcept { return reinterpret_cast<const unsigned char*>(p); }
 
+// Fetched once for the process (OpenSSL 3's EVP_md5() and friends are fetched again, by name and
+// under a lock, at every EVP_DigestInit_ex: a cost per request). A provider without the
+// algorithm (MD5 under FIPS) leaves the legacy handle, which fails at init as before.
+const EVP_MD* fetched(const char* name, const EVP_MD* legacy) noexcept {
+  const EVP_MD* md = EVP_MD_fetch(nullptr, name, nullptr);
+  return md != nullptr ? md : legacy;
+}
+
 const EVP_MD* evp_md_of(digest_kind kind) noexcept {
   switch (kind) {
-    case digest_kind::md5: return EVP_md5();
-    case digest_kind::sha1: return EVP_sha1();
-    case digest_kind::sha256: return EVP_sha256();
+    case digest_kind::md5: {
+      static const EVP_MD* const md = fetched("MD5", EVP_md5());
+      return md;
+    }
+    case digest_kind::sha1: {
+      static const EVP_MD* const md = fetched("SHA1", EVP_sha1());
+      return md;
+    }
+    case digest_kind::sha256: {
+      static const EVP_MD* const md = fetched("SHA256", EVP_sha256());
+      return md;
+    }
     case digest_kind::crc32:
     case digest_kind::crc32c: return nullptr;
   }
   return nullptr;
 }
+
+/// HMAC-SHA256 contexts, one per thread, made once: each use sets a new key on it (no fetch, no
+/// allocation per call).
+struct hmac_context {
+  EVP_MAC_CTX* ctx = nullptr;
+  hmac_context() {
+    static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    if (mac == nullptr) return;
+    ctx = EVP_MAC_CTX_new(mac);
+    char digest_name[] = "SHA256";
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                                 OSSL_PARAM_construct_end()};
+    if (ctx != nullptr && EVP_MAC_CTX_set_params(ctx, params) != 1) {
+      EVP_MAC_CTX_free(ctx);
+      ctx = nullptr;
+    }
+  }
+  ~hmac_context() { EVP_MAC_CTX_free(ctx); }
+  hmac_context(const hmac_context&) = delete;
+  hmac_context& operator=(const hmac_context&) = delete;
+};
 
 [[noreturn]] void throw_openssl(const char* what) { throw system_error(make_error_code(errc::internal_error), what); }
 
@@ -282,14 +321,16 @@ std::optional<std::vector<std::byte>> base64_decode(std::string_view text) {
 
 std::array<std::byte, 32> hmac_sha256(std::span<const std::byte> key, std::string_view data) {
   std::array<std::byte, 32> out{};
-  unsigned int length = 0;
-  // An empty buffer may have a null data(); HMAC() wants a valid pointer even for length 0.
+  // An empty buffer may have a null data(); a null key would mean "the previous key" to
+  // EVP_MAC_init, so an empty one is a valid pointer with length 0.
   static constexpr unsigned char empty = 0;
   const unsigned char* key_bytes = key.empty() ? &empty : checksum_detail::as_uchars(key.data());
   const unsigned char* data_bytes = data.empty() ? &empty : reinterpret_cast<const unsigned char*>(data.data());
-  if (key.size() > static_cast<std::size_t>(INT_MAX) ||
-      HMAC(EVP_sha256(), key_bytes, static_cast<int>(key.size()), data_bytes, data.size(),
-           reinterpret_cast<unsigned char*>(out.data()), &length) == nullptr ||
+  thread_local const checksum_detail::hmac_context mac;
+  std::size_t length = 0;
+  if (mac.ctx == nullptr || EVP_MAC_init(mac.ctx, key_bytes, key.size(), nullptr) != 1 ||
+      EVP_MAC_update(mac.ctx, data_bytes, data.size()) != 1 ||
+      EVP_MAC_final(mac.ctx, reinterpret_cast<unsigned char*>(out.data()), &length, out.size()) != 1 ||
       length != out.size()) {
     checksum_detail::throw_openssl("HMAC");
   }
