@@ -279,8 +279,9 @@ class Nginx:
     """nginx in the foreground (daemon off), sendfile on, serving root as http://127.0.0.1:PORT/;
     as many workers as sluice serve has io threads (2)."""
 
-    def __init__(self, binary, root, prefix, workers=2):
+    def __init__(self, binary, root, prefix, workers=2, command_prefix=()):
         self.binary, self.root, self.prefix, self.workers = binary, root, prefix, workers
+        self.command_prefix = list(command_prefix)  # taskset: the workers inherit the master's cores
         self.proc, self.port = None, None
 
     def start(self):
@@ -291,7 +292,7 @@ class Nginx:
             with open(conf, "w") as f:
                 f.write(NGINX_CONF.format(user="user root;" if os.geteuid() == 0 else "", workers=self.workers,
                                           prefix=self.prefix, port=self.port, root=self.root))
-            self.proc = subprocess.Popen([self.binary, "-p", self.prefix, "-c", conf, "-e",
+            self.proc = subprocess.Popen(self.command_prefix + [self.binary, "-p", self.prefix, "-c", conf, "-e",
                                           os.path.join(self.prefix, "error.log"), "-g", "daemon off;"],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
@@ -1002,6 +1003,7 @@ class Harness:
         duration = 2 if self.quick else 5
         taskset = shutil.which("taskset")
         log("== %s: server on %s core(s), %d s each" % (group, ", ".join(map(str, points)), duration))
+        staged = {}  # k -> (the object's file, wrk's taskset, where wrk ran): nginx serves the same
         for k in points:
             def body(k=k):
                 self.tool("wrk")
@@ -1037,16 +1039,40 @@ class Harness:
                             raise RuntimeError("the presigned GET did not return the object")
                     pinned = cores - k >= k
                     prefix = [taskset, "-c", "%d-%d" % (k, cores - 1)] if pinned else []
+                    where = "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"
                     entry = self.wrk(url, 4 * KIB, duration, server.proc.pid,
                                      "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s" % (
-                                         k - 1, k, k, max(16, 8 * k),
-                                         "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"),
+                                         k - 1, k, k, max(16, 8 * k), where),
                                      path, threads=k, connections=max(16, 8 * k), prefix=prefix)
+                    staged[k] = (path, prefix, where)
                     return dict(entry, cores=k)
                 finally:
                     server.stop()
+
+            def nginx_body(k=k):
+                # nginx held to the same cores with k workers (sendfile), the same file, the same wrk.
+                if not self.nginx:
+                    raise NotRun(self.nginx_missing)
+                if k not in staged:
+                    raise NotRun("the sluice point did not run")
+                path, prefix, where = staged[k]
+                www = os.path.join(self.work, "scale-www-%d" % k)
+                os.makedirs(os.path.join(www, BUCKET), exist_ok=True)
+                shutil.copy(path, os.path.join(www, BUCKET, "small"))
+                nginx = Nginx(self.nginx.binary, www, os.path.join(self.work, "nginx-%d" % k), workers=k,
+                              command_prefix=[taskset, "-c", "0-%d" % (k - 1)]).start()
+                try:
+                    entry = self.wrk("%s/%s/small" % (nginx.url, BUCKET), 4 * KIB, duration, nginx.proc.pid,
+                                     "nginx: taskset -c 0-%d, %d worker%s, sendfile; wrk -t%d -c%d %s" % (
+                                         k - 1, k, "s" if k > 1 else "", k, max(16, 8 * k), where),
+                                     path, threads=k, connections=max(16, 8 * k), prefix=prefix)
+                    return dict(entry, cores=k)  # server CPU: the master and its workers
+                finally:
+                    nginx.stop()
             scenario(self.results, "scale.%d" % k, group, "4 KiB GET, server on %d core%s" % (k, "s" if k > 1 else ""),
                      "sluice" if k > 1 else "baseline", body)
+            scenario(self.results, "scale.%d.nginx" % k, group, "4 KiB GET, nginx on %d core%s" % (
+                k, "s" if k > 1 else ""), "baseline", nginx_body)
 
     def size_sweep(self):
         group = "Size sweep (GET)"
@@ -1111,7 +1137,10 @@ class Harness:
          for sid, what in GATEWAY_MISSES] + [
         (sid, "gw.upstream_http", what + " ÷ upstream's own http GET, measured once (3 warm GETs)")
         for sid, what in GATEWAY_MISSES] + [
-        ("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
+        ("scale.%d" % k, "scale.%d.nginx" % k, "4 KiB ops/s on %d core%s: sluice ÷ nginx" % (k, "s" if k > 1 else ""))
+        for k in (1, 2, 4, 8, 16, 32, 64)] + [
+        ("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)] + [
+        ("scale.%d.nginx" % k, "scale.1.nginx", "4 KiB ops/s, nginx on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
 
     def gateway(self):
         """`sluice serve --upstream` (gateway_store) in front of a second `sluice serve`: cache hits
@@ -1287,6 +1316,11 @@ class Harness:
             p99("CPU: 4 KiB GET p99 ≤ 2 × nginx's", "small.4k.sluice", "small.4k.nginx"),
             p99("CPU: 64 KiB GET p99 ≤ 2 × nginx's", "small.64k.sluice", "small.64k.nginx"),
             target("CPU: 4 KiB GET ops/s, server on 2 cores ≥ 1.6 × on 1", "scale.2", "scale.1", "ops_per_s", 1.6),
+        ] + [
+            target("CPU: 4 KiB GET ops/s on %d core%s ≥ 0.5 × nginx on the same" % (k, "s" if k > 1 else ""),
+                   "scale.%d" % k, "scale.%d.nginx" % k, "ops_per_s", 0.5) for k in (1, 2, 4, 8)
+        ] + [
+            target("CPU: 4 KiB GET ops/s, server on 8 cores ≥ 6 × on 1", "scale.8", "scale.1", "ops_per_s", 6.0),
             at_most("CPU: HTTP PUT server CPU ≤ 1.5 s/GiB (sluice client)", "put.http", "server_cpu_s_per_gib", 1.5,
                     "s/GiB"),
             at_most("CPU: curl -T PUT server CPU ≤ 1.5 s/GiB", "put.curl", "server_cpu_s_per_gib", 1.5, "s/GiB"),

@@ -9,8 +9,9 @@
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
 # run.sh python: the Python module built there for its python3 (torch), tests/python with torch,
 # and GET → CUDA tensor through Python against the C API in the same run (bench/gpu/python_get.py).
-# run.sh cpu: bench/run.py's CPU groups with the carried binaries and wrk (default the core
-# scaling of 4 KiB GETs; SLUICE_BENCH_ONLY picks groups), results in $OUT/bench_cpu.
+# run.sh cpu: bench/run.py's CPU groups with the carried binaries, wrk and nginx (default the core
+# scaling of 4 KiB GETs against nginx on the same cores; SLUICE_BENCH_ONLY picks groups), results
+# in $OUT/bench_cpu.
 # run.sh go: examples/go's tests (a test binary built here with -tags cuda), its GPU test included.
 # run.sh gateway: the GPU benchmark (1 GiB) against a local store and against `sluice serve
 # --upstream` in front of a second sluice serve, in one run: a gateway cache hit into GPU memory
@@ -124,6 +125,14 @@ strip "${out}"/cpu/bench/* 2>/dev/null || true
 if command -v wrk >/dev/null; then
   cp "$(command -v wrk)" "${out}/tools/"
   ldd "$(command -v wrk)" | awk '/libluajit/ {print $3}' | xargs -r cp -L -t "${out}/lib"
+fi
+# Debian's nginx, the baseline of the core scaling (bench/run.py runs it with its own
+# configuration, no module and no file of /etc): the binary and the two libraries the GPU host
+# lacks (its libssl, libcrypto and zlib serve).
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+if [[ -x ${nginx} ]]; then
+  cp "${nginx}" "${out}/tools/nginx"
+  ldd "${nginx}" | awk '/libpcre2-8|libcrypt\.so/ {print $3}' | xargs -r cp -L -t "${out}/lib"
 fi
 # The C API library and pybind11's headers (Debian's): run.sh python builds the Python module
 # there, for the device's own python3 (the one that holds torch).
