@@ -1,13 +1,18 @@
 #include "s3/server/support.hpp"
 
+#include "s3/server/published.hpp"
+
 #include <sluice/s3/router.hpp>
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -165,4 +170,43 @@ TEST_CASE("conditional write headers, ETag lists and header values") {
   CHECK_FALSE(is_safe_header_value("a\nb"));
   CHECK_FALSE(is_safe_header_value(std::string("a\0b", 3)));
   CHECK_FALSE(is_safe_header_value("a\x7f"));
+}
+
+TEST_CASE("published: readers see each publish, across threads and instances") {
+  using sluice::s3::detail::published;
+  published<std::vector<int>> a({1});
+  published<std::vector<int>> b({2});
+  CHECK(a.read() == std::vector<int>{1});
+  CHECK(b.read() == std::vector<int>{2});
+  a.publish({3});
+  CHECK(a.read() == std::vector<int>{3});  // this thread held version 1: it reads the new one
+  b.update([](std::vector<int>& v) { v.push_back(4); });
+  CHECK(b.read() == std::vector<int>{2, 4});
+  // More instances than a thread keeps copies of: each still reads its own value.
+  std::vector<std::unique_ptr<published<int>>> many;
+  for (int i = 0; i < 20; ++i) many.push_back(std::make_unique<published<int>>(i));
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 20; ++i) CHECK(many[static_cast<std::size_t>(i)]->read() == i);
+  }
+  // A writer and readers on other threads: a reader never sees a value go back, and sees the last.
+  published<int> counter(0);
+  std::atomic<bool> done{false};
+  std::atomic<int> backwards{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      int last = 0;
+      while (!done.load()) {
+        const int now = counter.read();
+        if (now < last) ++backwards;
+        last = now;
+      }
+      if (counter.read() != 1000) ++backwards;
+    });
+  }
+  for (int i = 1; i <= 1000; ++i) counter.update([](int& v) { ++v; });
+  done = true;
+  for (auto& r : readers) r.join();
+  CHECK(backwards.load() == 0);
+  CHECK(counter.read() == 1000);
 }

@@ -41,10 +41,7 @@ asio::awaitable<bool> connection<Stream>::create_bucket(request& req) {
         req, owns(req, req.where.bucket) ? s3::errc::bucket_already_owned_by_you : s3::errc::bucket_already_exists);
   }
   if (ec) co_return co_await send_error(req, to_s3(ec, true));
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->owners[req.where.bucket] = req.user;
-  }
+  state_->owners.update([&](auto& owners) { owners[req.where.bucket] = req.user; });
   string_response res{http::status::ok, 11};
   res.set(http::field::location, "/" + req.where.bucket);
   co_return co_await send(req, std::move(res));
@@ -75,10 +72,7 @@ asio::awaitable<bool> connection<Stream>::bucket_only(request& req) {
       return 0;
     });
     if (ec) co_return co_await send_error(req, to_s3(ec, true));
-    {
-      std::lock_guard lock(state_->mutex);
-      state_->owners.erase(req.where.bucket);
-    }
+    state_->owners.update([&](auto& owners) { owners.erase(req.where.bucket); });
     co_return co_await send_empty(req, http::status::no_content);
   }
   (void)co_await store_call([&] { return state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec); });

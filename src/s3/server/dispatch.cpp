@@ -211,9 +211,9 @@ void connection<Stream>::record(request& req, unsigned status, std::uint64_t byt
 
 template <class Stream>
 bool connection<Stream>::owns(const request& req, std::string_view bucket) const {
-  std::lock_guard lock(state_->mutex);
-  auto it = state_->owners.find(bucket);
-  return it == state_->owners.end() || it->second == req.user;  // unknown bucket: the store answers NoSuchBucket
+  const auto& owners = state_->owners.read();
+  auto it = owners.find(bucket);
+  return it == owners.end() || it->second == req.user;  // unknown bucket: the store answers NoSuchBucket
 }
 
 template <class Stream>

@@ -1,5 +1,6 @@
 // sluice::s3::server: its life (construct, listen, stop) over the state its connections share.
-// The parts of the server, each in src/s3/server/: state.hpp (what connections share),
+// The parts of the server, each in src/s3/server/: state.hpp (what connections share; published.hpp
+// the snapshots every request reads),
 // support.hpp (request helpers), connection.hpp (one connection), listen.hpp (accepting);
 // the connection's members in dispatch.cpp, bodies.cpp, receive.hpp, bucket_ops.cpp,
 // object_ops.cpp and multipart.cpp; the configuration in config.cpp.
@@ -13,11 +14,13 @@ server::server(std::shared_ptr<any_store> store, server_config config)
   // Buckets that exist before the server starts belong to the owner the store kept for them
   // (a store with the bucket_owner capability), else to the first user.
   error_code ec;
+  std::map<std::string, std::string, std::less<>> owners;
   for (const auto& b : state_->store->list_buckets(ec)) {
     std::optional<std::string> owner = state_->store->bucket_owner(b.name);
     if (!owner && !state_->config.users.empty()) owner = state_->config.users.front().access_key_id;
-    if (owner) state_->owners[b.name] = std::move(*owner);
+    if (owner) owners[b.name] = std::move(*owner);
   }
+  state_->owners.publish(std::move(owners));
   if (state_->config.access_log.target != access_log_target::off) {
     error_code log_error;
     state_->log = std::make_unique<access_log>(state_->config.access_log, log_error);
@@ -126,9 +129,7 @@ void server::set_users(std::vector<user> users) {
       throw std::invalid_argument("every user needs an access key id and a secret");
     }
   }
-  auto fresh = std::make_shared<const std::vector<user>>(std::move(users));
-  std::lock_guard lock(state_->users_mutex);
-  state_->users = std::move(fresh);
+  state_->users.publish(std::move(users));
 }
 
 void server::reopen_access_log(error_code& ec) {

@@ -55,6 +55,8 @@
 #include <thread>
 #include <vector>
 
+#include "published.hpp"
+
 namespace sluice::s3::detail {
 
 namespace asio = boost::asio;
@@ -114,7 +116,7 @@ struct server_state : std::enable_shared_from_this<server_state> {
         tls_acceptor(io),
         admin_acceptor(io),
         log_flush_timer(io),
-        users(std::make_shared<const std::vector<user>>(config.users)) {}
+        users(config.users) {}
 
   std::shared_ptr<any_store> store;
   server_config config;
@@ -143,20 +145,16 @@ struct server_state : std::enable_shared_from_this<server_state> {
   server_metrics metrics;
   std::unique_ptr<access_log> log;     // null: the access log is off
   asio::steady_timer log_flush_timer;  // writes the access log out every second
-  std::mutex users_mutex;              // guards users (set_users replaces the list)
-  std::shared_ptr<const std::vector<user>> users;
+  // Read by every request, without a lock: set_users replaces the users, bucket creation and
+  // deletion the owners.
+  published<std::vector<user>> users;
+  published<std::map<std::string, std::string, std::less<>>> owners{{}};  // bucket → access key id
 
-  std::mutex mutex;                                        // guards owners and closers
-  std::map<std::string, std::string, std::less<>> owners;  // bucket → access key id
-  std::map<const void*, std::function<void()>> closers;    // live connection → closes it on its loop
+  std::mutex mutex;                                      // guards closers
+  std::map<const void*, std::function<void()>> closers;  // live connection → closes it on its loop
 
-  std::optional<std::string> secret_for(std::string_view access_key) {
-    std::shared_ptr<const std::vector<user>> current;
-    {
-      std::lock_guard lock(users_mutex);
-      current = users;
-    }
-    for (const auto& u : *current) {
+  std::optional<std::string> secret_for(std::string_view access_key) const {
+    for (const auto& u : users.read()) {
       if (u.access_key_id == access_key) return u.secret_access_key;
     }
     return std::nullopt;
