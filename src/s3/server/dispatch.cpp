@@ -18,12 +18,16 @@ asio::awaitable<void> connection<Stream>::run() {
       }
     };
   }
-  bool open = true;
+  // A connection accepted as the server stops may register after stop() closed the others: it
+  // ends at once rather than keep its loop (and stop()) waiting for its idle timeout.
+  bool open = !state_->stopping;
   if constexpr (tls) {
-    error_code ec;
-    lowest().expires_after(state_->config.read_timeout);
-    co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
-    open = !ec;  // not TLS, an old protocol, a stall: dropped without an answer
+    if (open) {
+      error_code ec;
+      lowest().expires_after(state_->config.read_timeout);
+      co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+      open = !ec;  // not TLS, an old protocol, a stall: dropped without an answer
+    }
   }
   while (open) {  // NOLINT(bugprone-infinite-loop): every way out of the loop is a break
     header_parser parser;
