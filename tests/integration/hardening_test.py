@@ -224,6 +224,26 @@ def test_framing(server):
            "malformed presigned parameters → 400 AuthorizationQueryParametersError")
 
 
+def hold_then_one_more(port, host, count, what):
+    """Opens `count` connections, each served and kept alive, then one more that the server must
+    close at once (`what`); returns (held, the extra one)."""
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+    for s_ in held:
+        s_.settimeout(10)
+        s_.sendall(signed("GET", host, "/"))
+        expect(read_response(s_).startswith(b"HTTP/1.1 200"), "a held connection is served and kept alive")
+    extra = socket.create_connection(("127.0.0.1", port))
+    extra.settimeout(3)  # shorter than the idle timeout: an accepted connection would not close before
+    try:
+        refused = extra.recv(4096) == b""
+    except ConnectionResetError:
+        refused = True
+    except socket.timeout:
+        refused = False
+    expect(refused, what)
+    return held, extra
+
+
 def test_limits(server):
     """The server runs with read_timeout 2 s, idle_timeout 8 s, max_connections_per_address 4."""
     port, host = server.port, "127.0.0.1:%d" % server.port
@@ -244,20 +264,9 @@ def test_limits(server):
     expect(statuses(reply) == [200], "an idle connection is still served after 4 s (idle_timeout 8 s)")
     idle.close()
     time.sleep(0.5)  # the server has ended the connections above
-    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
-    for s_ in held:  # each one accepted and served (kept alive): four counted for this address
-        s_.settimeout(10)
-        s_.sendall(signed("GET", host, "/"))
-        expect(read_response(s_).startswith(b"HTTP/1.1 200"), "a held connection is served and kept alive")
-    extra = socket.create_connection(("127.0.0.1", port))
-    extra.settimeout(3)  # idle_timeout is 8 s: an accepted connection would not close before
-    try:
-        refused = extra.recv(4096) == b""
-    except ConnectionResetError:
-        refused = True
-    except socket.timeout:
-        refused = False
-    expect(refused, "a fifth connection from one address (max_connections_per_address 4) is closed at once")
+    # Each one accepted and served (kept alive): four counted for this address.
+    held, extra = hold_then_one_more(port, host, 4, "a fifth connection from one address "
+                                                    "(max_connections_per_address 4) is closed at once")
     held[0].sendall(signed("GET", host, "/"))
     expect(read_response(held[0]).startswith(b"HTTP/1.1 200"), "the four held connections are still served")
     for s_ in held + [extra]:
@@ -291,20 +300,7 @@ def test_threads(server):
         s_.close()
     time.sleep(0.3)
     # A flood past max_connections, spread over the loops: 12 held and served, the 13th closed at once.
-    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
-    for s_ in held:
-        s_.settimeout(10)
-        s_.sendall(signed("GET", host, "/"))
-        expect(read_response(s_).startswith(b"HTTP/1.1 200"), "a held connection is served and kept alive")
-    extra = socket.create_connection(("127.0.0.1", port))
-    extra.settimeout(3)
-    try:
-        refused = extra.recv(4096) == b""
-    except ConnectionResetError:
-        refused = True
-    except socket.timeout:
-        refused = False
-    expect(refused, "a 13th connection (max_connections 12) is closed at once")
+    held, extra = hold_then_one_more(port, host, 12, "a 13th connection (max_connections 12) is closed at once")
     for s_ in held + [extra]:
         s_.close()
     time.sleep(0.3)
