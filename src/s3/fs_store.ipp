@@ -1,7 +1,8 @@
 // Implementation of include/sluice/s3/fs_store.hpp; included by src/s3/s3.cpp.
 #include <sluice/s3/fs_store.hpp>
 
-#include <openssl/evp.h>
+#include <sluice/s3/checksum.hpp>
+
 #include <simdjson.h>
 
 #include <fcntl.h>
@@ -73,7 +74,7 @@ std::filesystem::path fs_store::bucket_dir(std::string_view bucket) const {
 }
 
 std::filesystem::path fs_store::object_path(const object_ref& object) const {
-  const std::string hash = fs_store_impl::sha256_hex(object.key);
+  const std::string hash = sluice::s3::sha256_hex(object.key);
   return bucket_dir(object.bucket) / "objects" / hash.substr(0, 2) / hash;
 }
 
@@ -190,7 +191,7 @@ void fs_store::scan_bucket(const std::filesystem::path& dir, std::string_view na
       if (good) {
         found.info = impl::read_header(fd.get(), found.data_offset, file_ec);
         good = !file_ec && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) &&
-               impl::sha256_hex(found.info.key) == file_name &&
+               sluice::s3::sha256_hex(found.info.key) == file_name &&
                static_cast<std::uint64_t>(st.st_size) >= found.data_offset &&
                static_cast<std::uint64_t>(st.st_size) - found.data_offset == found.info.size;
       }

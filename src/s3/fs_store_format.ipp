@@ -183,24 +183,6 @@ bool is_lower_hex(std::string_view s, std::size_t length) noexcept {
 
 bool valid_upload_id(std::string_view id) noexcept { return is_lower_hex(id, 32); }
 
-const EVP_MD* sha256_md() noexcept {
-  // Fetched once (EVP_sha256() is fetched again at every use in OpenSSL 3).
-  static const EVP_MD* const md = [] {
-    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    return fetched != nullptr ? fetched : EVP_sha256();
-  }();
-  return md;
-}
-
-std::string sha256_hex(std::string_view data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(data.data(), data.size(), digest.data(), &length, sha256_md(), nullptr) != 1) {
-    throw std::bad_alloc();  // the only way a one-shot SHA-256 fails
-  }
-  return to_hex(std::string_view(reinterpret_cast<const char*>(digest.data()), length));
-}
-
 std::int64_t to_ns(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
