@@ -260,6 +260,24 @@ std::string to_hex(std::span<const std::byte> bytes) {
   return out;
 }
 
+void append_hex(std::string& out, std::span<const std::byte> bytes) {
+  static constexpr std::string_view digits = "0123456789abcdef";
+  for (const std::byte b : bytes) {
+    const auto v = std::to_integer<unsigned>(b);
+    out.push_back(digits[v >> 4]);
+    out.push_back(digits[v & 0xFu]);
+  }
+}
+
+void hex_into(std::span<char, 64> out, const std::array<std::byte, 32>& bytes) noexcept {
+  static constexpr std::string_view digits = "0123456789abcdef";
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const auto v = std::to_integer<unsigned>(bytes[i]);
+    out[2 * i] = digits[v >> 4];
+    out[2 * i + 1] = digits[v & 0xFu];
+  }
+}
+
 std::string base64_encode(std::span<const std::byte> bytes) {
   const auto& alphabet = checksum_detail::base64_alphabet;
   std::string out;
@@ -337,11 +355,29 @@ std::array<std::byte, 32> hmac_sha256(std::span<const std::byte> key, std::strin
   return out;
 }
 
-std::string sha256_hex(std::span<const std::byte> data) {
-  digest d(digest_kind::sha256);
-  d.update(data);
-  return to_hex(d.finish());
+std::array<std::byte, 32> sha256(std::span<const std::byte> data) {
+  // One context per thread, made once and started over for each digest.
+  struct context {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    context() = default;
+    ~context() { EVP_MD_CTX_free(ctx); }
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
+  };
+  thread_local const context sha;
+  std::array<std::byte, 32> out{};
+  static constexpr unsigned char empty = 0;
+  const unsigned char* bytes = data.empty() ? &empty : checksum_detail::as_uchars(data.data());
+  unsigned int length = 0;
+  if (sha.ctx == nullptr || EVP_DigestInit_ex(sha.ctx, checksum_detail::evp_md_of(digest_kind::sha256), nullptr) != 1 ||
+      EVP_DigestUpdate(sha.ctx, bytes, data.size()) != 1 ||
+      EVP_DigestFinal_ex(sha.ctx, reinterpret_cast<unsigned char*>(out.data()), &length) != 1 || length != out.size()) {
+    checksum_detail::throw_openssl("SHA-256");
+  }
+  return out;
 }
+
+std::string sha256_hex(std::span<const std::byte> data) { return to_hex(sha256(data)); }
 
 std::string sha256_hex(std::string_view text) { return sha256_hex(std::as_bytes(std::span(text.data(), text.size()))); }
 

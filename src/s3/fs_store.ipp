@@ -73,9 +73,18 @@ std::filesystem::path fs_store::bucket_dir(std::string_view bucket) const {
   return config_.root / "buckets" / std::string(bucket);
 }
 
+void fs_store::spell_object_path(std::string& out, const object_ref& object) const {
+  std::array<char, 64> hash{};
+  hex_into(hash, sluice::s3::sha256(std::as_bytes(std::span(object.key.data(), object.key.size()))));
+  out.assign(config_.root.native()).append("/buckets/").append(object.bucket).append("/objects/");
+  out.append(hash.data(), 2).push_back('/');
+  out.append(hash.data(), hash.size());
+}
+
 std::filesystem::path fs_store::object_path(const object_ref& object) const {
-  const std::string hash = sluice::s3::sha256_hex(object.key);
-  return bucket_dir(object.bucket) / "objects" / hash.substr(0, 2) / hash;
+  std::string path;
+  spell_object_path(path, object);
+  return path;
 }
 
 std::filesystem::path fs_store::upload_dir(std::string_view bucket, std::string_view upload_id) const {
@@ -339,7 +348,9 @@ object_info fs_store::head(const object_ref& object, error_code& ec) const {
 }
 
 fs_store::opened fs_store::open_object(const object_ref& object, error_code& ec) const {
-  const auto path = object_path(object);
+  // object_path() spelled into this thread's buffer: a GET builds no path object.
+  thread_local std::string path;
+  spell_object_path(path, object);
   // Opened under the lock: renames and unlinks take it exclusively, so the file opened is the
   // version the index describes.
   std::shared_lock lock(mutex_);
@@ -353,7 +364,7 @@ fs_store::opened fs_store::open_object(const object_ref& object, error_code& ec)
     ec = sluice::errc::no_such_object;
     return {};
   }
-  opened out{fs_store_impl::open_fd(path, O_RDONLY, ec), {}};
+  opened out{fs_store_impl::open_fd(path.c_str(), O_RDONLY, ec), {}};
   if (ec) return {};
   out.object = it->second;
   return out;

@@ -47,10 +47,10 @@ class unique_fd {
   int fd_ = -1;
 };
 
-unique_fd open_fd(const fs::path& path, int flags, error_code& ec, mode_t mode = 0644) {
+unique_fd open_fd(const char* path, int flags, error_code& ec, mode_t mode = 0644) {
   int fd = -1;
   do {
-    fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+    fd = ::open(path, flags | O_CLOEXEC, mode);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     ec = last_error();
@@ -58,6 +58,9 @@ unique_fd open_fd(const fs::path& path, int flags, error_code& ec, mode_t mode =
   }
   ec = {};
   return unique_fd(fd);
+}
+unique_fd open_fd(const fs::path& path, int flags, error_code& ec, mode_t mode = 0644) {
+  return open_fd(path.c_str(), flags, ec, mode);
 }
 
 off_t to_off(std::uint64_t v) { return static_cast<off_t>(v); }

@@ -92,13 +92,21 @@ std::optional<std::string_view> route::param(std::string_view name) const noexce
   return std::nullopt;
 }
 
-route parse_route(std::string_view method, std::string_view target, std::string_view host,
-                  std::span<const std::string> virtual_host_suffixes, bool has_copy_source, error_code& ec) {
-  route r;
+void parse_route(route& r, std::string_view method, std::string_view target, std::string_view host,
+                 std::span<const std::string> virtual_host_suffixes, bool has_copy_source, error_code& ec) {
+  // Everything is assigned into r's storage: a route reused for the next request keeps its
+  // strings' capacity.
+  r.op = operation::not_implemented;
+  r.bucket.clear();
+  r.key.clear();
+  r.virtual_host = false;
+  std::size_t params = 0;
+  const auto finish_query = [&] { r.query.resize(params); };
   ec = {};
   if (target.empty() || target.front() != '/') {
+    finish_query();
     ec = errc::invalid_argument;
-    return r;
+    return;
   }
   const auto qpos = target.find('?');
   const std::string_view raw_path = target.substr(0, qpos);
@@ -110,67 +118,72 @@ route parse_route(std::string_view method, std::string_view target, std::string_
     const std::string_view item = raw_query.substr(start, amp == std::string_view::npos ? amp : amp - start);
     if (!item.empty()) {
       const auto eq = item.find('=');
-      auto name = percent_decode(item.substr(0, eq));
-      auto value = eq == std::string_view::npos ? std::optional<std::string>("") : percent_decode(item.substr(eq + 1));
-      if (!name || !value) {
+      if (params == r.query.size()) r.query.emplace_back();
+      auto& [name, value] = r.query[params++];
+      name.clear();
+      value.clear();
+      if (!append_percent_decoded(name, item.substr(0, eq)) ||
+          (eq != std::string_view::npos && !append_percent_decoded(value, item.substr(eq + 1)))) {
+        finish_query();
         ec = errc::invalid_argument;
-        return r;
+        return;
       }
-      r.query.emplace_back(std::move(*name), std::move(*value));
     }
     if (amp == std::string_view::npos) break;
     start = amp + 1;
   }
+  finish_query();
 
-  auto path = percent_decode(raw_path);
-  if (!path) {
+  thread_local std::string path;
+  path.clear();
+  if (!append_percent_decoded(path, raw_path)) {
     ec = errc::invalid_argument;
-    return r;
+    return;
   }
-  std::string_view rest = std::string_view(*path).substr(1);  // after the leading '/'
+  std::string_view rest = std::string_view(path).substr(1);  // after the leading '/'
 
   // Virtual-host style: "<bucket>.<suffix>[:port]".
   const std::string_view hostname = host_without_port(host);
   for (const auto& suffix : virtual_host_suffixes) {
     if (hostname.size() > suffix.size() + 1 && hostname.ends_with(suffix) &&
         hostname[hostname.size() - suffix.size() - 1] == '.') {
-      r.bucket = std::string(hostname.substr(0, hostname.size() - suffix.size() - 1));
+      r.bucket.assign(hostname.substr(0, hostname.size() - suffix.size() - 1));
       r.virtual_host = true;
-      r.key = std::string(rest);
+      r.key.assign(rest);
       break;
     }
   }
   if (!r.virtual_host) {
     const auto slash = rest.find('/');
-    r.bucket = std::string(rest.substr(0, slash));
-    if (slash != std::string_view::npos) r.key = std::string(rest.substr(slash + 1));
+    r.bucket.assign(rest.substr(0, slash));
+    if (slash != std::string_view::npos) r.key.assign(rest.substr(slash + 1));
   }
   if (r.key.size() > max_key_bytes) {
     ec = errc::key_too_long;
-    return r;
+    return;
   }
 
   // GetBucketVersioning is answered (versioning is never enabled here); PutBucketVersioning is not.
   if (method == "GET" && !r.bucket.empty() && r.key.empty() && r.param("versioning")) {
     r.op = operation::get_bucket_versioning;
-    return r;
+    return;
   }
   // Object tagging is answered; bucket tagging is not (it stays in the list below).
   if (!r.bucket.empty() && !r.key.empty() && r.param("tagging")) {
     if (method == "GET") r.op = operation::get_object_tagging;
     if (method == "PUT") r.op = operation::put_object_tagging;
     if (method == "DELETE") r.op = operation::delete_object_tagging;
-    return r;
+    return;
   }
   for (const char* sub : unimplemented_subresources) {
-    if (r.param(sub)) return r;  // not_implemented
+    if (r.param(sub)) return;  // not_implemented
   }
 
   const method_is is{method};
   const bool has_upload_id = r.param("uploadId").has_value();
   if (r.bucket.empty()) {
     if (is("GET")) r.op = operation::list_buckets;
-    return r;
+    return;
   }
   if (r.key.empty()) {
     if (is("PUT")) {
@@ -195,7 +208,7 @@ route parse_route(std::string_view method, std::string_view target, std::string_
         r.op = operation::list_objects_v1;
       }
     }
-    return r;
+    return;
   }
   if (is("PUT")) {
     if (has_upload_id && r.param("partNumber")) {
@@ -216,6 +229,13 @@ route parse_route(std::string_view method, std::string_view target, std::string_
       r.op = operation::complete_multipart_upload;
     }
   }
+  return;
+}
+
+route parse_route(std::string_view method, std::string_view target, std::string_view host,
+                  std::span<const std::string> virtual_host_suffixes, bool has_copy_source, error_code& ec) {
+  route r;
+  parse_route(r, method, target, host, virtual_host_suffixes, has_copy_source, ec);
   return r;
 }
 

@@ -365,19 +365,24 @@ bool claims(const request_view& request) {
   for (const auto& [name, value] : request.headers) {
     if (sigv2_detail::iequals(name, "authorization") && sigv2_detail::is_v2_header(value)) return true;
   }
-  const auto params = sigv4_detail::query_parameters(sigv4_detail::split_target(request.target).second);
-  return std::any_of(params.begin(), params.end(),
-                     [](const auto& p) { return sigv2_detail::is_v2_parameter(p.first); });
+  thread_local sigv4_detail::query_params params;  // every request asks: nothing allocated per call
+  params.parse(sigv4_detail::split_target(request.target).second);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (sigv2_detail::is_v2_parameter(params.name(i))) return true;
+  }
+  return false;
 }
 
 authorization parse_authorization(const request_view& request, error_code& ec) {
   ec.clear();
   const auto headers = sigv4_detail::header_values(request, "authorization");
-  const auto params = sigv4_detail::query_parameters(sigv4_detail::split_target(request.target).second);
-  const bool v2_query =
-      std::any_of(params.begin(), params.end(), [](const auto& p) { return sigv2_detail::is_v2_parameter(p.first); });
-  const bool v4_query =
-      std::any_of(params.begin(), params.end(), [](const auto& p) { return sigv2_detail::is_v4_parameter(p.first); });
+  sigv4_detail::query_params params;
+  params.parse(sigv4_detail::split_target(request.target).second);
+  bool v2_query = false, v4_query = false;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    v2_query = v2_query || sigv2_detail::is_v2_parameter(params.name(i));
+    v4_query = v4_query || sigv2_detail::is_v4_parameter(params.name(i));
+  }
   if (headers.size() > 1 || (!headers.empty() && (v2_query || v4_query)) || (v2_query && v4_query)) {
     ec = make_error_code(errc::invalid_argument);  // S3: "Only one auth mechanism allowed"
     return {};
@@ -406,10 +411,10 @@ authorization parse_authorization(const request_view& request, error_code& ec) {
   // Each of the three exactly once and not empty.
   const auto one = [&](std::string_view name) -> std::optional<std::string_view> {
     std::optional<std::string_view> found;
-    for (const auto& [n, v] : params) {
-      if (n != name) continue;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (params.name(i) != name) continue;
       if (found) return std::nullopt;
-      found = v;
+      found = params.value(i);
     }
     if (found && found->empty()) return std::nullopt;
     return found;

@@ -77,10 +77,8 @@ void append_canonical_value(std::string& out, std::string_view value) {
   }
 }
 
-// Percent-decoding that takes a '%' without two hex digits after it literally.
-std::string lenient_decode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
+// Appends `text` percent-decoded, taking a '%' without two hex digits after it literally.
+void append_lenient_decoded(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%' && i + 2 < text.size()) {
       const int hi = hex_value(text[i + 1]);
@@ -93,7 +91,27 @@ std::string lenient_decode(std::string_view text) {
     }
     out.push_back(text[i]);
   }
+}
+
+std::string lenient_decode(std::string_view text) {
+  std::string out;
+  append_lenient_decoded(out, text);
   return out;
+}
+
+// Appends `text` with every byte but the unreserved ones (and '/' unless `encode_slash`) as %XX.
+void append_uri_encoded(std::string& out, std::string_view text, bool encode_slash) {
+  static constexpr std::string_view digits = "0123456789ABCDEF";
+  for (const char c : text) {
+    if (is_unreserved(c) || (c == '/' && !encode_slash)) {
+      out.push_back(c);
+    } else {
+      const auto b = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(digits[b >> 4]);
+      out.push_back(digits[b & 0xFu]);
+    }
+  }
 }
 
 std::pair<std::string_view, std::string_view> split_target(std::string_view target) noexcept {
@@ -102,23 +120,44 @@ std::pair<std::string_view, std::string_view> split_target(std::string_view targ
   return {target.substr(0, q), target.substr(q + 1)};
 }
 
-// The decoded (name, value) pairs of a raw query, in order; empty parameters dropped.
-std::vector<std::pair<std::string, std::string>> query_parameters(std::string_view query) {
-  std::vector<std::pair<std::string, std::string>> out;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view part = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (part.empty()) continue;
-    const auto eq = part.find('=');
-    if (eq == std::string_view::npos) {
-      out.emplace_back(lenient_decode(part), std::string());
-    } else {
-      out.emplace_back(lenient_decode(part.substr(0, eq)), lenient_decode(part.substr(eq + 1)));
+// The decoded (name, value) pairs of a raw query, in order; empty parameters dropped. The text
+// lives in one buffer that the next parse() reuses: a thread that keeps one of these (verify()
+// does) allocates only while its queries grow.
+class query_params {
+ public:
+  void parse(std::string_view query) {
+    text_.clear();
+    items_.clear();
+    while (!query.empty()) {
+      const auto amp = query.find('&');
+      const std::string_view part = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+      if (part.empty()) continue;
+      const auto eq = part.find('=');
+      item it{};
+      it.name = text_.size();
+      append_lenient_decoded(text_, part.substr(0, eq));
+      it.value = text_.size();
+      if (eq != std::string_view::npos) append_lenient_decoded(text_, part.substr(eq + 1));
+      it.end = text_.size();
+      items_.push_back(it);
     }
   }
-  return out;
-}
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
+  [[nodiscard]] std::string_view name(std::size_t i) const noexcept {
+    return std::string_view(text_).substr(items_[i].name, items_[i].value - items_[i].name);
+  }
+  [[nodiscard]] std::string_view value(std::size_t i) const noexcept {
+    return std::string_view(text_).substr(items_[i].value, items_[i].end - items_[i].value);
+  }
+
+ private:
+  struct item {
+    std::size_t name, value, end;  // offsets into text_: name at [name, value), value at [value, end)
+  };
+  std::string text_;
+  std::vector<item> items_;
+};
 
 // The values of every header named `name` (case-insensitively), in arrival order.
 std::vector<std::string_view> header_values(const request_view& request, std::string_view name) {
@@ -200,7 +239,11 @@ bool parse_credential(std::string_view text, authorization& out) {
     text = text.substr(0, slash);
   }
   if (text.empty() || tail[1].empty() || tail[2].empty() || tail[3] != scope_terminator) return false;
-  if (tail[0].size() != 8 || !parse_basic(std::string(tail[0]) + "T000000Z")) return false;
+  if (tail[0].size() != 8 || !std::all_of(tail[0].begin(), tail[0].end(), is_digit) ||
+      !make_time(two_digits(tail[0], 0) * 100 + two_digits(tail[0], 2), two_digits(tail[0], 4), two_digits(tail[0], 6),
+                 0, 0, 0)) {
+    return false;
+  }
   out.access_key_id = text;
   out.date = tail[0];
   out.region = tail[1];
@@ -319,15 +362,14 @@ authorization parse_header_authorization(const request_view& request, std::strin
   return out;
 }
 
-authorization parse_query_authorization(const std::vector<std::pair<std::string, std::string>>& params,
-                                        error_code& ec) {
+authorization parse_query_authorization(const query_params& params, error_code& ec) {
   // Each parameter exactly once; S3 calls every failure here AuthorizationQueryParametersError.
   const auto one = [&](std::string_view name) -> std::optional<std::string_view> {
     std::optional<std::string_view> found;
-    for (const auto& [n, v] : params) {
-      if (n != name) continue;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (params.name(i) != name) continue;
       if (found) return std::nullopt;
-      found = v;
+      found = params.value(i);
     }
     return found;
   };
@@ -347,7 +389,8 @@ authorization parse_query_authorization(const std::vector<std::pair<std::string,
             expires->size() <= 7 && std::all_of(expires->begin(), expires->end(), is_digit);
   if (ok) {
     out.amz_date = *date;
-    out.expires = std::stoull(std::string(*expires));
+    out.expires = 0;
+    for (const char c : *expires) out.expires = out.expires * 10 + static_cast<std::uint64_t>(c - '0');
     ok = out.expires >= 1 && out.expires <= max_presigned_expiry && out.amz_date.compare(0, 8, out.date) == 0;
   }
   if (!ok) {
@@ -378,92 +421,148 @@ std::string make_scope(std::string_view date, std::string_view region) {
 }  // namespace
 
 std::string uri_encode(std::string_view text, bool encode_slash) {
-  static constexpr std::string_view digits = "0123456789ABCDEF";
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
-    if (sigv4_detail::is_unreserved(c) || (c == '/' && !encode_slash)) {
-      out.push_back(c);
-    } else {
-      const auto b = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(digits[b >> 4]);
-      out.push_back(digits[b & 0xFu]);
-    }
-  }
+  sigv4_detail::append_uri_encoded(out, text, encode_slash);
   return out;
 }
 
-std::optional<std::string> percent_decode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
+bool append_percent_decoded(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '%') {
       out.push_back(text[i]);
       continue;
     }
-    if (text.size() - i < 3) return std::nullopt;
+    if (text.size() - i < 3) return false;
     const int hi = sigv4_detail::hex_value(text[i + 1]);
     const int lo = sigv4_detail::hex_value(text[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
+    if (hi < 0 || lo < 0) return false;
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;
   }
+  return true;
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  if (!append_percent_decoded(out, text)) return std::nullopt;
   return out;
 }
 
+namespace {
+namespace sigv4_detail {
+
+// The canonical forms appended to `out`. Their scratch is the calling thread's, reused by every
+// call: a server verifying requests allocates here only while requests grow.
+void append_canonical_uri(std::string& out, std::string_view raw_path) {
+  if (raw_path.empty()) {
+    out.push_back('/');
+    return;
+  }
+  thread_local std::string decoded;
+  decoded.clear();
+  append_lenient_decoded(decoded, raw_path);
+  append_uri_encoded(out, decoded, false);
+}
+
+void append_canonical_query(std::string& out, std::string_view raw_query, bool drop_signature) {
+  thread_local query_params params;
+  thread_local std::string encoded;
+  thread_local std::vector<std::array<std::size_t, 3>> pairs;  // name at [0], value at [1], end [2]
+  params.parse(raw_query);
+  encoded.clear();
+  pairs.clear();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (drop_signature && params.name(i) == "X-Amz-Signature") continue;
+    const std::size_t name = encoded.size();
+    append_uri_encoded(encoded, params.name(i), true);
+    const std::size_t value = encoded.size();
+    append_uri_encoded(encoded, params.value(i), true);
+    pairs.push_back({name, value, encoded.size()});
+  }
+  const std::string_view text(encoded);
+  const auto name_of = [&](const auto& p) { return text.substr(p[0], p[1] - p[0]); };
+  const auto value_of = [&](const auto& p) { return text.substr(p[1], p[2] - p[1]); };
+  std::sort(pairs.begin(), pairs.end(), [&](const auto& x, const auto& y) {
+    const int by_name = name_of(x).compare(name_of(y));
+    return by_name != 0 ? by_name < 0 : value_of(x) < value_of(y);
+  });
+  bool first = true;
+  for (const auto& p : pairs) {
+    if (!first) out.push_back('&');
+    first = false;
+    out.append(name_of(p)).append("=").append(value_of(p));
+  }
+}
+
+void append_canonical_request(std::string& out, const request_view& request,
+                              std::span<const std::string> signed_headers, std::string_view payload_hash,
+                              bool presigned) {
+  const auto [path, query] = split_target(request.target);
+  out.append(request.method).append("\n");
+  append_canonical_uri(out, path);
+  out.append("\n");
+  append_canonical_query(out, query, presigned);
+  out.append("\n");
+  const auto append_lower = [&](std::string_view name) {
+    for (const char c : name) out.push_back(to_lower(c));
+  };
+  for (const auto& name : signed_headers) {
+    append_lower(name);
+    out.push_back(':');
+    bool first = true;
+    for (const auto& [n, v] : request.headers) {
+      if (!iequals(n, name)) continue;
+      if (!first) out.push_back(',');
+      first = false;
+      append_canonical_value(out, v);
+    }
+    out.append("\n");
+  }
+  out.append("\n");
+  bool first = true;
+  for (const auto& name : signed_headers) {
+    if (!first) out.push_back(';');
+    first = false;
+    append_lower(name);
+  }
+  out.append("\n").append(payload_hash);
+}
+
+void append_string_to_sign(std::string& out, std::string_view amz_date, std::string_view scope,
+                           std::string_view canonical_request) {
+  out.append(algorithm).append("\n");
+  out.append(amz_date).append("\n");
+  out.append(scope).append("\n");
+  append_hex(out, sha256(std::as_bytes(std::span(canonical_request.data(), canonical_request.size()))));
+}
+
+}  // namespace sigv4_detail
+}  // namespace
+
 std::string canonical_uri(std::string_view raw_path) {
-  if (raw_path.empty()) return "/";
-  return uri_encode(sigv4_detail::lenient_decode(raw_path), false);
+  std::string out;
+  sigv4_detail::append_canonical_uri(out, raw_path);
+  return out;
 }
 
 std::string canonical_query(std::string_view raw_query, bool drop_signature) {
-  std::vector<std::pair<std::string, std::string>> encoded;
-  for (auto& [name, value] : sigv4_detail::query_parameters(raw_query)) {
-    if (drop_signature && name == "X-Amz-Signature") continue;
-    encoded.emplace_back(uri_encode(name, true), uri_encode(value, true));
-  }
-  std::sort(encoded.begin(), encoded.end());
   std::string out;
-  for (const auto& [name, value] : encoded) {
-    if (!out.empty()) out.push_back('&');
-    out.append(name).append("=").append(value);
-  }
+  sigv4_detail::append_canonical_query(out, raw_query, drop_signature);
   return out;
 }
 
 std::string canonical_request(const request_view& request, std::span<const std::string> signed_headers,
                               std::string_view payload_hash, bool presigned) {
-  const auto [path, query] = sigv4_detail::split_target(request.target);
   std::string out;
-  out.append(request.method).append("\n");
-  out.append(canonical_uri(path)).append("\n");
-  out.append(canonical_query(query, presigned)).append("\n");
-  std::string list;
-  for (const auto& name : signed_headers) {
-    const std::string lname = sigv4_detail::lower(name);
-    out.append(lname).append(":");
-    bool first = true;
-    for (const auto& [n, v] : request.headers) {
-      if (!sigv4_detail::iequals(n, lname)) continue;
-      if (!first) out.push_back(',');
-      first = false;
-      sigv4_detail::append_canonical_value(out, v);
-    }
-    out.append("\n");
-    if (!list.empty()) list.push_back(';');
-    list.append(lname);
-  }
-  out.append("\n").append(list).append("\n").append(payload_hash);
+  sigv4_detail::append_canonical_request(out, request, signed_headers, payload_hash, presigned);
   return out;
 }
 
 std::string string_to_sign(std::string_view amz_date, std::string_view scope, std::string_view canonical_request) {
   std::string out;
-  out.append(sigv4_detail::algorithm).append("\n");
-  out.append(amz_date).append("\n");
-  out.append(scope).append("\n");
-  out.append(sha256_hex(canonical_request));
+  sigv4_detail::append_string_to_sign(out, amz_date, scope, canonical_request);
   return out;
 }
 
@@ -541,10 +640,13 @@ std::string authorization::scope() const {
 authorization parse_authorization(const request_view& request, error_code& ec) {
   ec.clear();
   const auto headers = sigv4_detail::header_values(request, "authorization");
-  const auto params = sigv4_detail::query_parameters(sigv4_detail::split_target(request.target).second);
-  const bool query_auth = std::any_of(params.begin(), params.end(), [](const auto& p) {
-    return p.first == "X-Amz-Algorithm" || p.first == "X-Amz-Credential" || p.first == "X-Amz-Signature";
-  });
+  thread_local sigv4_detail::query_params params;
+  params.parse(sigv4_detail::split_target(request.target).second);
+  bool query_auth = false;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto name = params.name(i);
+    query_auth = query_auth || name == "X-Amz-Algorithm" || name == "X-Amz-Credential" || name == "X-Amz-Signature";
+  }
   if (headers.size() > 1 || (!headers.empty() && query_auth)) {
     sigv4_detail::fail(ec, errc::invalid_argument, "Only one auth mechanism allowed");
     return {};
@@ -604,10 +706,16 @@ verified verify(const request_view& request, const secret_lookup& secret_for, st
   verified out;
   out.key = signing_key(*secret, auth.date, auth.region, auth.service);
   out.scope = auth.scope();
-  const std::string expected = signature(
-      out.key, string_to_sign(auth.amz_date, out.scope,
-                              canonical_request(request, auth.signed_headers, auth.payload_hash, auth.presigned)));
-  if (!constant_time_equal(expected, auth.signature)) {
+  // The canonical request and the string to sign in this thread's buffers, the signature on the
+  // stack: a verified request allocates only what `out` keeps.
+  thread_local std::string canonical, to_sign;
+  canonical.clear();
+  to_sign.clear();
+  sigv4_detail::append_canonical_request(canonical, request, auth.signed_headers, auth.payload_hash, auth.presigned);
+  sigv4_detail::append_string_to_sign(to_sign, auth.amz_date, out.scope, canonical);
+  std::array<char, 64> expected{};
+  hex_into(expected, hmac_sha256(out.key, to_sign));
+  if (!constant_time_equal(std::string_view(expected.data(), expected.size()), auth.signature)) {
     fail(ec, errc::signature_does_not_match);
     return {};
   }

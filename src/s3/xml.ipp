@@ -5,6 +5,7 @@
 
 #include <pugixml.hpp>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
@@ -854,15 +855,35 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
   return n > 0 ? std::string(buffer.data(), static_cast<std::size_t>(n)) : std::string();
 }
 
-std::string http_date(std::chrono::system_clock::time_point t) {
+std::array<char, 29> http_date_chars(std::chrono::system_clock::time_point t) noexcept {
   const civil_time c = to_civil(t);
-  std::array<char, 64> buffer{};
-  const std::string day_name(short_day_names[c.weekday]);
-  const std::string month_name(month_names[static_cast<unsigned>(c.date.month()) - 1]);
-  const int n = std::snprintf(buffer.data(), buffer.size(), "%s, %02u %s %04d %02d:%02d:%02d GMT", day_name.c_str(),
-                              static_cast<unsigned>(c.date.day()), month_name.c_str(), static_cast<int>(c.date.year()),
-                              c.hour, c.minute, c.second);
-  return n > 0 ? std::string(buffer.data(), static_cast<std::size_t>(n)) : std::string();
+  std::array<char, 29> out{};
+  const auto put = [&](std::size_t at, std::string_view text) {
+    std::copy(text.begin(), text.end(), out.begin() + at);
+  };
+  const auto digits = [&](std::size_t at, int value, std::size_t width) {
+    for (std::size_t i = width; i-- > 0; value /= 10) out[at + i] = static_cast<char>('0' + value % 10);
+  };
+  put(0, short_day_names[c.weekday]);  // "Sun, 06 Nov 1994 08:49:37 GMT"
+  put(3, ", ");
+  digits(5, static_cast<int>(static_cast<unsigned>(c.date.day())), 2);
+  out[7] = ' ';
+  put(8, month_names[static_cast<unsigned>(c.date.month()) - 1]);
+  out[11] = ' ';
+  digits(12, static_cast<int>(c.date.year()), 4);
+  out[16] = ' ';
+  digits(17, c.hour, 2);
+  out[19] = ':';
+  digits(20, c.minute, 2);
+  out[22] = ':';
+  digits(23, c.second, 2);
+  put(25, " GMT");
+  return out;
+}
+
+std::string http_date(std::chrono::system_clock::time_point t) {
+  const auto chars = http_date_chars(t);
+  return {chars.data(), chars.size()};
 }
 
 std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) {

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -53,6 +54,16 @@ TEST_CASE("checksum: digests match published vectors") {
   CHECK(hex_digest(digest_kind::crc32, "hello") == "3610a686");
   // The AWS sigv4-streaming-trailers example: 66560 'a' bytes carry x-amz-checksum-crc32c:sOO8/Q==.
   CHECK(base64_digest(digest_kind::crc32c, std::string(66560, 'a')) == "sOO8/Q==");
+  // The one-shot SHA-256 (a context per thread, started over each time) and its hex forms.
+  for (const std::string_view text : {"abc", "", "abc"}) {
+    const auto bytes = sluice::s3::sha256(std::as_bytes(std::span(text.data(), text.size())));
+    std::string appended = "x";
+    sluice::s3::append_hex(appended, bytes);
+    std::array<char, 64> chars{};
+    sluice::s3::hex_into(chars, bytes);
+    CHECK(appended.substr(1) == hex_digest(digest_kind::sha256, text));
+    CHECK(std::string_view(chars.data(), chars.size()) == appended.substr(1));
+  }
 }
 
 TEST_CASE("checksum: digest sizes") {

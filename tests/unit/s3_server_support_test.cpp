@@ -35,6 +35,36 @@ TEST_CASE("UploadPartCopy routes to its own operation") {
   CHECK(part.op == sluice::s3::operation::upload_part);
 }
 
+TEST_CASE("a route reused for the next request holds that request only") {
+  sluice::error_code ec;
+  const std::vector<std::string> suffixes{"s3.example"};
+  sluice::s3::route r;
+  sluice::s3::parse_route(r, "GET", "/bucket/a%2Fkey?versionId=1&partNumber=3&x=%41", "h", suffixes, false, ec);
+  CHECK_FALSE(ec);
+  CHECK(r.key == "a/key");
+  CHECK(r.query.size() == 3);
+  // Shorter, virtual-host style, fewer parameters: nothing of the first request stays.
+  sluice::s3::parse_route(r, "GET", "/k?uploads", "b.s3.example", suffixes, false, ec);
+  CHECK_FALSE(ec);
+  CHECK(r.bucket == "b");
+  CHECK(r.key == "k");
+  CHECK(r.virtual_host);
+  REQUIRE(r.query.size() == 1);
+  CHECK(r.query[0].first == "uploads");
+  CHECK(r.query[0].second.empty());
+  CHECK_FALSE(r.param("partNumber"));
+  // The same answers as a fresh route, for a bad query and then a good one.
+  sluice::s3::parse_route(r, "GET", "/b/k?a=1&bad=%zz", "h", suffixes, false, ec);
+  CHECK(ec);
+  sluice::s3::parse_route(r, "GET", "/b/k", "h", suffixes, false, ec);
+  CHECK_FALSE(ec);
+  CHECK(r.query.empty());
+  CHECK_FALSE(r.virtual_host);
+  const auto fresh = sluice::s3::parse_route("GET", "/b/k", "h", suffixes, false, ec);
+  CHECK(fresh.op == r.op);
+  CHECK(fresh.bucket == r.bucket);
+}
+
 TEST_CASE("x-amz-copy-source-range: bytes=first-last inside the source, nothing else") {
   const auto whole = parse_copy_source_range(std::nullopt, 100);
   CHECK_FALSE(whole.problem);

@@ -758,6 +758,9 @@ TEST_CASE("s3 xml: iso8601 and http_date") {
   CHECK(xml::http_date(sample_time() + 999ms) == "Tue, 17 Sep 2013 18:07:53 GMT");
   CHECK(xml::http_date(system_clock::time_point{}) == "Thu, 01 Jan 1970 00:00:00 GMT");
   CHECK(xml::http_date(sys_days(year(1994) / 11 / 6) + 8h + 49min + 37s) == "Sun, 06 Nov 1994 08:49:37 GMT");
+  const auto chars = xml::http_date_chars(sys_days(year(2024) / 2 / 29) + 23h + 5min + 9s);
+  CHECK(std::string_view(chars.data(), chars.size()) == "Thu, 29 Feb 2024 23:05:09 GMT");
+  CHECK(xml::http_date(system_clock::time_point::min()).substr(12, 4) == "1677");
 }
 
 TEST_CASE("s3 xml: parse_http_date accepts the three forms of RFC 7231") {

@@ -88,6 +88,10 @@ enum class checksum_algorithm { crc32, crc32c, sha1, sha256 };
 
 /// `bytes` as lower-case hexadecimal, two digits a byte.
 [[nodiscard]] std::string to_hex(std::span<const std::byte> bytes);
+/// Appends `bytes` to `out` as to_hex() spells them.
+void append_hex(std::string& out, std::span<const std::byte> bytes);
+/// Writes the 64 hex digits of a 32-byte digest into `out`, as to_hex() spells them.
+void hex_into(std::span<char, 64> out, const std::array<std::byte, 32>& bytes) noexcept;
 /// `bytes` in standard base64 (RFC 4648 section 4, "+/" alphabet) with "=" padding.
 [[nodiscard]] std::string base64_encode(std::span<const std::byte> bytes);
 /// The bytes of canonical standard base64 `text`; nullopt when `text` has a character outside
@@ -97,6 +101,8 @@ enum class checksum_algorithm { crc32, crc32c, sha1, sha256 };
 
 /// HMAC-SHA256 of `data` under `key`.
 [[nodiscard]] std::array<std::byte, 32> hmac_sha256(std::span<const std::byte> key, std::string_view data);
+/// The SHA-256 of `data`. Allocates nothing after a thread's first call.
+[[nodiscard]] std::array<std::byte, 32> sha256(std::span<const std::byte> data);
 /// The SHA-256 of `data` as 64 lower-case hex digits.
 [[nodiscard]] std::string sha256_hex(std::span<const std::byte> data);
 /// The SHA-256 of the bytes of `text` as 64 lower-case hex digits.

@@ -316,6 +316,8 @@ class fs_store {
   [[nodiscard]] opened open_object(const object_ref& object, error_code& ec) const;
   [[nodiscard]] std::filesystem::path bucket_dir(std::string_view bucket) const;
   [[nodiscard]] std::filesystem::path object_path(const object_ref& object) const;
+  // object_path()'s text into `out` (a GET spells it into a reused buffer).
+  void spell_object_path(std::string& out, const object_ref& object) const;
   [[nodiscard]] std::filesystem::path upload_dir(std::string_view bucket, std::string_view upload_id) const;
   [[nodiscard]] std::filesystem::path temp_path(std::string_view prefix);
   [[nodiscard]] std::string random_hex(std::size_t digits);

@@ -66,5 +66,9 @@ struct route {
 [[nodiscard]] route parse_route(std::string_view method, std::string_view target, std::string_view host,
                                 std::span<const std::string> virtual_host_suffixes, bool has_copy_source,
                                 error_code& ec);
+/// parse_route() into `out`, reusing its storage: a server that keeps one route per connection
+/// allocates nothing for a request no longer than the ones before it.
+void parse_route(route& out, std::string_view method, std::string_view target, std::string_view host,
+                 std::span<const std::string> virtual_host_suffixes, bool has_copy_source, error_code& ec);
 
 }  // namespace sluice::s3

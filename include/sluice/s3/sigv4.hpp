@@ -44,6 +44,8 @@ inline constexpr std::chrono::minutes max_clock_skew{15};
 /// `text` with every %XX replaced by its byte; nullopt when a '%' is not followed by two hex
 /// digits. '+' stays '+' (S3 does not read it as a space).
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view text);
+/// percent_decode() appended to `out`; false (with `out` holding part of it) where that fails.
+[[nodiscard]] bool append_percent_decoded(std::string& out, std::string_view text);
 
 /// The canonical URI of a path as received on the wire: decoded, then each byte re-encoded with
 /// uri_encode(…, false). "." and ".." segments and repeated slashes are kept, as S3 keeps them.

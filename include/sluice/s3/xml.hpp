@@ -19,6 +19,7 @@
 #include <sluice/request.hpp>
 #include <sluice/s3/error.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -199,6 +200,9 @@ struct delete_outcome {
 /// RFC 7231 IMF-fixdate, as Last-Modified and Date carry it: "Sun, 06 Nov 1994 08:49:37 GMT"
 /// (truncated to the second).
 [[nodiscard]] std::string http_date(std::chrono::system_clock::time_point t);
+/// http_date() into a fixed buffer, without allocating: its 29 characters (system_clock's years,
+/// 1677-2262, all have four digits).
+[[nodiscard]] std::array<char, 29> http_date_chars(std::chrono::system_clock::time_point t) noexcept;
 
 /// Parses an HTTP date (If-Modified-Since and friends) in any of the three forms RFC 7231
 /// §7.1.1.1 makes recipients accept: IMF-fixdate, RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT";

@@ -23,6 +23,7 @@ asio::awaitable<std::optional<std::string>> connection<Stream>::read_small_body(
   const auto length = req.parser->content_length();
   if (length && *length > limit) co_return std::nullopt;
   if (!co_await continue_if_expected(req)) co_return std::nullopt;
+  req.keep_header();
   http::request_parser<http::string_body> body_parser(std::move(*req.parser));
   body_parser.body_limit(limit);
   error_code ec;
@@ -129,10 +130,14 @@ asio::awaitable<std::optional<s3::errc>> connection<Stream>::early_precondition_
 
 template <class Stream>
 void connection<Stream>::object_headers(http::fields& fields, const object_info& info, bool with_checksums) const {
-  fields.set(http::field::etag, "\"" + info.attributes.etag + "\"");
-  fields.set(http::field::last_modified, xml::http_date(info.last_modified));
-  fields.set(http::field::content_type,
-             info.attributes.content_type.empty() ? "binary/octet-stream" : info.attributes.content_type);
+  thread_local std::string etag;  // quoted in a reused buffer: a GET's headers allocate no text
+  etag.assign("\"").append(info.attributes.etag).push_back('"');
+  fields.set(http::field::etag, etag);
+  const auto last_modified = xml::http_date_chars(info.last_modified);
+  fields.set(http::field::last_modified, beast::string_view(last_modified.data(), last_modified.size()));
+  const std::string_view type =
+      info.attributes.content_type.empty() ? std::string_view("binary/octet-stream") : info.attributes.content_type;
+  fields.set(http::field::content_type, beast::string_view(type.data(), type.size()));
   fields.set(http::field::accept_ranges, "bytes");
   if (!info.attributes.content_encoding.empty())
     fields.set(http::field::content_encoding, info.attributes.content_encoding);

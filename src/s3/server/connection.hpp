@@ -42,9 +42,13 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     std::string direct_path;           // "rdma:<provider>" or "grant:<kind>" when bytes_direct moved
     std::optional<rdma_decline_reason> decline;
     bool recorded = false;
-    // The header, copied: reading a body moves the parser (and the header it holds) away.
-    http::request_header<> fields;
-    [[nodiscard]] const http::request_header<>& msg() const { return fields; }
+    // The header is the parser's until a body is read: reading one moves the parser (and the
+    // header it holds) away, so keep_header() copies it first. A GET copies nothing.
+    std::optional<http::request_header<>> kept;
+    [[nodiscard]] const http::request_header<>& msg() const { return kept ? *kept : parser->get().base(); }
+    void keep_header() {
+      if (!kept) kept.emplace(parser->get().base());
+    }
     [[nodiscard]] std::string_view header(std::string_view name) const {
       auto it = msg().find(beast::string_view(name.data(), name.size()));
       if (it == msg().end()) return {};
@@ -66,6 +70,15 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     record_on_exit(const record_on_exit&) = delete;
     record_on_exit& operator=(const record_on_exit&) = delete;
     ~record_on_exit() { self->record(*req, 0, 0); }
+  };
+
+  struct lend_route {  // gives the request's route back to the connection when the request ends
+    connection* self;
+    request* req;
+    lend_route(connection* s, request* r) : self(s), req(r) {}
+    lend_route(const lend_route&) = delete;
+    lend_route& operator=(const lend_route&) = delete;
+    ~lend_route() { self->spare_route_ = std::move(req->where); }
   };
 
   asio::awaitable<bool> handle(header_parser& parser);
@@ -259,6 +272,10 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   std::unique_ptr<std::byte[]> body_buffer_;
   asio::ip::address peer_;  // counted in state_->per_address while the connection lives
   std::optional<bool> peer_on_this_host_;
+  // Storage each request borrows and gives back, so that a steady stream of requests allocates
+  // neither: the route (its strings) and the header list verify() reads.
+  route spare_route_;
+  std::vector<std::pair<std::string_view, std::string_view>> spare_views_;
 };
 
 /// RFC 9112 §6.1 on a request's Transfer-Encoding (every field of that name, in order): null

@@ -92,9 +92,12 @@ asio::awaitable<void> connection<Stream>::run() {
 template <class Stream>
 asio::awaitable<bool> connection<Stream>::handle(header_parser& parser) {
   request req{&parser};
+  // The route's storage is the connection's, lent to each request and taken back after it is
+  // recorded: its strings keep their capacity from one request to the next.
+  req.where = std::move(spare_route_);
+  const lend_route lent{this, &req};
   const record_on_exit recorded{this, &req};
   req.id = state_->next_request_id();
-  req.fields = parser.get().base();
   const auto& msg = req.msg();
   req.head = msg.method() == http::verb::head;
   req.keep_alive = parser.get().keep_alive();
@@ -110,13 +113,14 @@ asio::awaitable<bool> connection<Stream>::handle(header_parser& parser) {
   const std::string_view method(msg.method_string().data(), msg.method_string().size());
   const std::string_view target(msg.target().data(), msg.target().size());
   error_code ec;
-  req.where = parse_route(method, target, req.header("Host"), state_->config.virtual_host_suffixes,
-                          msg.find("x-amz-copy-source") != msg.end(), ec);
+  parse_route(req.where, method, target, req.header("Host"), state_->config.virtual_host_suffixes,
+              msg.find("x-amz-copy-source") != msg.end(), ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
 
   // Authentication: a SigV4 header or presigned query, SigV2 (header or query) unless switched
   // off, or anonymous when configured.
-  request_view view{method, target, {}};
+  request_view view{method, target, std::move(spare_views_)};  // the connection's vector, reused
+  view.headers.clear();
   for (const auto& field : msg) {
     view.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
                               std::string_view(field.value().data(), field.value().size()));
@@ -150,6 +154,7 @@ asio::awaitable<bool> connection<Stream>::handle(header_parser& parser) {
     req.user = v.access_key_id;
     req.auth = std::move(v);
   }
+  spare_views_ = std::move(view.headers);
 
   // Ownership: every bucket-level operation but CreateBucket needs the caller to own the bucket.
   if (!req.where.bucket.empty() && req.where.op != operation::create_bucket &&
@@ -186,7 +191,7 @@ void connection<Stream>::record(request& req, unsigned status, std::uint64_t byt
   if (log == nullptr) return;
   error_code ignored;
   const std::string remote = peer_.to_string(ignored);
-  const std::string_view method(req.fields.method_string().data(), req.fields.method_string().size());
+  const std::string_view method(req.msg().method_string().data(), req.msg().method_string().size());
   const std::string_view path = !req.direct_path.empty()                   ? std::string_view(req.direct_path)
                                 : bytes_sent > 0 || req.bytes_received > 0 ? std::string_view("http")
                                                                            : std::string_view("none");
@@ -261,7 +266,15 @@ template <class Stream>
 void connection<Stream>::common_headers(request& req, http::fields& fields) {
   fields.set(http::field::server, "sluice");
   fields.set("x-amz-request-id", req.id);
-  fields.set(http::field::date, xml::http_date(std::chrono::system_clock::now()));
+  // Formatted once a second per thread.
+  struct formatted_date {
+    std::chrono::sys_seconds second{};
+    std::array<char, 29> text{};
+  };
+  thread_local formatted_date date;
+  const auto now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+  if (now != date.second) date = {now, xml::http_date_chars(now)};
+  fields.set(http::field::date, beast::string_view(date.text.data(), date.text.size()));
   if (!req.rdma_reply.empty()) fields.set("x-amz-rdma-reply", req.rdma_reply);
 }
 
