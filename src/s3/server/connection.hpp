@@ -78,8 +78,21 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     lend_route(connection* s, request* r) : self(s), req(r) {}
     lend_route(const lend_route&) = delete;
     lend_route& operator=(const lend_route&) = delete;
-    ~lend_route() { self->spare_route_ = std::move(req->where); }
+    ~lend_route() { self->keep_spare(std::move(req->where)); }
   };
+  // Keeps what a request borrowed for the next one when it is of an ordinary size: a connection
+  // that once sent a header section full of parameters or fields does not hold that memory while
+  // it idles (max_connections of them could).
+  void keep_spare(route used) {
+    std::size_t bytes = used.bucket.capacity() + used.key.capacity() + used.query.capacity() * sizeof(used.query[0]);
+    for (const auto& [name, value] : used.query) bytes += name.capacity() + value.capacity();
+    spare_route_ = bytes <= spare_limit_bytes ? std::move(used) : route{};
+  }
+  void keep_spare(std::vector<std::pair<std::string_view, std::string_view>> used) {
+    used.clear();
+    spare_views_ = used.capacity() * sizeof(used[0]) <= spare_limit_bytes ? std::move(used) : decltype(used){};
+  }
+  static constexpr std::size_t spare_limit_bytes = 4096;
 
   asio::awaitable<bool> handle(header_parser& parser);
   asio::awaitable<bool> dispatch(request& req);

@@ -154,7 +154,7 @@ asio::awaitable<bool> connection<Stream>::handle(header_parser& parser) {
     req.user = v.access_key_id;
     req.auth = std::move(v);
   }
-  spare_views_ = std::move(view.headers);
+  keep_spare(std::move(view.headers));
 
   // Ownership: every bucket-level operation but CreateBucket needs the caller to own the bucket.
   if (!req.where.bucket.empty() && req.where.op != operation::create_bucket &&
