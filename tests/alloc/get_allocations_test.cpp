@@ -169,7 +169,9 @@ TEST_CASE("a 4 KiB GET allocates no more than the server's figure") {
     CHECK(good == gets);
     const double per_get = static_cast<double>(allocations.load()) / gets;
     MESSAGE("heap allocations per 4 KiB GET: " << per_get << " (allowed " << allowed_per_get << ")");
-    CHECK(per_get <= allowed_per_get);
+    // The server's other work (timers, a thread's first use of a buffer) may allocate now and then
+    // while the GETs run: 0.05 per GET of slack, against the 1 per GET that a new allocation adds.
+    CHECK(per_get <= allowed_per_get + 0.05);
   }
   server.stop();
   store.reset();
