@@ -249,14 +249,9 @@ digest_kind digest_kind_of(checksum_algorithm algorithm) noexcept {
 }
 
 std::string to_hex(std::span<const std::byte> bytes) {
-  static constexpr std::string_view digits = "0123456789abcdef";
   std::string out;
   out.reserve(bytes.size() * 2);
-  for (const std::byte b : bytes) {
-    const auto v = std::to_integer<unsigned>(b);
-    out.push_back(digits[v >> 4]);
-    out.push_back(digits[v & 0xFu]);
-  }
+  append_hex(out, bytes);
   return out;
 }
 
