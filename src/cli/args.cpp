@@ -224,6 +224,10 @@ CLI::Option* optional_option(CLI::App& app, const std::string& name, std::option
 }
 
 void add_serve(CLI::App& app, serve_options& o) {
+  const auto is_size = check([](const std::string& value) -> std::string {
+    if (parse_size(value)) return {};
+    return "'" + value + "' is not a size (0, 256 MiB, 1GiB, 1048576)";
+  });
   CLI::App& serve =
       *app.add_subcommand("serve", "Serve a directory over S3, with RDMA and same-host grants")->group("Commands");
   serve.add_option("--root", o.root, "The store's directory")->required()->type_name("DIR");
@@ -252,10 +256,14 @@ void add_serve(CLI::App& app, serve_options& o) {
           "Bytes of GET sources kept registered per provider for the next GET of the same object "
           "(default 1 GiB; 0: register each GET's bytes for it alone)")
       ->type_name("SIZE")
-      ->check(check([](const std::string& value) -> std::string {
-        if (parse_size(value)) return {};
-        return "'" + value + "' is not a size (0, 256 MiB, 1GiB, 1048576)";
-      }));
+      ->check(is_size);
+  serve
+      .add_option_function<std::string>(
+          "--small-object-cache", [&o](const std::string& value) { o.small_object_cache = parse_size(value); },
+          "Memory for the bytes of objects up to 64 KiB, read at their first GET and kept while current "
+          "(default 64 MiB; 0: read every GET from the file)")
+      ->type_name("SIZE")
+      ->check(is_size);
   optional_option(
       serve, "--grant-socket", o.grant_socket,
       "Same-host grants (memfd, CUDA IPC) on this Unix socket (default: $XDG_RUNTIME_DIR/sluice/sluice-PORT.sock, "

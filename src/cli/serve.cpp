@@ -478,7 +478,9 @@ int serve(const serve_options& o) {
     return run_server(*gateway, o, config, listen, "gateway to " + upstream + ", cache " + o.root, rdma_status,
                       grant_status, signals);
   }
-  auto store = s3::fs_store::open({.root = o.root}, ec);
+  s3::fs_store_config store_config{.root = o.root};
+  if (o.small_object_cache) store_config.small_object_cache_bytes = *o.small_object_cache;
+  auto store = s3::fs_store::open(std::move(store_config), ec);
   if (ec) {
     std::fprintf(stderr, "sluice serve: cannot open store at %s: %s\n", o.root.c_str(), ec.message().c_str());
     return 1;

@@ -42,6 +42,40 @@ struct fs_store::opened {
   entry object;
 };
 
+fs_store::version::~version() {
+  if (const std::byte* bytes = cached.load(std::memory_order_acquire)) {
+    delete[] bytes;
+    budget->fetch_sub(info.size, std::memory_order_relaxed);
+  }
+}
+
+fs_store::entry fs_store::make_version(object_info info, std::uint64_t data_offset) const {
+  return std::make_shared<const version>(std::move(info), data_offset, &cached_bytes_);
+}
+
+const std::byte* fs_store::small_bytes(const version& v, int fd, std::unique_ptr<std::byte[]>& own,
+                                       error_code& ec) const {
+  if (const std::byte* cached = v.cached.load(std::memory_order_acquire)) return cached;
+  const auto size = static_cast<std::size_t>(v.info.size);
+  auto bytes = std::make_unique_for_overwrite<std::byte[]>(size);
+  if (fs_store_impl::read_all(fd, bytes.get(), size, v.data_offset, ec) != size) {
+    if (!ec) ec = sluice::errc::protocol_violation;  // shorter than its header says
+    return nullptr;
+  }
+  const std::uint64_t held = cached_bytes_.fetch_add(size, std::memory_order_relaxed);
+  if (held + size > config_.small_object_cache_bytes) {  // no room: this GET's own copy
+    cached_bytes_.fetch_sub(size, std::memory_order_relaxed);
+    own = std::move(bytes);
+    return own.get();
+  }
+  const std::byte* expected = nullptr;
+  if (v.cached.compare_exchange_strong(expected, bytes.get(), std::memory_order_acq_rel, std::memory_order_acquire)) {
+    return bytes.release();  // the version's now, freed with it
+  }
+  cached_bytes_.fetch_sub(size, std::memory_order_relaxed);  // another reader cached them first
+  return expected;
+}
+
 fs_store::fs_store(unopened, fs_store_config config) : config_(std::move(config)) {}
 
 fs_store::fs_store(fs_store_config config) : config_(std::move(config)) {
@@ -195,21 +229,21 @@ void fs_store::scan_bucket(const std::filesystem::path& dir, std::string_view na
         fd = impl::open_fd(file, O_RDONLY | O_NOFOLLOW, file_ec);
         good = !file_ec;
       }
-      entry found;
+      object_info info;
+      std::uint64_t data_offset = 0;
       struct stat st {};
       if (good) {
-        found.info = impl::read_header(fd.get(), found.data_offset, file_ec);
+        info = impl::read_header(fd.get(), data_offset, file_ec);
         good = !file_ec && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) &&
-               sluice::s3::sha256_hex(found.info.key) == file_name &&
-               static_cast<std::uint64_t>(st.st_size) >= found.data_offset &&
-               static_cast<std::uint64_t>(st.st_size) - found.data_offset == found.info.size;
+               sluice::s3::sha256_hex(info.key) == file_name && static_cast<std::uint64_t>(st.st_size) >= data_offset &&
+               static_cast<std::uint64_t>(st.st_size) - data_offset == info.size;
       }
       if (!good) {
         ++skipped_;
         continue;
       }
-      std::string key = found.info.key;
-      state.objects.emplace(std::move(key), std::move(found));
+      std::string key = info.key;
+      state.objects.emplace(std::move(key), make_version(std::move(info), data_offset));
     }
   }
   clean_uploads(dir / "uploads");
@@ -344,13 +378,10 @@ object_info fs_store::head(const object_ref& object, error_code& ec) const {
     return {};
   }
   ec = {};
-  return it->second.info;
+  return it->second->info;
 }
 
-fs_store::opened fs_store::open_object(const object_ref& object, error_code& ec) const {
-  // object_path() spelled into this thread's buffer: a GET builds no path object.
-  thread_local std::string path;
-  spell_object_path(path, object);
+fs_store::opened fs_store::open_object(const object_ref& object, error_code& ec, bool cached_suffices) const {
   // Opened under the lock: renames and unlinks take it exclusively, so the file opened is the
   // version the index describes.
   std::shared_lock lock(mutex_);
@@ -364,20 +395,33 @@ fs_store::opened fs_store::open_object(const object_ref& object, error_code& ec)
     ec = sluice::errc::no_such_object;
     return {};
   }
-  opened out{fs_store_impl::open_fd(path.c_str(), O_RDONLY, ec), {}};
+  opened out{{}, it->second};
+  ec = {};
+  if (cached_suffices && out.object->cached.load(std::memory_order_acquire) != nullptr) return out;
+  // object_path() spelled into this thread's buffer: a GET builds no path object.
+  thread_local std::string path;
+  spell_object_path(path, object);
+  out.fd = fs_store_impl::open_fd(path.c_str(), O_RDONLY, ec);
   if (ec) return {};
-  out.object = it->second;
   return out;
 }
 
 std::size_t fs_store::read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out,
                            error_code& ec) const {
-  const opened found = open_object(object, ec);
+  const opened found = open_object(object, ec, true);
   if (ec) return 0;
-  const std::uint64_t size = found.object.info.size;
+  const version& v = *found.object;
+  const std::uint64_t size = v.info.size;
   if (offset >= size || out.empty()) return 0;
   const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), size - offset));
-  const std::size_t got = fs_store_impl::read_all(found.fd.get(), out.data(), n, found.object.data_offset + offset, ec);
+  if (size <= small_object_bytes) {
+    std::unique_ptr<std::byte[]> own;
+    const std::byte* bytes = small_bytes(v, found.fd.get(), own, ec);
+    if (bytes == nullptr) return 0;
+    std::memcpy(out.data(), bytes + offset, n);
+    return n;
+  }
+  const std::size_t got = fs_store_impl::read_all(found.fd.get(), out.data(), n, v.data_offset + offset, ec);
   if (ec) return 0;
   if (got != n) {  // the file is shorter than its header says: damaged behind our back
     ec = fs_store_impl::sys_error(EIO);
@@ -387,28 +431,24 @@ std::size_t fs_store::read(const object_ref& object, std::uint64_t offset, std::
 }
 
 fs_store::mapping fs_store::map(const object_ref& object, error_code& ec) const {
-  opened found = open_object(object, ec);
+  opened found = open_object(object, ec, true);
   if (ec) return {};
   mapping m;
   m.fd_ = found.fd.release();
-  m.info_ = std::move(found.object.info);
-  if (m.info_.size == 0) return m;
-  const std::uint64_t offset = found.object.data_offset;
-  if (m.info_.size <= small_object_bytes) {  // read, not mapped (see mapping)
-    const auto size = static_cast<std::size_t>(m.info_.size);
-    m.copy_ = std::make_unique_for_overwrite<std::byte[]>(size);
-    if (fs_store_impl::read_all(m.fd_, m.copy_.get(), size, offset, ec) != size) {
-      if (!ec) ec = sluice::errc::protocol_violation;  // shorter than its header says
-      return {};
-    }
-    m.data_ = m.copy_.get();
-    m.data_offset_ = offset;
-    m.size_ = size;
+  m.version_ = std::move(found.object);
+  const version& v = *m.version_;
+  if (v.info.size == 0) return m;
+  const std::uint64_t offset = v.data_offset;
+  m.data_offset_ = offset;
+  if (v.info.size <= small_object_bytes) {  // read (and cached), not mapped (see mapping)
+    m.data_ = small_bytes(v, m.fd_, m.copy_, ec);
+    if (m.data_ == nullptr) return {};
+    m.size_ = static_cast<std::size_t>(v.info.size);
     return m;
   }
   static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const std::uint64_t aligned = offset - offset % page;
-  const auto length = static_cast<std::size_t>(offset - aligned + m.info_.size);
+  const auto length = static_cast<std::size_t>(offset - aligned + v.info.size);
   void* base = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, m.fd_, fs_store_impl::to_off(aligned));
   if (base == MAP_FAILED) {
     ec = fs_store_impl::last_error();
@@ -416,9 +456,8 @@ fs_store::mapping fs_store::map(const object_ref& object, error_code& ec) const 
   }
   m.base_ = base;
   m.length_ = length;
-  m.data_ = static_cast<std::byte*>(base) + (offset - aligned);
-  m.data_offset_ = offset;
-  m.size_ = static_cast<std::size_t>(m.info_.size);
+  m.data_ = static_cast<const std::byte*>(base) + (offset - aligned);
+  m.size_ = static_cast<std::size_t>(v.info.size);
   return m;
 }
 
@@ -509,7 +548,7 @@ object_info fs_store::publish(writer& w, const object_attributes& attributes, er
     if (!w.precondition_.none()) {
       const auto current = b->second.objects.find(w.object_.key);
       if (!w.precondition_.met_by(current == b->second.objects.end() ? nullptr
-                                                                     : &current->second.info.attributes.etag)) {
+                                                                     : &current->second->info.attributes.etag)) {
         ec = sluice::errc::precondition_failed;
         return {};
       }
@@ -521,7 +560,7 @@ object_info fs_store::publish(writer& w, const object_attributes& attributes, er
     }
     if (!impl::rename_path(w.temp_, path, ec)) return {};
     w.temp_.clear();
-    b->second.objects.insert_or_assign(w.object_.key, entry{info, w.data_offset_});
+    b->second.objects.insert_or_assign(w.object_.key, make_version(info, w.data_offset_));
   }
   if (new_shard) sync_directory(shard.parent_path(), ec);
   if (!ec) sync_directory(shard, ec);
@@ -568,7 +607,7 @@ list_result fs_store::list(const list_request& request, error_code& ec) const {
       out.truncated = true;
       break;
     }
-    out.objects.push_back(it->second.info);
+    out.objects.push_back(it->second->info);
   }
   ec = {};
   return out;

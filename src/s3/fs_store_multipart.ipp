@@ -238,7 +238,7 @@ object_info fs_store::complete_upload(const object_ref& object, std::string_view
     }
     if (!precondition.none()) {
       const auto current = b->second.objects.find(object.key);
-      if (!precondition.met_by(current == b->second.objects.end() ? nullptr : &current->second.info.attributes.etag)) {
+      if (!precondition.met_by(current == b->second.objects.end() ? nullptr : &current->second->info.attributes.etag)) {
         return fail(sluice::errc::precondition_failed);
       }
     }
@@ -247,7 +247,7 @@ object_info fs_store::complete_upload(const object_ref& object, std::string_view
     // Publish first, then retire the upload: a crash in between leaves the object published
     // and the upload still there to complete again or abort, never neither.
     if (!impl::rename_path(temp, path, ec)) return fail(ec);
-    b->second.objects.insert_or_assign(object.key, entry{info, header.size()});
+    b->second.objects.insert_or_assign(object.key, make_version(info, header.size()));
     // Should this fail, the object is published but the upload stays: reported as an error.
     if (!impl::rename_path(dir, trash, ec)) return {};
   }

@@ -140,7 +140,7 @@ fs_store::mapping::mapping(mapping&& other) noexcept
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       data_offset_(std::exchange(other.data_offset_, 0)),
-      info_(std::move(other.info_)) {}
+      version_(std::move(other.version_)) {}
 
 fs_store::mapping& fs_store::mapping::operator=(mapping&& other) noexcept {
   if (this != &other) {
@@ -152,7 +152,7 @@ fs_store::mapping& fs_store::mapping::operator=(mapping&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     data_offset_ = std::exchange(other.data_offset_, 0);
     copy_ = std::move(other.copy_);
-    info_ = std::move(other.info_);
+    version_ = std::move(other.version_);
   }
   return *this;
 }
@@ -168,6 +168,7 @@ void fs_store::mapping::reset() noexcept {
   data_ = nullptr;
   size_ = 0;
   copy_.reset();
+  version_.reset();
 }
 
 }  // namespace sluice::s3

@@ -295,7 +295,7 @@ TEST_CASE("fs_store: put through a writer, then head, read and map") {
   CHECK(mapping.region().kind == sluice::memory_kind::host_pageable);
   CHECK(mapping.info().size == 11);
   CHECK(mapping.info().attributes == attributes);
-  CHECK(mapping.native_handle() >= 0);
+  CHECK(mapping.native_handle() == -1);  // read_all() above left the small object's bytes cached
 
   // The file: a header padded to 4096 bytes, then the data.
   const auto files = object_files(root.root(), "bucket");
@@ -484,6 +484,59 @@ TEST_CASE("fs_store: overwrite is atomic and a held mapping or reader keeps the 
   fs_store::mapping moved(std::move(new_mapping));
   CHECK(mapped_string(moved) == "new!");
   CHECK(new_mapping.region() == sluice::const_region{});  // NOLINT(bugprone-use-after-move)
+}
+
+TEST_CASE("fs_store: a small object's bytes are read once and kept within small_object_cache_bytes") {
+  temp_root root;
+  fs_store_config config = root.config();
+  config.small_object_cache_bytes = 10000;
+  fs_store store(config);
+  make_bucket(store);
+  const std::string a(4000, 'a'), b(4000, 'b'), c(4000, 'c');
+  put(store, {"bucket", "a"}, a);
+  put(store, {"bucket", "b"}, b);
+  put(store, {"bucket", "c"}, c);
+  CHECK(store.cached_small_bytes() == 0);
+  error_code ec;
+  // The first map reads the file (and keeps the bytes); the next opens nothing.
+  auto first = store.map({"bucket", "a"}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(first.native_handle() >= 0);
+  CHECK(mapped_string(first) == a);
+  auto again = store.map({"bucket", "a"}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(again.native_handle() == -1);
+  CHECK(mapped_string(again) == a);
+  CHECK(read_all(store, {"bucket", "b"}) == b);  // read() caches too
+  CHECK(store.map({"bucket", "b"}, ec).native_handle() == -1);
+  CHECK(store.cached_small_bytes() == 8000);
+  // No room for c: read at every map, never cached, never over the budget.
+  for (int i = 0; i < 2; ++i) {
+    const auto m = store.map({"bucket", "c"}, ec);
+    REQUIRE_FALSE(ec);
+    CHECK(m.native_handle() >= 0);
+    CHECK(mapped_string(m) == c);
+  }
+  CHECK(store.cached_small_bytes() == 8000);
+  // A new version is what later maps and reads see; a mapping of the old one keeps its bytes.
+  put(store, {"bucket", "a"}, "new a");
+  CHECK(mapped_string(store.map({"bucket", "a"}, ec)) == "new a");
+  CHECK(read_all(store, {"bucket", "a"}) == "new a");
+  CHECK(mapped_string(again) == a);
+  CHECK(again.info().size == 4000);
+  again = {};
+  CHECK(store.cached_small_bytes() == 8000 + 5);  // held by `first` still
+  first = {};
+  CHECK(store.cached_small_bytes() == 4000 + 5);  // the old version's bytes went with it
+  store.remove({"bucket", "a"}, ec);
+  store.remove({"bucket", "b"}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(store.cached_small_bytes() == 0);
+  // Above small_object_bytes, objects are mapped, never cached.
+  const std::string big(fs_store::small_object_bytes + 1, 'x');
+  put(store, {"bucket", "big"}, big);
+  CHECK(mapped_string(store.map({"bucket", "big"}, ec)) == big);
+  CHECK(store.cached_small_bytes() == 0);
 }
 
 TEST_CASE("fs_store: abandoned writers leave nothing, moved writers carry the file") {

@@ -58,6 +58,7 @@
 #include <sluice/region.hpp>
 #include <sluice/request.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -79,6 +80,10 @@ struct fs_store_config {
   std::filesystem::path root;                   ///< created when missing
   std::uint64_t max_object_bytes = 5ULL << 40;  ///< one object or part (S3: 5 TiB)
   bool fsync = true;                            ///< fsync files and directories at publish (off: tests only)
+  /// Memory for the bytes of small objects (at most fs_store::small_object_bytes each): read by
+  /// the first GET of a version and kept while that version is current (or a mapping holds it),
+  /// so that later GETs open and read no file. Past it, small objects are read at each GET.
+  std::uint64_t small_object_cache_bytes = std::uint64_t{64} << 20;
 
   /// Valid when root is not empty and max_object_bytes is 1..2^62.
   [[nodiscard]] std::optional<config_error> validate() const;
@@ -177,6 +182,26 @@ class fs_store {
   /// a few pages per GET costs more than the copy (mmap_lock and a TLB shootdown on every core
   /// the process runs on, measured at ~60% of a 4 KiB GET's server CPU).
   static constexpr std::uint64_t small_object_bytes = std::uint64_t{64} * 1024;
+
+ private:
+  /// One published version of an object, shared by the index and every mapping made of it (a
+  /// mapping keeps it when the key is replaced or deleted). Nothing in it changes but `cached`:
+  /// a small object's bytes, set once by the first map() or read() that finds them missing while
+  /// small_object_cache_bytes has room, freed with the version.
+  struct version {
+    version(object_info object, std::uint64_t offset, std::atomic<std::uint64_t>* cache_budget)
+        : info(std::move(object)), data_offset(offset), budget(cache_budget) {}
+    version(const version&) = delete;
+    version& operator=(const version&) = delete;
+    ~version();
+    object_info info;
+    std::uint64_t data_offset = 0;
+    std::atomic<std::uint64_t>* budget;  // the store's count of cached bytes
+    mutable std::atomic<const std::byte*> cached{nullptr};
+  };
+  using entry = std::shared_ptr<const version>;
+
+ public:
   class mapping {
    public:
     mapping() = default;
@@ -192,8 +217,9 @@ class fs_store {
       return {data_, size_, memory_kind::host_pageable, -1};
     }
     /// The mapped version's info. Pre: the mapping is not empty.
-    [[nodiscard]] const object_info& info() const noexcept { return info_; }
-    /// The open file's descriptor; -1 for an empty mapping.
+    [[nodiscard]] const object_info& info() const noexcept { return version_->info; }
+    /// The open file's descriptor; -1 for an empty mapping, or for a small object whose bytes
+    /// the store holds in memory (small_object_cache_bytes): no file was opened.
     [[nodiscard]] int native_handle() const noexcept { return fd_; }
     /// Where the object's first byte lies in that file (pread(native_handle(), …, data_offset() + i)
     /// reads byte i without touching the mapping).
@@ -206,11 +232,11 @@ class fs_store {
     int fd_ = -1;
     void* base_ = nullptr;               // what mmap returned
     std::size_t length_ = 0;             // what was mapped
-    std::unique_ptr<std::byte[]> copy_;  // a small object's bytes, read instead of mapped
-    std::byte* data_ = nullptr;
+    std::unique_ptr<std::byte[]> copy_;  // a small object's bytes, read (not cached) instead of mapped
+    const std::byte* data_ = nullptr;
     std::size_t size_ = 0;
     std::uint64_t data_offset_ = 0;
-    object_info info_;
+    entry version_;  // the mapped version (its info, its cached bytes)
   };
 
   using writer_type = writer;
@@ -239,6 +265,11 @@ class fs_store {
   /// unreadable header, a name that is not the hash of its key, a file shorter than its
   /// header says). They are left in place for inspection and never served.
   [[nodiscard]] std::size_t skipped_files() const noexcept { return skipped_; }
+
+  /// Bytes of small objects held in memory now (at most config().small_object_cache_bytes).
+  [[nodiscard]] std::uint64_t cached_small_bytes() const noexcept {
+    return cached_bytes_.load(std::memory_order_relaxed);
+  }
 
   /// Creates an empty bucket. Errors: errc::invalid_name, errc::bucket_exists, I/O errors.
   void create_bucket(std::string_view name, error_code& ec);
@@ -297,10 +328,6 @@ class fs_store {
   void abort_upload(const object_ref& object, std::string_view upload_id, error_code& ec);
 
  private:
-  struct entry {
-    object_info info;
-    std::uint64_t data_offset = 0;
-  };
   struct bucket_state {
     bucket_info info;
     std::optional<std::string> owner;  // from bucket.json
@@ -313,7 +340,13 @@ class fs_store {
   void open_root(error_code& ec);
   void scan_bucket(const std::filesystem::path& dir, std::string_view name, error_code& ec);
   void clean_uploads(const std::filesystem::path& dir);
-  [[nodiscard]] opened open_object(const object_ref& object, error_code& ec) const;
+  // The current version of `object`, its file open; with `cached_suffices`, a small version whose
+  // bytes are cached is not opened (fd -1).
+  [[nodiscard]] opened open_object(const object_ref& object, error_code& ec, bool cached_suffices = false) const;
+  [[nodiscard]] entry make_version(object_info info, std::uint64_t data_offset) const;
+  // A small version's bytes: the cached ones, else read from `fd` and cached when the budget has
+  // room, else read into `own`. Null on a read error (in ec).
+  const std::byte* small_bytes(const version& v, int fd, std::unique_ptr<std::byte[]>& own, error_code& ec) const;
   [[nodiscard]] std::filesystem::path bucket_dir(std::string_view bucket) const;
   [[nodiscard]] std::filesystem::path object_path(const object_ref& object) const;
   // object_path()'s text into `out` (a GET spells it into a reused buffer).
@@ -333,7 +366,8 @@ class fs_store {
   std::size_t skipped_ = 0;
   std::mutex random_mutex_;
   std::random_device random_;
-  mutable std::shared_mutex mutex_;  // guards buckets_ and the renames that publish or remove
+  mutable std::atomic<std::uint64_t> cached_bytes_{0};  // small objects' bytes held by versions
+  mutable std::shared_mutex mutex_;                     // guards buckets_ and the renames that publish or remove
   std::map<std::string, bucket_state, std::less<>> buckets_;
 };
 
