@@ -129,32 +129,6 @@ asio::awaitable<std::optional<s3::errc>> connection<Stream>::early_precondition_
 }
 
 template <class Stream>
-void connection<Stream>::object_headers(http::fields& fields, const object_info& info, bool with_checksums) const {
-  thread_local std::string etag;  // quoted in a reused buffer: a GET's headers allocate no text
-  etag.assign("\"").append(info.attributes.etag).push_back('"');
-  fields.set(http::field::etag, etag);
-  const auto last_modified = xml::http_date_chars(info.last_modified);
-  fields.set(http::field::last_modified, beast::string_view(last_modified.data(), last_modified.size()));
-  const std::string_view type =
-      info.attributes.content_type.empty() ? std::string_view("binary/octet-stream") : info.attributes.content_type;
-  fields.set(http::field::content_type, beast::string_view(type.data(), type.size()));
-  fields.set(http::field::accept_ranges, "bytes");
-  if (!info.attributes.content_encoding.empty())
-    fields.set(http::field::content_encoding, info.attributes.content_encoding);
-  if (!info.attributes.content_disposition.empty())
-    fields.set(http::field::content_disposition, info.attributes.content_disposition);
-  if (!info.attributes.cache_control.empty()) fields.set(http::field::cache_control, info.attributes.cache_control);
-  if (!info.attributes.content_language.empty())
-    fields.set(http::field::content_language, info.attributes.content_language);
-  if (!info.attributes.expires.empty()) fields.set(http::field::expires, info.attributes.expires);
-  if (!info.attributes.tags.empty()) fields.set("x-amz-tagging-count", std::to_string(info.attributes.tags.size()));
-  for (const auto& [name, value] : info.attributes.metadata) fields.set("x-amz-meta-" + name, value);
-  if (with_checksums) {
-    for (const auto& [algorithm, value] : info.attributes.checksums) fields.set("x-amz-checksum-" + algorithm, value);
-  }
-}
-
-template <class Stream>
 typename connection<Stream>::token_verdict connection<Stream>::check_token(request& req, rdma_op op,
                                                                            std::uint64_t length, rdma_token& token,
                                                                            std::string& why) {
@@ -215,7 +189,6 @@ typename connection<Stream>::token_verdict connection<Stream>::check_token(reque
   template bool connection<S>::copy_source_allows(const connection<S>::request&, const object_info&);                  \
   template asio::awaitable<std::optional<s3::errc>> connection<S>::early_precondition_failure(                         \
       const connection<S>::request&, const write_precondition&);                                                       \
-  template void connection<S>::object_headers(http::fields&, const object_info&, bool) const;                          \
   template connection<S>::token_verdict connection<S>::check_token(connection<S>::request&, rdma_op, std::uint64_t,    \
                                                                    rdma_token&, std::string&);
 SLUICE_CONNECTION_MEMBERS(plain_stream)

@@ -2,7 +2,7 @@
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
-#include "support.hpp"
+#include "answer_head.hpp"
 
 namespace sluice::s3::detail {
 
@@ -94,6 +94,8 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   }
   static constexpr std::size_t spare_limit_bytes = 4096;
 
+  // Reads a request's header section into `parser` (errors as http::async_read_header's).
+  asio::awaitable<void> read_header(header_parser& parser, error_code& ec);
   asio::awaitable<bool> handle(header_parser& parser);
   asio::awaitable<bool> dispatch(request& req);
 
@@ -256,7 +258,6 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // `precondition` (the store checks again as it publishes): the error to answer, if any.
   asio::awaitable<std::optional<s3::errc>> early_precondition_failure(const request& req,
                                                                       const write_precondition& precondition);
-  void object_headers(http::fields& fields, const object_info& info, bool with_checksums) const;
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
   // Whether the peer runs on this host: a loopback address, or the address it reached us at
@@ -289,6 +290,8 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // neither: the route (its strings) and the header list verify() reads.
   route spare_route_;
   std::vector<std::pair<std::string_view, std::string_view>> spare_views_;
+  // The head of a GET's or HEAD's answer, written into the same buffer each time.
+  answer_head head_;
 };
 
 /// RFC 9112 §6.1 on a request's Transfer-Encoding (every field of that name, in order): null

@@ -6,6 +6,40 @@
 namespace sluice::s3::detail {
 
 template <class Stream>
+asio::awaitable<void> connection<Stream>::read_header(header_parser& parser, error_code& ec) {
+  // What http::async_read_header does (its read_some_op, Beast 1.74), less its trip through the
+  // loop when the header is already in buffer_: errors, limits and end of stream alike.
+  ec = {};
+  for (;;) {
+    if (buffer_.size() > 0) {
+      const std::size_t used = parser.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (!ec && parser.is_header_done()) co_return;
+      if (ec && ec != http::error::need_more) co_return;
+      ec = {};
+    }
+    const std::size_t room = beast::read_size(buffer_, 65536);
+    if (room == 0) {
+      ec = http::error::buffer_overflow;
+      co_return;
+    }
+    const std::size_t n =
+        co_await stream_.async_read_some(buffer_.prepare(room), asio::redirect_error(asio::use_awaitable, ec));
+    buffer_.commit(n);
+    if (ec == asio::error::eof) {
+      if (!parser.got_some()) {
+        ec = http::error::end_of_stream;
+        co_return;
+      }
+      ec = {};
+      parser.put_eof(ec);  // a header cut short: partial_message
+      co_return;
+    }
+    if (ec) co_return;
+  }
+}
+
+template <class Stream>
 asio::awaitable<void> connection<Stream>::run() {
   {
     std::lock_guard lock(state_->mutex);
@@ -44,7 +78,7 @@ asio::awaitable<void> connection<Stream>::run() {
       if (ec) break;  // closed, reset or idle: nothing to answer
     }
     lowest().expires_after(state_->config.read_timeout);
-    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await read_header(parser, ec);
     if (ec) {
       if (ec == http::error::header_limit) {
         request req{&parser};
@@ -264,18 +298,8 @@ asio::awaitable<bool> connection<Stream>::dispatch(request& req) {
 
 template <class Stream>
 void connection<Stream>::common_headers(request& req, http::fields& fields) {
-  fields.set(http::field::server, "sluice");
-  fields.set("x-amz-request-id", req.id);
-  // Formatted once a second per thread.
-  struct formatted_date {
-    std::chrono::sys_seconds second{};
-    std::array<char, 29> text{};
-  };
-  thread_local formatted_date date;
-  const auto now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-  if (now != date.second) date = {now, xml::http_date_chars(now)};
-  fields.set(http::field::date, beast::string_view(date.text.data(), date.text.size()));
-  if (!req.rdma_reply.empty()) fields.set("x-amz-rdma-reply", req.rdma_reply);
+  fields_head head(fields);
+  common_fields(head, req.id, req.rdma_reply);
 }
 
 template <class Stream>

@@ -216,14 +216,21 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
     }
   }
   // What every successful answer carries beside the object's headers.
-  const auto answer_headers = [&](http::fields& fields, std::uint64_t first, std::uint64_t length) {
-    object_headers(fields, info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
+  // `head`: answer_head or fields_head. The overrides go first: the object's own value of a
+  // field they set stands aside.
+  const auto answer_headers = [&](auto& head, std::uint64_t first, std::uint64_t length) {
+    for (const auto& [field, value] : overridden) head.set(field, value);
+    object_fields(head, info, !range.present && iequals(req.header("x-amz-checksum-mode"), "ENABLED"));
     if (range.present) {
-      fields.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
-                                                 std::to_string(first + length - 1) + "/" + std::to_string(size));
+      char text[80] = "bytes ";  // and three numbers of at most 20 digits
+      char* end = std::to_chars(text + 6, text + sizeof text, first).ptr;
+      *end++ = '-';
+      end = std::to_chars(end, text + sizeof text, first + length - 1).ptr;
+      *end++ = '/';
+      end = std::to_chars(end, text + sizeof text, size).ptr;
+      head.set(http::field::content_range, std::string_view(text, static_cast<std::size_t>(end - text)));
     }
-    if (parts_count) fields.set("x-amz-mp-parts-count", std::to_string(*parts_count));
-    for (const auto& [field, value] : overridden) fields.set(field, beast::string_view(value.data(), value.size()));
+    if (parts_count) head.set("x-amz-mp-parts-count", std::uint64_t{*parts_count});
   };
   if (range.present && !range.satisfiable) {
     if (unconfirmed) co_return co_await retry();
@@ -286,7 +293,8 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
       }
       if (!moved) {
         string_response res{range.present ? http::status::partial_content : http::status::ok, 11};
-        answer_headers(res.base(), offset, length);
+        fields_head head(res.base());
+        answer_headers(head, offset, length);
         req.rdma_reply = range.present ? "206" : "200";
         req.bytes_direct = length;
         req.direct_path = direct_path_of(token.provider);
@@ -316,19 +324,27 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
     unconfirmed = false;
     asked.reset();
   }
-  http::response<http::buffer_body> res{range.present ? http::status::partial_content : http::status::ok, 11};
-  common_headers(req, res.base());
-  answer_headers(res.base(), offset, length);
-  res.content_length(length);
+  const auto status = range.present ? http::status::partial_content : http::status::ok;
+  head_.start(status);
+  common_fields(head_, req.id, req.rdma_reply);
+  answer_headers(head_, offset, length);
   const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
-  res.keep_alive(keep);
-  res.body().data = nullptr;
-  res.body().more = !req.head && length > 0;
-  const unsigned status = res.result_int();
+  const std::string_view head = head_.finish(length, keep);
+  if (!head_.valid()) {  // stored metadata that cannot go out as a header: refused, not injected
+    co_return co_await send_error(req, s3::errc::internal_error, "The object's stored headers cannot be sent.");
+  }
+  const auto code = static_cast<unsigned>(status);
+  // Gives back the head's memory when it grew past the ordinary (many metadata fields).
+  struct trim_head {
+    answer_head& head;
+    ~trim_head() { head.trim(4 * kib); }
+  } trim{head_};
 
   // The body straight from the store's mapping, in slices (no copy in user space). Over plain
   // HTTP, from the store's file by sendfile(2) when it has one: no copy into the socket either.
   const const_region bytes = mapping.region();
+  const std::byte* first_byte =
+      req.head || length == 0 ? nullptr : sluice::detail::readable_as_region(bytes).bytes() + (offset - base);
   int file = -1;
   std::uint64_t file_offset = 0;
   if (!tls && mapping.native_handle() >= 0) {
@@ -338,21 +354,26 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
       file_offset = mapping.data_offset() + (offset - base);
     }
   }
-  http::response_serializer<http::buffer_body> sr(res);
   if (!req.head && length > 0 && length <= slice && !growing && !asked && file < 0) {
-    // One slice from memory goes with its headers in one write: one system call, and for a small
-    // object one segment.
-    res.body().data = sluice::detail::readable_as_region(bytes).bytes() + (offset - base);
-    res.body().size = static_cast<std::size_t>(length);
-    res.body().more = false;
-    co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    record(req, status, ec ? 0 : length);
+    // One slice from memory goes with its head in one write: one system call, and for a small
+    // object one segment. Over TLS a small body joins the head's buffer: one record, not two.
+    if (tls && length <= 16 * kib) {
+      const std::string_view whole = head_.append_body(first_byte, static_cast<std::size_t>(length));
+      co_await asio::async_write(stream_, asio::buffer(whole.data(), whole.size()),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      record(req, code, ec ? 0 : length);
+      co_return !ec && keep;
+    }
+    const std::array<asio::const_buffer, 2> parts{asio::buffer(head.data(), head.size()),
+                                                  asio::buffer(first_byte, static_cast<std::size_t>(length))};
+    co_await asio::async_write(stream_, parts, asio::redirect_error(asio::use_awaitable, ec));
+    record(req, code, ec ? 0 : length);
     co_return !ec && keep;
   }
-  co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(stream_, asio::buffer(head.data(), head.size()),
+                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec || req.head || length == 0) {
-    record(req, status, 0);
+    record(req, code, 0);
     co_return !ec && keep;
   }
   std::uint64_t written = 0;  // acknowledged by the socket
@@ -361,47 +382,32 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
     if (growing) {
       co_await await_bytes(mapping, offset - base + sent + n, ec);
       if (ec) {  // the fetch failed with the answer under way: the body ends short, the connection closes
-        record(req, status, written);
+        record(req, code, written);
         co_return false;
       }
     }
     if (asked && sent + n == length) {  // the last slice goes only from a version the upstream confirms
       if (!co_await confirmed(*asked)) {
-        record(req, status, written);
+        record(req, code, written);
         co_return false;  // the body ends short: the connection closes
       }
       asked.reset();
     }
     if (file >= 0) {
       ec = co_await send_file(file, file_offset + sent, n);
-      if (ec) {
-        record(req, status, written);
-        co_return false;
-      }
-      written = sent += n;
-      continue;
+    } else {
+      lowest().expires_after(state_->config.read_timeout);
+      co_await asio::async_write(stream_, asio::buffer(first_byte + sent, static_cast<std::size_t>(n)),
+                                 asio::redirect_error(asio::use_awaitable, ec));
     }
-    // buffer_body holds a void* for both directions; a response's serializer only reads it.
-    res.body().data = sluice::detail::readable_as_region(bytes).bytes() + (offset - base) + sent;
-    res.body().size = static_cast<std::size_t>(n);
-    sent += n;
-    res.body().more = sent < length;
-    lowest().expires_after(state_->config.read_timeout);
-    co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
     if (ec) {
-      record(req, status, written);
+      record(req, code, written);
       co_return false;
     }
-    written = sent;
+    written = sent += n;
   }
-  if (file < 0 && !sr.is_done()) {
-    res.body().data = nullptr;
-    res.body().more = false;
-    co_await http::async_write(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
-  }
-  record(req, status, written);
-  co_return !ec && keep;
+  record(req, code, written);
+  co_return keep;
 }
 
 template <class Stream>
