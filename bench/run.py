@@ -951,15 +951,18 @@ class Harness:
             scenario(self.results, "small.%s.nginx" % tag, group, "%s GET: nginx" % size_name(size), "baseline",
                      nginx_wrk)
 
-    def wrk(self, url, size, duration, server_pid, note, expected, threads=2, connections=16, prefix=()):
-        """wrk on url; every response's status and body checked against the file `expected`."""
+    def wrk(self, url, size, duration, server_pid, note, expected, threads=2, connections=16, prefix=(), headers=()):
+        """wrk on url (with `headers`, "Name: value" each); every response's status and body checked
+        against the file `expected`."""
         wrk = self.tool("wrk")
         script = os.path.join(self.work, "wrk-verify.lua")
         if not os.path.exists(script):
             with open(script, "w") as f:
                 f.write(WRK_VERIFY)
-        cmd = list(prefix) + [wrk, "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration, "--latency", "-s", script,
-                              url, "--", expected]
+        cmd = list(prefix) + [wrk, "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration, "--latency", "-s", script]
+        for header in headers:
+            cmd += ["-H", header]
+        cmd += [url, "--", expected]
         cpu0 = proc_cpu_seconds(server_pid)
         r = run_measured(cmd, duration + 60)
         server_cpu = proc_cpu_seconds(server_pid) - cpu0
@@ -993,19 +996,22 @@ class Harness:
                         + ("; socket errors: " + errors.group(1) if errors else ""), "raw": text}
 
     def core_scaling(self):
-        """4 KiB presigned GETs with wrk against a `sluice serve` held to k cores (taskset, io_threads
-        k), k = 1, 2, 4, ... up to the machine's cores; wrk runs -t k on the other cores when there are
-        k of them, else beside the server. One server per point, each on its own store (a root is
-        locked by one server)."""
-        group = "Core scaling (4 KiB GET, wrk, presigned)"
+        """4 KiB and 64 KiB presigned GETs with wrk against a `sluice serve` held to k cores (taskset,
+        io_threads k), k = 1, 2, 4, ... up to the machine's cores, each beside nginx held to the same
+        cores (k workers, sendfile, the same file and wrk); at k = 1 and 8 also a header-signed 4 KiB
+        GET (SigV4 Authorization header, verified at every request). wrk runs -t k on the other cores
+        when there are k of them, else beside the server. One server per k, on its own store."""
+        group = "Core scaling (GET, wrk)"
         cores = os.cpu_count() or 1
         points = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= cores]
+        sizes = (4 * KIB, 64 * KIB)
         duration = 2 if self.quick else 5
         taskset = shutil.which("taskset")
         log("== %s: server on %s core(s), %d s each" % (group, ", ".join(map(str, points)), duration))
-        staged = {}  # k -> (the object's file, wrk's taskset, where wrk ran): nginx serves the same
         for k in points:
-            def body(k=k):
+            staged = {}  # what the sluice point left for the others: server, files, URLs, wrk's cores
+
+            def start(k=k, staged=staged):
                 self.tool("wrk")
                 self.tool("curl")
                 if not taskset:
@@ -1017,62 +1023,106 @@ class Harness:
                 server = SluiceServer(self.cli, root, os.path.join(self.out, "logs"), name="sluice-serve-%dcore" % k,
                                       planes=["--fabric", "off", "--grant-socket", "off"], tls=False,
                                       prefix=[taskset, "-c", "0-%d" % (k - 1)], extra=["--config", config]).start()
-                try:
-                    data = os.urandom(4 * KIB)
-                    path = root + ".object"
+                staged["server"] = server
+                self.put_signed(server.url, BUCKET, None)
+                for size in sizes:
+                    data = os.urandom(size)
+                    path = "%s.%s" % (root, size_name(size).replace(" ", ""))
                     with open(path, "wb") as f:
                         f.write(data)
-                    for target, extra in (("%s/%s" % (server.url, BUCKET), ["-X", "PUT"]),
-                                          ("%s/%s/small" % (server.url, BUCKET), ["-T", path])):
-                        r = subprocess.run(self.curl_sign + extra + ["-o", "/dev/null", "-w", "%{http_code}", target],
-                                           capture_output=True, text=True, timeout=60)
-                        if r.stdout.strip() != "200":
-                            raise RuntimeError("PUT %s: HTTP %s %s" % (target, r.stdout.strip(), r.stderr.strip()))
-                    r = subprocess.run([self.cli, "presign", "s3://%s/small" % BUCKET, "--endpoint", server.url,
-                                        "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY], capture_output=True,
-                                       text=True, timeout=60)
-                    url = r.stdout.strip()
-                    if r.returncode != 0:
-                        raise RuntimeError("sluice presign: " + tail(r.stderr))
+                    key = "small-%d" % size
+                    self.put_signed(server.url, BUCKET, key, path)
+                    url = self.presign(server.url, BUCKET, key)
                     with urllib.request.urlopen(url, timeout=10) as response:
                         if response.read() != data:
                             raise RuntimeError("the presigned GET did not return the object")
-                    pinned = cores - k >= k
-                    prefix = [taskset, "-c", "%d-%d" % (k, cores - 1)] if pinned else []
-                    where = "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"
-                    entry = self.wrk(url, 4 * KIB, duration, server.proc.pid,
-                                     "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s" % (
-                                         k - 1, k, k, max(16, 8 * k), where),
-                                     path, threads=k, connections=max(16, 8 * k), prefix=prefix)
-                    staged[k] = (path, prefix, where)
-                    return dict(entry, cores=k)
-                finally:
-                    server.stop()
+                    staged[size] = (path, url, key)
+                pinned = cores - k >= k
+                staged["prefix"] = [taskset, "-c", "%d-%d" % (k, cores - 1)] if pinned else []
+                staged["where"] = "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"
 
-            def nginx_body(k=k):
-                # nginx held to the same cores with k workers (sendfile), the same file, the same wrk.
+            def sluice_body(size, signed=False, k=k, staged=staged):
+                if "server" not in staged:
+                    start()
+                path, url, key = staged[size]
+                headers = []
+                if signed:  # one header-signed request, replayed: each is verified as a new one
+                    url = "%s/%s/%s" % (staged["server"].url, BUCKET, key)
+                    headers = self.signed_headers(url)
+                entry = self.wrk(url, size, duration, staged["server"].proc.pid,
+                                 "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s%s" % (
+                                     k - 1, k, k, max(16, 8 * k), staged["where"],
+                                     "; header-signed (Authorization)" if signed else "; presigned"),
+                                 path, threads=k, connections=max(16, 8 * k), prefix=staged["prefix"], headers=headers)
+                return dict(entry, cores=k, size=size)
+
+            def nginx_body(size, k=k, staged=staged):
                 if not self.nginx:
                     raise NotRun(self.nginx_missing)
-                if k not in staged:
+                if size not in staged:
                     raise NotRun("the sluice point did not run")
-                path, prefix, where = staged[k]
+                path = staged[size][0]
                 www = os.path.join(self.work, "scale-www-%d" % k)
                 os.makedirs(os.path.join(www, BUCKET), exist_ok=True)
                 shutil.copy(path, os.path.join(www, BUCKET, "small"))
                 nginx = Nginx(self.nginx.binary, www, os.path.join(self.work, "nginx-%d" % k), workers=k,
                               command_prefix=[taskset, "-c", "0-%d" % (k - 1)]).start()
                 try:
-                    entry = self.wrk("%s/%s/small" % (nginx.url, BUCKET), 4 * KIB, duration, nginx.proc.pid,
+                    entry = self.wrk("%s/%s/small" % (nginx.url, BUCKET), size, duration, nginx.proc.pid,
                                      "nginx: taskset -c 0-%d, %d worker%s, sendfile; wrk -t%d -c%d %s" % (
-                                         k - 1, k, "s" if k > 1 else "", k, max(16, 8 * k), where),
-                                     path, threads=k, connections=max(16, 8 * k), prefix=prefix)
-                    return dict(entry, cores=k)  # server CPU: the master and its workers
+                                         k - 1, k, "s" if k > 1 else "", k, max(16, 8 * k), staged["where"]),
+                                     path, threads=k, connections=max(16, 8 * k), prefix=staged["prefix"])
+                    return dict(entry, cores=k, size=size)  # server CPU: the master and its workers
                 finally:
                     nginx.stop()
-            scenario(self.results, "scale.%d" % k, group, "4 KiB GET, server on %d core%s" % (k, "s" if k > 1 else ""),
-                     "sluice" if k > 1 else "baseline", body)
-            scenario(self.results, "scale.%d.nginx" % k, group, "4 KiB GET, nginx on %d core%s" % (
-                k, "s" if k > 1 else ""), "baseline", nginx_body)
+            cores_text = "%d core%s" % (k, "s" if k > 1 else "")
+            try:
+                for size in sizes:
+                    tag = "" if size == 4 * KIB else ".%s" % size_name(size).replace(" ", "").lower()
+                    scenario(self.results, "scale.%d%s" % (k, tag), group, "%s GET, server on %s" % (
+                        size_name(size), cores_text), "sluice" if k > 1 or tag else "baseline",
+                             lambda size=size: sluice_body(size))
+                    scenario(self.results, "scale.%d%s.nginx" % (k, tag), group, "%s GET, nginx on %s" % (
+                        size_name(size), cores_text), "baseline", lambda size=size: nginx_body(size))
+                if k in (1, 8):
+                    scenario(self.results, "scale.%d.signed" % k, group, "4 KiB GET header-signed, server on %s" % (
+                        cores_text), "sluice", lambda: sluice_body(4 * KIB, signed=True))
+            finally:
+                if "server" in staged:
+                    staged["server"].stop()
+
+    def put_signed(self, endpoint, bucket, key, path=None):
+        """A signed PUT with curl: the bucket (key None), or the object from `path`."""
+        target = "%s/%s" % (endpoint, bucket) + ("/%s" % key if key else "")
+        extra = ["-T", path] if path else ["-X", "PUT"]
+        r = subprocess.run(self.curl_sign + extra + ["-o", "/dev/null", "-w", "%{http_code}", target],
+                           capture_output=True, text=True, timeout=60)
+        if r.stdout.strip() != "200":
+            raise RuntimeError("PUT %s: HTTP %s %s" % (target, r.stdout.strip(), r.stderr.strip()))
+
+    def presign(self, endpoint, bucket, key):
+        r = subprocess.run([self.cli, "presign", "s3://%s/%s" % (bucket, key), "--endpoint", endpoint,
+                            "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY], capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError("sluice presign: " + tail(r.stderr))
+        return r.stdout.strip()
+
+    def signed_headers(self, url):
+        """The SigV4 headers curl signs a GET of `url` with ("Name: value" each), after checking that
+        the server accepts them: wrk replays them (valid for the 15 minutes of SigV4's skew)."""
+        r = subprocess.run(self.curl_sign + ["-v", "-o", "/dev/null", "-w", "%{http_code}", url],
+                           capture_output=True, text=True, timeout=60)
+        if r.stdout.strip() != "200":
+            raise RuntimeError("signed GET %s: HTTP %s" % (url, r.stdout.strip()))
+        headers = []
+        for line in r.stderr.splitlines():
+            m = re.match(r"^> (authorization|x-amz-date|x-amz-content-sha256):\s*(.*?)\s*$", line, re.I)
+            if m:
+                headers.append("%s: %s" % (m.group(1), m.group(2)))
+        if len(headers) != 3:
+            raise RuntimeError("cannot read curl's signed headers: %s" % headers)
+        return headers
 
     def size_sweep(self):
         group = "Size sweep (GET)"
@@ -1140,7 +1190,12 @@ class Harness:
         ("scale.%d" % k, "scale.%d.nginx" % k, "4 KiB ops/s on %d core%s: sluice ÷ nginx" % (k, "s" if k > 1 else ""))
         for k in (1, 2, 4, 8, 16, 32, 64)] + [
         ("scale.%d" % k, "scale.1", "4 KiB ops/s, server on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)] + [
-        ("scale.%d.nginx" % k, "scale.1.nginx", "4 KiB ops/s, nginx on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)]
+        ("scale.%d.nginx" % k, "scale.1.nginx", "4 KiB ops/s, nginx on %d cores ÷ on 1" % k) for k in (2, 4, 8, 16, 32, 64)
+    ] + [
+        ("scale.%d.64kib" % k, "scale.%d.64kib.nginx" % k, "64 KiB ops/s on %d core%s: sluice ÷ nginx" % (
+            k, "s" if k > 1 else "")) for k in (1, 2, 4, 8, 16, 32, 64)] + [
+        ("scale.%d.signed" % k, "scale.%d" % k, "4 KiB ops/s on %d core%s: header-signed ÷ presigned" % (
+            k, "s" if k > 1 else "")) for k in (1, 8)]
 
     def gateway(self):
         """`sluice serve --upstream` (gateway_store) in front of a second `sluice serve`: cache hits
@@ -1318,9 +1373,19 @@ class Harness:
             target("CPU: 4 KiB GET ops/s, server on 2 cores ≥ 1.6 × on 1", "scale.2", "scale.1", "ops_per_s", 1.6),
         ] + [
             target("CPU: 4 KiB GET ops/s on %d core%s ≥ 0.5 × nginx on the same" % (k, "s" if k > 1 else ""),
-                   "scale.%d" % k, "scale.%d.nginx" % k, "ops_per_s", 0.5) for k in (1, 2, 4, 8)
+                   "scale.%d" % k, "scale.%d.nginx" % k, "ops_per_s", 0.5) for k in (1, 2, 4, 8, 16)
         ] + [
             target("CPU: 4 KiB GET ops/s, server on 8 cores ≥ 6 × on 1", "scale.8", "scale.1", "ops_per_s", 6.0),
+        ] + [
+            target("CPU: 64 KiB GET ops/s on %d core%s ≥ 0.7 × nginx on the same" % (k, "s" if k > 1 else ""),
+                   "scale.%d.64kib" % k, "scale.%d.64kib.nginx" % k, "ops_per_s", 0.7) for k in (1, 2, 4, 8, 16)
+        ] + [
+            p99("CPU: 4 KiB GET p99 on %d core%s ≤ 2 × nginx's" % (k, "s" if k > 1 else ""), "scale.%d" % k,
+                "scale.%d.nginx" % k) for k in (1, 2, 4, 8, 16)
+        ] + [
+            target("CPU: header-signed 4 KiB GET on %d core%s ≥ 0.9 × presigned" % (k, "s" if k > 1 else ""),
+                   "scale.%d.signed" % k, "scale.%d" % k, "ops_per_s", 0.9) for k in (1, 8)
+        ] + [
             at_most("CPU: HTTP PUT server CPU ≤ 1.5 s/GiB (sluice client)", "put.http", "server_cpu_s_per_gib", 1.5,
                     "s/GiB"),
             at_most("CPU: curl -T PUT server CPU ≤ 1.5 s/GiB", "put.curl", "server_cpu_s_per_gib", 1.5, "s/GiB"),
