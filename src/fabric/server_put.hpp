@@ -13,6 +13,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -161,6 +163,8 @@ class staged_read : public std::enable_shared_from_this<staged_read> {
     std::shared_ptr<const void> hold;       ///< released before `done` runs
   };
 
+  /// Starts the transfer; `done` as above. Runs nothing that blocks (the first reads are posted
+  /// on `executor`), so a network thread may call it.
   static void start(setup what, std::function<void(error_code)> done) {
     std::shared_ptr<staged_read> self(new staged_read(std::move(what), std::move(done)));
     std::unique_lock lock(self->mutex_);
