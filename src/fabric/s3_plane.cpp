@@ -13,51 +13,25 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <deque>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <mutex>
-#include <new>
 #include <span>
 #include <string_view>
 
 #include <boost/asio/system_executor.hpp>
 
 #include "server_path.hpp"
+#include "server_put.hpp"
 
 namespace sluice::fabric {
 
-namespace {
-
-using steady = std::chrono::steady_clock;
-
-/// Page-aligned host memory for one staging buffer.
-struct aligned_bytes {
-  struct deleter {
-    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{4096}); }
-  };
-  std::unique_ptr<std::byte[], deleter> bytes;
-  std::size_t size = 0;
-  explicit aligned_bytes(std::size_t n)
-      : bytes(static_cast<std::byte*>(::operator new[](n, std::align_val_t{4096}))), size(n) {}
-};
-
-/// Whether a post failed because the endpoint's transmit queue was full (FI_EAGAIN). A PUT's
-/// reads post with full_queue::report and try again after short waits; a queue that stays full
-/// for min(operation_timeout, connect_timeout) means the endpoint completes
-/// nothing, whoever's operations fill it (libfabric 1.17's shm with writes to a dead peer
-/// outstanding, an earlier request's). Nothing of this request may be outstanding, so no
-/// deadline of its own runs out: the failed post is the only sign that the endpoint needs
-/// replacing.
-bool queue_stayed_full(const error_code& ec) { return ec == make_fabric_error(-FI_EAGAIN); }
-
-}  // namespace
-
-/// One provider's path parts and its pool of registered staging buffers: the server's side of
-/// the token protocol is a path too. Its negotiator is the token (the request that carries it);
-/// `sources` registers the store's mapping of a GET for RMA writes, `staging` the PUT pool's
-/// buffers for RMA reads (src/fabric/server_path.hpp builds a GET's path from them).
+/// One provider's path parts: the server's side of the token protocol is a path too. Its
+/// negotiator is the token (the request that carries it); `sources` registers the store's mapping
+/// of a GET for RMA writes, `staging` the buffers of the PUT's pool for RMA reads; the RMA engine
+/// (detail::token_transport) moves the bytes of both (src/fabric/server_path.hpp builds a GET's
+/// path from them, src/fabric/server_put.hpp runs a PUT).
 struct server_plane::provider_state {
   provider_state(std::shared_ptr<endpoint> e, const server_plane_config& config)
       : ep(std::move(e)),
@@ -71,38 +45,9 @@ struct server_plane::provider_state {
   registrar sources;
   registrar staging;
   detail::mapping_cache cache;
+  std::shared_ptr<detail::staging_pool> pool;
   std::atomic<std::size_t> active{0};  // write_from/read calls using it now (retired: closed at 0)
   std::atomic<bool> replacing{false};  // reopen() is opening its successor: later calls wait for that one
-  std::vector<aligned_bytes> memory;
-  std::vector<registration> regions;
-  std::mutex mutex;
-  std::vector<std::size_t> free;
-  std::deque<std::function<void(std::size_t)>> waiting;  // first come, first served
-
-  /// Hands a free buffer to `got`: at once (on this thread) when one is free, else when one is
-  /// released (on the releasing thread). `got` must be short and must not block; it owns the slot.
-  void async_acquire(std::function<void(std::size_t)> got) {
-    std::unique_lock lock(mutex);
-    if (free.empty()) {
-      waiting.push_back(std::move(got));
-      return;
-    }
-    const std::size_t slot = free.back();
-    free.pop_back();
-    lock.unlock();
-    got(slot);
-  }
-  void release(std::size_t slot) {
-    std::unique_lock lock(mutex);
-    if (waiting.empty()) {
-      free.push_back(slot);
-      return;
-    }
-    auto next = std::move(waiting.front());
-    waiting.pop_front();
-    lock.unlock();
-    next(slot);
-  }
 };
 
 std::optional<config_error> server_plane_config::validate() const {
@@ -177,12 +122,7 @@ std::shared_ptr<server_plane::provider_state> server_plane::open_provider(const 
   auto ep = endpoint::open(name, config_.fabric, ec);
   if (ec) return nullptr;
   auto state = std::make_shared<provider_state>(ep, config_);
-  for (std::size_t i = 0; i < config_.staging_buffers && !ec; ++i) {
-    state->memory.emplace_back(config_.staging_buffer_bytes);
-    const region mem{state->memory.back().bytes.get(), config_.staging_buffer_bytes, memory_kind::host_pageable, -1};
-    state->regions.push_back(state->staging.register_region(mem, ec));
-    state->free.push_back(i);
-  }
+  state->pool = detail::staging_pool::open(state->staging, config_.staging_buffers, config_.staging_buffer_bytes, ec);
   if (ec) return nullptr;
   return state;
 }
@@ -306,11 +246,7 @@ std::vector<server_plane_statistics> server_plane::statistics() const {
   out.reserve(providers_.size());
   for (const auto& p : providers_) {
     const std::string& name = p->ep->traits().name;
-    server_plane_statistics one{name, p->ep->statistics(), p->regions.size(), 0, 0};
-    {
-      const std::lock_guard pool(p->mutex);
-      one.staging_buffers_free = p->free.size();
-    }
+    server_plane_statistics one{name, p->ep->statistics(), p->pool->size(), p->pool->free_count(), 0};
     const detail::mapping_cache::statistics kept = p->cache.stats();
     one.registration_cache_hits = kept.hits;
     one.registration_cache_misses = kept.misses;
@@ -420,287 +356,6 @@ error_code server_plane::read(const s3::rdma_requester& who, const s3::rdma_toke
   return moved.get();
 }
 
-/// One PUT by RDMA: a window of at most buffers_per_transfer staging buffers being read, each
-/// handed to the sink once it and every buffer before it arrived. Buffers come from the
-/// provider's pool as they are released (async_acquire), reads are posted and the sink runs on
-/// the executor, read completions come on the progress thread: no thread waits. Shared with the
-/// completion functions: a buffer whose reads are still outstanding when the transfer ends goes
-/// back to the pool when they complete.
-struct server_plane::put_operation : std::enable_shared_from_this<put_operation> {
-  struct chunk {
-    std::uint64_t index = 0;  // the transfer's index-th buffer's worth of bytes
-    std::uint64_t length = 0;
-    std::optional<std::size_t> slot;  // the staging buffer, once acquired
-    std::uint64_t issued = 0;         // bytes of its reads posted so far
-    bool posted = false;              // all its reads were posted
-    std::size_t pending = 0;          // reads outstanding
-    error_code failure;
-  };
-
-  server_plane* plane = nullptr;
-  std::shared_ptr<provider_use> use;
-  std::shared_ptr<provider_state> provider;
-  boost::asio::any_io_executor executor;
-  endpoint::peer_lease lease;  // held until the last read completes (or the endpoint closes)
-  fi_addr_t peer = FI_ADDR_UNSPEC;
-  std::vector<remote_segment> segments;  // the token's, copied: the operation may outlive it
-  std::vector<std::byte> peer_name;
-  const s3::rdma_sink* sink = nullptr;  // valid until `done` runs
-  std::uint64_t length = 0;
-  std::uint64_t buffer_bytes = 0;
-  std::size_t window_limit = 0;
-  std::function<void(error_code)> done;
-
-  std::mutex mutex;  // the rest
-  std::unique_ptr<boost::asio::steady_timer> timer;
-  std::unique_ptr<boost::asio::steady_timer> retry;  // posts again after a full transmit queue
-  std::optional<steady::time_point> full_since;      // the queue has been full since (unset: not full)
-  std::deque<chunk> window;                          // in order; front is the next for the sink
-  std::uint64_t planned = 0;                         // bytes assigned to chunks
-  detail::segment_cursor cursor;                     // the reads' position in `segments`
-  bool pumping = false;
-  bool delivering = false;
-  bool expired = false;  // the deadline passed while the sink ran
-  bool finished = false;
-  bool reached = false;  // a buffer reached the sink
-  bool wedged = false;
-  bool post_failed = false;  // no more posts: the transfer fails when that chunk's turn comes
-  steady::time_point connect_deadline;
-  steady::time_point last_progress;
-
-  using lock_type = std::unique_lock<std::mutex>;
-
-  // Under the lock: asks the pool for buffers for the next chunks, up to the window.
-  void plan(lock_type& lock) {
-    std::size_t asked = 0;
-    while (!finished && planned < length && window.size() < window_limit) {
-      const std::uint64_t n = std::min(buffer_bytes, length - planned);
-      window.push_back(chunk{planned / buffer_bytes, n, std::nullopt, 0, false, 0, {}});
-      planned += n;
-      ++asked;
-    }
-    if (asked == 0) return;
-    lock.unlock();
-    for (std::size_t k = 0; k < asked; ++k) {
-      provider->async_acquire([self = shared_from_this()](std::size_t slot) { self->got(slot); });
-    }
-    lock.lock();
-  }
-
-  // A buffer from the pool (any thread, short): the first chunk without one takes it.
-  void got(std::size_t slot) {
-    lock_type lock(mutex);
-    if (finished) {
-      lock.unlock();
-      provider->release(slot);
-      return;
-    }
-    for (auto& c : window) {
-      if (!c.slot) {
-        c.slot = slot;
-        break;
-      }
-    }
-    if (pumping) return;  // the running pump finds it
-    pumping = true;
-    boost::asio::post(executor, [self = shared_from_this()] { self->pump(); });
-  }
-
-  // On the executor, one pump at a time: posts the reads of every chunk that has its buffer, in
-  // order (the cursor over the segments moves in order). A full transmit queue never holds the
-  // thread (it serves every transfer): the pump comes back after a short wait.
-  void pump() {
-    lock_type lock(mutex);
-    while (!finished && !post_failed) {
-      chunk* next = nullptr;
-      for (auto& c : window) {
-        if (!c.posted) {
-          if (c.slot) next = &c;
-          break;
-        }
-      }
-      if (next == nullptr) break;
-      if (!post_chunk(lock, *next)) {  // `next` stays valid: a chunk is not removed before it is posted
-        if (finished) break;           // the deadline passed meanwhile: the timers are gone
-        retry->expires_after(std::chrono::microseconds(200));
-        retry->async_wait([self = shared_from_this()](error_code e) {
-          if (!e) self->pump();
-        });
-        return;  // still pumping
-      }
-    }
-    pumping = false;
-    if (!finished && !window.empty() && window.front().posted && window.front().pending == 0) {
-      schedule_delivery(lock);
-    }
-  }
-
-  // Posts the chunk's reads not posted yet; false when the transmit queue is full (again later,
-  // from where it stopped).
-  bool post_chunk(lock_type& lock, chunk& c) {
-    const std::uint64_t index = c.index;
-    const registration& buffer = provider->regions[*c.slot];
-    while (c.issued < c.length && !c.failure && !finished) {
-      const std::uint64_t local = c.issued;
-      const detail::segment_cursor before = cursor;
-      const remote_segment piece = cursor.next(segments, c.length - local);
-      const std::uint64_t n = piece.length;
-      const std::uint64_t address = piece.address;
-      const std::uint64_t key = piece.key;
-      ++c.pending;
-      lock.unlock();
-      const error_code e = provider->ep->post_read(
-          buffer.mr(), buffer.offset_in_mr() + local, n, peer, address, key,
-          [self = shared_from_this(), index](error_code ec) { self->arrived(index, ec); }, full_queue::report);
-      lock.lock();
-      if (!e) {
-        full_since.reset();
-        c.issued += n;
-        continue;
-      }
-      --c.pending;
-      if (queue_stayed_full(e)) {
-        cursor = before;  // not posted
-        const steady::time_point now = steady::now();
-        if (!full_since) full_since = now;
-        const auto limit = std::min(provider->ep->config().operation_timeout, provider->ep->config().connect_timeout);
-        if (now - *full_since < limit) return false;
-        wedged = true;  // the queue stayed full for the whole deadline
-      }
-      c.failure = e;
-      post_failed = true;
-    }
-    c.posted = true;
-    if (finished && c.pending == 0 && c.slot) {  // ended while posting: nothing reads into it
-      const std::size_t slot = *c.slot;
-      c.slot.reset();
-      lock.unlock();
-      provider->release(slot);
-      lock.lock();
-    }
-    return true;
-  }
-
-  chunk* find(std::uint64_t index) {
-    for (auto& c : window) {
-      if (c.index == index) return &c;
-    }
-    return nullptr;
-  }
-
-  // A read completed (progress thread, or the thread that closes the endpoint).
-  void arrived(std::uint64_t index, error_code ec) {
-    lock_type lock(mutex);
-    chunk* c = find(index);
-    if (c == nullptr) return;  // not possible: a chunk with reads outstanding stays
-    --c->pending;
-    if (ec && !c->failure) c->failure = ec;
-    if (!ec) last_progress = steady::now();
-    if (c->pending != 0) return;
-    if (finished) {  // abandoned: its buffer goes back now
-      const std::size_t slot = *c->slot;
-      c->slot.reset();
-      lock.unlock();
-      provider->release(slot);
-      return;
-    }
-    if (&window.front() == c) schedule_delivery(lock);
-  }
-
-  void schedule_delivery(lock_type&) {
-    if (delivering) return;
-    delivering = true;
-    boost::asio::post(executor, [self = shared_from_this()] { self->deliver(); });
-  }
-
-  // On the executor: hands the buffers that arrived to the sink, in order.
-  void deliver() {
-    lock_type lock(mutex);
-    while (!finished && !window.empty() && window.front().posted && window.front().pending == 0) {
-      chunk& head = window.front();
-      if (head.failure) {
-        end(lock, reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported));
-        return;
-      }
-      const std::size_t slot = *head.slot;
-      const std::uint64_t n = head.length;
-      lock.unlock();
-      const registration& buffer = provider->regions[slot];
-      const error_code e = (*sink)(std::span<const std::byte>(buffer.region().bytes(), static_cast<std::size_t>(n)));
-      provider->release(slot);
-      lock.lock();
-      window.pop_front();
-      reached = true;
-      last_progress = steady::now();
-      if (e) {
-        end(lock, e);
-        return;
-      }
-      if (expired && !(window.empty() && planned == length)) {
-        end(lock, error_code(s3::errc::rdma_transfer_failed));
-        return;
-      }
-      plan(lock);
-    }
-    delivering = false;
-    if (!finished && window.empty() && planned == length) end(lock, {});
-  }
-
-  // On the executor, when the timer fires.
-  void check_deadline() {
-    lock_type lock(mutex);
-    if (finished) return;
-    const steady::time_point deadline =
-        reached ? last_progress + provider->ep->config().operation_timeout : connect_deadline;
-    if (steady::now() < deadline) {
-      arm(deadline);
-      return;
-    }
-    if (delivering) {
-      expired = true;  // the sink is running: deliver() ends the transfer when it returns
-      return;
-    }
-    // Reads the queue never took in all that time (a peer that vanished, whose queue nobody
-    // drains): on libfabric 1.17's shm the endpoint then completes nothing else.
-    wedged = wedged || full_since.has_value();
-    end(lock, reached ? error_code(s3::errc::rdma_transfer_failed) : error_code(s3::errc::rdma_not_supported));
-  }
-
-  void arm(steady::time_point deadline) {
-    timer->expires_at(deadline);
-    timer->async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec) self->check_deadline();
-    });
-  }
-
-  // Under the lock, once: gives back the buffers nothing reads into, releases what a failure
-  // leaves behind (the peer, a wedged endpoint) and completes.
-  void end(lock_type& lock, error_code ec) {
-    finished = true;
-    timer.reset();
-    retry.reset();  // a pump waiting on it is done (it finds `finished`)
-    std::vector<std::size_t> idle;
-    bool quiet = true;
-    for (auto& c : window) {
-      if (c.pending != 0) {
-        quiet = false;
-      } else if (c.slot) {
-        idle.push_back(*c.slot);
-        c.slot.reset();
-      }
-    }
-    const bool failed = ec == s3::errc::rdma_transfer_failed || ec == s3::errc::rdma_not_supported;
-    const bool replace = (failed && !quiet) || wedged;  // reads that never completed, a full queue
-    auto complete = std::move(done);
-    lock.unlock();
-    for (const std::size_t slot : idle) provider->release(slot);
-    if (failed) provider->ep->forget(peer_name);  // removed once no operation to it is outstanding
-    if (replace) plane->reopen(provider);
-    use.reset();
-    complete(ec);
-  }
-};
-
 void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_token& token, std::uint64_t length,
                               const s3::rdma_sink& sink, const boost::asio::any_io_executor& executor,
                               std::function<void(error_code)> done) {
@@ -712,31 +367,15 @@ void server_plane::async_read(const s3::rdma_requester& /*who*/, const s3::rdma_
   if (!provider) return finish_now(s3::errc::rdma_not_supported);
   if (length == 0) return finish_now({});
   if (!peer_may_exist(*provider->ep, token)) return finish_now(s3::errc::rdma_not_supported);
-  if (token.total_length() < length) return finish_now(s3::errc::invalid_rdma_token);
   error_code ec;
-  endpoint::peer_lease lease = provider->ep->lease(token.endpoint, ec);
-  if (ec) return finish_now(s3::errc::rdma_not_supported);
-
-  auto op = std::make_shared<put_operation>();
-  op->plane = this;
-  op->use = std::move(use);
-  op->provider = provider;
-  op->executor = executor;
-  op->peer = lease.address();
-  op->lease = std::move(lease);
-  for (const auto& seg : token.segments) op->segments.push_back({seg.address, seg.length, seg.key});
-  op->peer_name = token.endpoint;
-  op->sink = &sink;
-  op->length = length;
-  op->buffer_bytes = config_.staging_buffer_bytes;
-  op->window_limit = config_.buffers_per_transfer;
-  op->done = std::move(done);
-  op->connect_deadline = steady::now() + provider->ep->config().connect_timeout;
-  put_operation::lock_type lock(op->mutex);
-  op->timer = std::make_unique<boost::asio::steady_timer>(executor);
-  op->retry = std::make_unique<boost::asio::steady_timer>(executor);
-  op->arm(op->connect_deadline);
-  op->plan(lock);
+  detail::token_memory remote = detail::granted_memory(*provider->ep, token, length, ec);
+  if (ec) return finish_now(ec);
+  // The bytes go by the RMA engine into staging buffers, buffer by buffer, and from there to the
+  // sink (the store's writer).
+  detail::staged_read::start(
+      {provider->ep, provider->pool, config_.staging_buffer_bytes, config_.buffers_per_transfer, executor,
+       std::move(remote), token.endpoint, &sink, length, [this, provider] { reopen(provider); }, std::move(use)},
+      std::move(done));
 }
 
 // -- client ----------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
 // the registrar registers the store's mapping for this request (fabric::registrar with no
 // cache: a cached MR of an unmapped file would name whatever is mapped there next), and the
 // transport RMA-writes it, at most `window` pieces in flight, with no thread waiting for them.
+// token_transport is the server's one RMA engine: a PUT by RDMA (src/fabric/server_put.hpp)
+// reads each of its staging buffers with it too.
 // Internal to sluice::fabric (src/fabric/s3_plane.cpp builds it per request).
 #pragma once
 
@@ -28,9 +30,11 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -45,12 +49,42 @@ namespace sluice::fabric::detail {
 /// The memory a token grants, as this server's endpoint names it: the peer and the segments,
 /// in order. Copies share the peer's lease: the transfer's operations keep the peer in the
 /// address vector until the last of them completes, whoever else forgets it meanwhile.
+/// Invariant (granted_memory keeps it): `length` is the sum of the segments' lengths.
 struct token_memory {
   endpoint::peer_lease lease;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::vector<remote_segment> segments;
   std::uint64_t length = 0;  ///< of all segments together
 };
+
+/// The memory `token` grants for a transfer of `length` bytes, its peer resolved (and leased) on
+/// `ep`. The token's bytes came from the network: nothing of it is trusted that is not checked
+/// here. Errors: invalid_rdma_token (a segment whose end or whose total with the others passes
+/// 2^64, or segments that hold fewer than `length` bytes), rdma_not_supported (the peer's address
+/// is not one this provider takes).
+inline token_memory granted_memory(endpoint& ep, const s3::rdma_token& token, std::uint64_t length, error_code& ec) {
+  constexpr std::uint64_t most = std::numeric_limits<std::uint64_t>::max();
+  token_memory granted;
+  for (const auto& s : token.segments) {
+    if (s.length > most - s.address || s.length > most - granted.length) {
+      ec = s3::errc::invalid_rdma_token;
+      return {};
+    }
+    granted.length += s.length;
+    granted.segments.push_back({s.address, s.length, s.key});
+  }
+  if (granted.length < length) {
+    ec = s3::errc::invalid_rdma_token;
+    return {};
+  }
+  granted.lease = ep.lease(token.endpoint, ec);
+  if (ec) {
+    ec = s3::errc::rdma_not_supported;
+    return {};
+  }
+  granted.peer = granted.lease.address();
+  return granted;
+}
 
 /// Walks a token's segments in order, piece by piece. Precondition of skip and next: the
 /// segments hold the bytes asked for (the callers check the token's length first).
@@ -82,25 +116,26 @@ struct segment_cursor {
   }
 };
 
-/// A registration of a store's mapping that outlives its request while RMAs on it are still in
-/// flight: the MR and the mapping's owner are shared with the operations that use them (and with
-/// the mapping_cache, when the registration came from it). Move-only (one owner among the path's
-/// parts); the transport takes a share.
-class mapping_registration {
+/// A registration that outlives its request while RMAs on it are still in flight: the MR and
+/// what keeps its memory valid are shared with the operations that use them. For a GET: a store
+/// mapping's MR and the mapping's owner (shared with the mapping_cache, when the registration came
+/// from it); for a PUT: a staging buffer's, lent by the staging_pool until the last share is gone.
+/// Move-only (one owner among the path's parts); the transport takes a share.
+class shared_registration {
  public:
   struct held {
     registration reg;                   // the MR (of the whole mapping, when cached)
-    std::shared_ptr<const void> owner;  // keeps the mapping valid and unchanged
+    std::shared_ptr<const void> owner;  // keeps the mapping valid and unchanged (null: a staging buffer)
   };
-  mapping_registration() = default;
+  shared_registration() = default;
   /// The registered bytes `memory`, inside h's MR.
-  mapping_registration(std::shared_ptr<const held> h, const sluice::region& memory) noexcept
+  shared_registration(std::shared_ptr<const held> h, const sluice::region& memory) noexcept
       : held_(std::move(h)), region_(memory) {}
-  mapping_registration(mapping_registration&&) noexcept = default;
-  mapping_registration& operator=(mapping_registration&&) noexcept = default;
-  mapping_registration(const mapping_registration&) = delete;
-  mapping_registration& operator=(const mapping_registration&) = delete;
-  ~mapping_registration() = default;
+  shared_registration(shared_registration&&) noexcept = default;
+  shared_registration& operator=(shared_registration&&) noexcept = default;
+  shared_registration(const shared_registration&) = delete;
+  shared_registration& operator=(const shared_registration&) = delete;
+  ~shared_registration() = default;
 
   /// The registered memory; empty after a failed registration or a move.
   [[nodiscard]] sluice::region region() const noexcept { return held_ ? region_ : sluice::region{}; }
@@ -149,8 +184,8 @@ class mapping_cache {
 
   /// The cached registration holding bytes [at, at + length) of `version`'s file, with those
   /// bytes' place in its mapping; null when none.
-  std::shared_ptr<const mapping_registration::held> find(const s3::object_version_id& version, std::uint64_t at,
-                                                         std::uint64_t length, sluice::region& memory) {
+  std::shared_ptr<const shared_registration::held> find(const s3::object_version_id& version, std::uint64_t at,
+                                                        std::uint64_t length, sluice::region& memory) {
     const std::lock_guard lock(mutex_);
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       const region& have = it->held->reg.region();
@@ -169,7 +204,7 @@ class mapping_cache {
   /// `version`'s file, and evicts what the bounds ask; not when a GET of the same bytes that
   /// missed at the same time kept its own first.
   void insert(const s3::object_version_id& version, std::uint64_t file_offset,
-              std::shared_ptr<const mapping_registration::held> held) {
+              std::shared_ptr<const shared_registration::held> held) {
     std::vector<entry> evicted;  // closed outside the lock
     {
       const std::lock_guard lock(mutex_);
@@ -210,7 +245,7 @@ class mapping_cache {
   struct entry {
     s3::object_version_id version;
     std::uint64_t file_offset = 0;
-    std::shared_ptr<const mapping_registration::held> held;
+    std::shared_ptr<const shared_registration::held> held;
   };
   const std::uint64_t max_bytes_;
   const std::size_t max_entries_;
@@ -227,7 +262,7 @@ class mapping_cache {
 /// bytes asked for, registered for this request only.
 class mapping_registrar {
  public:
-  using registration_type = mapping_registration;
+  using registration_type = shared_registration;
   mapping_registrar(registrar& sources, s3::rdma_source source, mapping_cache* cache) noexcept
       : sources_(&sources),
         source_(std::move(source)),
@@ -263,9 +298,8 @@ class mapping_registrar {
     if (ec) return {};
     return {std::move(held), memory};
   }
-  std::shared_ptr<const mapping_registration::held> keep(registration reg) const {
-    return std::make_shared<const mapping_registration::held>(
-        mapping_registration::held{std::move(reg), source_.owner});
+  std::shared_ptr<const shared_registration::held> keep(registration reg) const {
+    return std::make_shared<const shared_registration::held>(shared_registration::held{std::move(reg), source_.owner});
   }
 
   registrar* sources_;
@@ -273,12 +307,47 @@ class mapping_registrar {
   mapping_cache* cache_;
 };
 
+/// Whether a transfer's failure leaves its endpoint wedged, so that the plane replaces it: its
+/// operations were outstanding past their deadline (timed_out), or a post found the transmit
+/// queue full for the whole post deadline (FI_EAGAIN: someone else's operations hold it).
+inline bool wedges(const error_code& ec) {
+  return ec == boost::asio::error::timed_out || ec == make_fabric_error(-FI_EAGAIN);
+}
+
+/// When a transfer gives up: connect_timeout after it starts until it first progresses (an RMA
+/// completes), then operation_timeout after its latest progress. The operations of one transfer
+/// may share one (a PUT's staging buffers, each read by an operation of its own, and the PUT's
+/// sink): progress of any counts for all. Thread-safe.
+class transfer_deadline {
+ public:
+  using steady = std::chrono::steady_clock;
+  explicit transfer_deadline(const fabric_config& config) noexcept
+      : connect_(steady::now() + config.connect_timeout), operation_timeout_(config.operation_timeout) {}
+
+  /// Something moved: the deadline is operation_timeout from now.
+  void progressed() noexcept {
+    const steady::rep now = steady::now().time_since_epoch().count();
+    steady::rep last = last_.load();
+    while (last < now && !last_.compare_exchange_weak(last, now)) {
+    }
+  }
+  /// When the transfer gives up unless it progresses before.
+  [[nodiscard]] steady::time_point at() const noexcept {
+    const steady::rep last = last_.load();
+    return last == never ? connect_ : steady::time_point(steady::duration(last)) + operation_timeout_;
+  }
+
+ private:
+  static constexpr steady::rep never = std::numeric_limits<steady::rep>::min();
+  steady::time_point connect_;
+  steady::duration operation_timeout_;
+  std::atomic<steady::rep> last_{never};
+};
+
 /// The token as a negotiator: agrees to move the request's bytes into (or out of) the memory the
-/// token grants, after resolving its peer on the endpoint. Errors: invalid_rdma_token (the
-/// segments hold fewer bytes than asked), rdma_not_supported (the peer's address is not one
-/// this provider takes). Completing after a failure releases what the transfer leaves behind: the
-/// peer leaves the address vector (its next request connects afresh) and, when the endpoint
-/// wedged (operations outstanding past their deadline, or a transmit queue that stayed full),
+/// token grants, after resolving its peer on the endpoint. Errors: those of granted_memory. Completing after a failure
+/// releases what the transfer leaves behind: the peer leaves the address vector (its next request connects afresh) and,
+/// when the endpoint wedged (operations outstanding past their deadline, or a transmit queue that stayed full),
 /// `wedged` runs (the plane replaces the endpoint).
 class token_negotiator {
  public:
@@ -306,18 +375,8 @@ class token_negotiator {
     error_code ec;
     std::optional<session_type> session;
     const std::uint64_t length = request.range.length.value_or(0);
-    if (token_->total_length() < length) {
-      ec = s3::errc::invalid_rdma_token;
-    } else {
-      token_memory remote{ep_->lease(token_->endpoint, ec), FI_ADDR_UNSPEC, {}, token_->total_length()};
-      remote.peer = remote.lease.address();
-      if (ec) {
-        ec = s3::errc::rdma_not_supported;
-      } else {
-        for (const auto& s : token_->segments) remote.segments.push_back({s.address, s.length, s.key});
-        session.emplace(std::move(remote), transfer_span{0, 0, length});
-      }
-    }
+    token_memory remote = granted_memory(*ep_, *token_, length, ec);
+    if (!ec) session.emplace(std::move(remote), transfer_span{0, 0, length});
     boost::asio::post(executor, [h = std::forward<Handler>(handler), ec, s = std::move(session)]() mutable {
       std::move(h)(ec, s ? std::move(*s) : session_type{{}, {}});
     });
@@ -330,7 +389,7 @@ class token_negotiator {
       // (this one's, past its deadline, hold their lease until they complete or the endpoint
       // closes): its next request connects afresh.
       ep_->forget(token_->endpoint);
-      if (ec == boost::asio::error::timed_out || ec == make_fabric_error(-FI_EAGAIN)) wedged_();
+      if (wedges(ec)) wedged_();
     }
     transfer_result result;
     result.bytes = bytes;
@@ -347,16 +406,22 @@ class token_negotiator {
   std::function<void()> wedged_;
 };
 
-/// RMA between a mapping_registration and the memory a token grants: the span cut into pieces of
-/// at most `piece_bytes` along the token's segments, at most `window` in flight. Posts run on
-/// `poster` (a post may wait up to connect_timeout for a full transmit queue: never on a network
-/// thread or the progress thread); completions come on the progress thread and queue the next
-/// posts. No thread waits for a completion. Deadlines as the plane's: connect_timeout until the first
-/// piece completes, then operation_timeout since the last one. Completion:
-/// `void(error_code, std::size_t bytes)`, bytes = those of the pieces that completed, once:
+/// The server's RMA engine: RMA between a shared_registration and the memory a token grants, both
+/// ways (a GET's writes from the store's mapping, a PUT's reads into a staging buffer). The span
+/// is cut into pieces of at most `piece_bytes` along the token's segments (every RMA lies inside
+/// one segment), at most `window` in flight. Posts run on `poster` (never on a network thread or
+/// the progress thread); completions come on the progress thread and queue the next posts. No
+/// thread waits for a completion. Deadline: a transfer_deadline, the operation's own or one it
+/// shares with the other parts of its transfer. Completion: `void(error_code, std::size_t bytes)`,
+/// bytes = those of the pieces that completed, once, through the handler's associated executor
+/// (dispatched: a handler without one runs on the progress thread, and must be short):
 /// - after every posted piece completed, with the first error (a failed post stops posting);
-/// - at the deadline, with boost::asio::error::timed_out, while pieces are still outstanding:
-///   they keep their share of the registration until they complete (or the endpoint closes).
+///   the operation's share of `local` is gone by then;
+/// - at the deadline, with boost::asio::error::timed_out, while pieces are still outstanding (or
+///   the transmit queue stayed full): they keep their share of `local` until they complete (or
+///   the endpoint closes).
+/// Errors before anything moves: region_too_small (span outside `local`), bad_range (outside the
+/// token's memory).
 class token_transport {
  public:
   using remote_type = token_memory;
@@ -367,14 +432,20 @@ class token_transport {
       : endpoint_(std::move(ep)), poster_(std::move(poster)), piece_bytes_(piece_bytes), window_(window) {}
 
   template <class CompletionToken>
-  auto async_write(const mapping_registration& local, const token_memory& remote, transfer_span span,
+  auto async_write(const shared_registration& local, const token_memory& remote, transfer_span span,
                    CompletionToken&& token) {
-    return initiate(true, local, remote, span, std::forward<CompletionToken>(token));
+    return initiate(true, local, remote, span, nullptr, std::forward<CompletionToken>(token));
   }
   template <class CompletionToken>
-  auto async_read(const mapping_registration& local, const token_memory& remote, transfer_span span,
+  auto async_read(const shared_registration& local, const token_memory& remote, transfer_span span,
                   CompletionToken&& token) {
-    return initiate(false, local, remote, span, std::forward<CompletionToken>(token));
+    return initiate(false, local, remote, span, nullptr, std::forward<CompletionToken>(token));
+  }
+  /// async_read as one part of a transfer: `deadline` is shared with its other parts.
+  template <class CompletionToken>
+  auto async_read(const shared_registration& local, const token_memory& remote, transfer_span span,
+                  std::shared_ptr<transfer_deadline> deadline, CompletionToken&& token) {
+    return initiate(false, local, remote, span, std::move(deadline), std::forward<CompletionToken>(token));
   }
 
  private:
@@ -389,19 +460,20 @@ class token_transport {
     const bool write;
     std::shared_ptr<endpoint> ep;
     boost::asio::any_io_executor poster;
-    std::shared_ptr<const mapping_registration::held> local;
     std::uint64_t local_offset = 0;  // in local's MR
     token_memory remote;
     std::uint64_t length = 0;
     std::uint64_t piece_bytes = 0;
     std::size_t window = 0;
+    std::shared_ptr<transfer_deadline> deadline;
     std::function<void(error_code, std::size_t)> complete;
 
     std::mutex mutex;
-    std::unique_ptr<boost::asio::steady_timer> timer;  // reset when finished
-    std::unique_ptr<boost::asio::steady_timer> retry;  // a full transmit queue with nothing in flight
-    std::optional<steady::time_point> full_since;      // the queue has been full since (unset: not full)
-    segment_cursor cursor;                             // over remote.segments
+    std::shared_ptr<const shared_registration::held> local;  // dropped once nothing is outstanding at the end
+    std::unique_ptr<boost::asio::steady_timer> timer;        // reset when finished
+    std::unique_ptr<boost::asio::steady_timer> retry;        // a full transmit queue with nothing in flight
+    std::optional<steady::time_point> full_since;            // the queue has been full since (unset: not full)
+    segment_cursor cursor;                                   // over remote.segments
     std::uint64_t posted = 0;
     std::uint64_t moved = 0;
     std::size_t outstanding = 0;
@@ -409,8 +481,6 @@ class token_transport {
     bool initiating = false;  // the first pump runs inside the initiating call
     bool finished = false;
     error_code failure;
-    steady::time_point connect_deadline;
-    steady::time_point last_completion;
 
     // On `poster`: posts pieces until the window is full, the span is posted or one failed. A
     // full transmit queue never holds the thread (it serves every transfer): the piece is taken
@@ -424,15 +494,14 @@ class token_transport {
         const remote_segment piece = cursor.next(remote.segments, std::min(piece_bytes, length - posted));
         const std::uint64_t n = piece.length;
         const std::uint64_t at = local_offset + posted;
-        const std::uint64_t address = piece.address;
-        const std::uint64_t key = piece.key;
         posted += n;
-        ++outstanding;
+        ++outstanding;  // keeps `local` (see finish)
         lock.unlock();
         auto done = [self = shared_from_this(), n](error_code e) { self->completed(e, n); };
+        const memory_region& mr = local->reg.mr();
         const error_code ec =
-            write ? ep->post_write(local->reg.mr(), at, n, remote.peer, address, key, done, full_queue::report)
-                  : ep->post_read(local->reg.mr(), at, n, remote.peer, address, key, done, full_queue::report);
+            write ? ep->post_write(mr, at, n, remote.peer, piece.address, piece.key, done, full_queue::report)
+                  : ep->post_read(mr, at, n, remote.peer, piece.address, piece.key, done, full_queue::report);
         lock.lock();
         if (!ec) {
           full_since.reset();
@@ -474,7 +543,7 @@ class token_transport {
         if (!failure) failure = ec;
       } else {
         moved += n;
-        last_completion = steady::now();
+        deadline->progressed();
       }
       if (!finished && !failure && posted < length && !pumping) {
         pumping = true;  // never posts from here: a full transmit queue would stall the progress thread
@@ -493,18 +562,17 @@ class token_transport {
     void check_deadline() {
       std::unique_lock lock(mutex);
       if (finished) return;
-      const steady::time_point deadline =
-          moved > 0 ? last_completion + ep->config().operation_timeout : connect_deadline;
-      if (steady::now() < deadline) {
-        arm(deadline);
+      const steady::time_point at = deadline->at();
+      if (steady::now() < at) {
+        arm(at);
         return;
       }
       finish(lock, boost::asio::error::timed_out);  // what is outstanding keeps its share
     }
 
     // Under `mutex`.
-    void arm(steady::time_point deadline) {
-      timer->expires_at(deadline);
+    void arm(steady::time_point at) {
+      timer->expires_at(at);
       timer->async_wait([self = shared_from_this()](error_code ec) {
         if (!ec) self->check_deadline();
       });
@@ -514,10 +582,15 @@ class token_transport {
       finished = true;
       timer.reset();  // cancels the wait: its handler holds `this` and finds it finished
       retry.reset();
+      // Nothing outstanding: the share of `local` goes before the caller hears of completion (a
+      // staging buffer is back in its pool by then); else the outstanding pieces keep it.
+      std::shared_ptr<const shared_registration::held> share;
+      if (outstanding == 0) share = std::move(local);
       const auto bytes = static_cast<std::size_t>(moved);
       auto done = std::move(complete);
       const bool defer = initiating;
       lock.unlock();
+      share.reset();
       if (defer) {  // never complete inside the initiating call
         boost::asio::post(poster, [done = std::move(done), ec, bytes] { done(ec, bytes); });
         return;
@@ -527,10 +600,10 @@ class token_transport {
   };
 
   template <class CompletionToken>
-  auto initiate(bool write, const mapping_registration& local, const token_memory& remote, transfer_span span,
-                CompletionToken&& token) {
+  auto initiate(bool write, const shared_registration& local, const token_memory& remote, transfer_span span,
+                std::shared_ptr<transfer_deadline> deadline, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::size_t)>(
-        [this, write, &local, &remote, span](auto handler) {
+        [this, write, &local, &remote, span, deadline = std::move(deadline)](auto handler) mutable {
           auto executor = boost::asio::get_associated_executor(handler);
           using handler_type = decltype(handler);
           struct pending {
@@ -564,34 +637,38 @@ class token_transport {
           op->length = span.length;
           op->piece_bytes = piece_bytes_;
           op->window = window_;
+          op->deadline = deadline ? std::move(deadline) : std::make_shared<transfer_deadline>(endpoint_->config());
           op->complete = std::move(complete);
-          op->connect_deadline = steady::now() + endpoint_->config().connect_timeout;
-          {
-            const std::lock_guard lock(op->mutex);
-            op->timer = std::make_unique<boost::asio::steady_timer>(poster_);
-            op->retry = std::make_unique<boost::asio::steady_timer>(poster_);
-            op->arm(op->connect_deadline);
-            op->pumping = true;
-          }
-          // The first posts run here when this thread is one of `poster`'s (a path's step after
-          // its negotiator: no second hop onto the same pool), else are posted there: a post may
-          // wait for a full transmit queue.
-          // (target() of Boost 1.74's any_executor does not check the type: target_type() first.)
-          using pool_executor = boost::asio::thread_pool::executor_type;
-          const auto* pool = poster_.target_type() == typeid(pool_executor) ? poster_.target<pool_executor>() : nullptr;
-          if (pool != nullptr && pool->running_in_this_thread()) {
-            {
-              const std::lock_guard lock(op->mutex);
-              op->initiating = true;
-            }
-            op->pump();
-            const std::lock_guard lock(op->mutex);
-            op->initiating = false;
-            return;
-          }
-          boost::asio::post(poster_, [op] { op->pump(); });
+          start(op);
         },
         token);
+  }
+
+  // Arms the deadline and runs the first posts: here when this thread is one of `poster`'s (a
+  // path's step after its negotiator: no second hop onto the same pool), else on `poster` (a post
+  // may wait for a full transmit queue).
+  void start(const std::shared_ptr<operation>& op) {
+    {
+      const std::lock_guard lock(op->mutex);
+      op->timer = std::make_unique<boost::asio::steady_timer>(poster_);
+      op->retry = std::make_unique<boost::asio::steady_timer>(poster_);
+      op->arm(op->deadline->at());
+      op->pumping = true;
+    }
+    // (target() of Boost 1.74's any_executor does not check the type: target_type() first.)
+    using pool_executor = boost::asio::thread_pool::executor_type;
+    const auto* pool = poster_.target_type() == typeid(pool_executor) ? poster_.target<pool_executor>() : nullptr;
+    if (pool != nullptr && pool->running_in_this_thread()) {
+      {
+        const std::lock_guard lock(op->mutex);
+        op->initiating = true;
+      }
+      op->pump();
+      const std::lock_guard lock(op->mutex);
+      op->initiating = false;
+      return;
+    }
+    boost::asio::post(poster_, [op] { op->pump(); });
   }
 
   std::shared_ptr<endpoint> endpoint_;

@@ -12,10 +12,12 @@
 #include "conformance/host_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
 #include "fabric/server_path.hpp"
+#include "fabric/server_put.hpp"
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -402,5 +404,146 @@ TEST_CASE("close() ends what is outstanding with operation_aborted, at once, and
     CHECK(local->post_write(mr, 0, 1, peer, address, key, [](error_code) {}) == boost::asio::error::operation_aborted);
     CHECK(local->post_read(mr, 0, 1, peer, address, key, [](error_code) {}) == boost::asio::error::operation_aborted);
     local->close();  // idempotent
+  }
+}
+
+namespace {
+
+/// A token granting `remote`'s memory in segments of 3000 bytes (the last shorter), as a client
+/// would name it.
+s3::rdma_token token_for(const fabric_remote& remote, const std::shared_ptr<fabric::endpoint>& owner) {
+  s3::rdma_token token;
+  token.op = s3::rdma_op::read;
+  token.endpoint.assign(owner->name().begin(), owner->name().end());
+  const fabric::remote_segment& whole = remote.descriptor().segment;
+  for (std::uint64_t at = 0; at < whole.length; at += 3000) {
+    token.segments.push_back({whole.address + at, std::min<std::uint64_t>(3000, whole.length - at), whole.key});
+  }
+  return token;
+}
+
+/// A PUT by RDMA (fabric::detail::staged_read) from `remote` over `ep`, into a pool of 3 buffers
+/// of 4096 bytes, two per transfer: its outcome, what the sink saw, and whether it replaced the
+/// endpoint; every buffer is back in the pool soon after. `fail_at`: the sink fails at that
+/// buffer (counted from 1; 0: never).
+struct staged_outcome {
+  error_code ec;
+  std::vector<std::byte> received;
+  bool wedged = false;
+};
+staged_outcome run_staged_read(const std::shared_ptr<fabric::endpoint>& ep,
+                               const std::shared_ptr<fabric::endpoint>& owner, const s3::rdma_token& token,
+                               std::uint64_t length, const std::shared_ptr<fabric::detail::staging_pool>& pool,
+                               int fail_at = 0) {
+  error_code ec;
+  fabric::detail::token_memory remote = fabric::detail::granted_memory(*ep, token, length, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  staged_outcome out;
+  int buffers = 0;
+  const s3::rdma_sink sink = [&](std::span<const std::byte> bytes) {
+    CHECK(bytes.size() <= 4096);
+    out.received.insert(out.received.end(), bytes.begin(), bytes.end());
+    return ++buffers == fail_at ? make_error_code(boost::system::errc::no_space_on_device) : error_code{};
+  };
+  boost::asio::thread_pool posts{2};
+  std::promise<error_code> done;
+  fabric::detail::staged_read::start({ep, pool, 4096, 2, posts.get_executor(), std::move(remote),
+                                      std::vector<std::byte>(owner->name().begin(), owner->name().end()), &sink, length,
+                                      [&out] { out.wedged = true; }, nullptr},
+                                     [&](error_code e) { done.set_value(e); });
+  out.ec = done.get_future().get();
+  posts.join();
+  // Buffers come back when their last share goes: the transfer's, and those of reads still in
+  // flight (a sink's error does not wait for them).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool->free_count() != pool->size() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(pool->free_count() == pool->size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("granted_memory: a token is a grant of exactly its segments, its sums checked, never trusted") {
+  auto& pair = endpoints("tcp;ofi_rxm");
+  const fabric_remote remote(pair, std::vector<std::byte>(10000));
+  s3::rdma_token token = token_for(remote, pair.remote);
+  error_code ec;
+  const fabric::detail::token_memory granted = fabric::detail::granted_memory(*pair.local, token, 10000, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  CHECK(granted.length == 10000);
+  CHECK(granted.segments.size() == 4);
+  CHECK(granted.peer == pair.remote_address);
+  // One byte more than the segments hold.
+  static_cast<void>(fabric::detail::granted_memory(*pair.local, token, 10001, ec));
+  CHECK(ec == s3::errc::invalid_rdma_token);
+  // A segment whose end passes 2^64, and segments whose total does (a wrapped total would be small).
+  constexpr std::uint64_t most = std::numeric_limits<std::uint64_t>::max();
+  s3::rdma_token wraps = token;
+  wraps.segments = {{most - 10, 100, 1}};
+  static_cast<void>(fabric::detail::granted_memory(*pair.local, wraps, 1, ec));
+  CHECK(ec == s3::errc::invalid_rdma_token);
+  wraps.segments = {{0, most, 1}, {0, 2, 1}};
+  static_cast<void>(fabric::detail::granted_memory(*pair.local, wraps, 1, ec));
+  CHECK(ec == s3::errc::invalid_rdma_token);
+  // A peer name this provider does not take.
+  s3::rdma_token garbage = token;
+  garbage.endpoint.assign(3, std::byte{0xff});
+  static_cast<void>(fabric::detail::granted_memory(*pair.local, garbage, 1, ec));
+  CHECK(ec == s3::errc::rdma_not_supported);
+}
+
+TEST_CASE("transfer_deadline: connect_timeout until the first progress, then operation_timeout after the latest") {
+  fabric::fabric_config config;
+  config.connect_timeout = std::chrono::milliseconds(5000);
+  config.operation_timeout = std::chrono::milliseconds(30000);
+  const auto before = std::chrono::steady_clock::now();
+  fabric::detail::transfer_deadline deadline(config);
+  CHECK(deadline.at() >= before + config.connect_timeout);
+  CHECK(deadline.at() <= std::chrono::steady_clock::now() + config.connect_timeout);
+  const auto moved = std::chrono::steady_clock::now();
+  deadline.progressed();
+  CHECK(deadline.at() >= moved + config.operation_timeout);
+  CHECK(deadline.at() <= std::chrono::steady_clock::now() + config.operation_timeout);
+}
+
+TEST_CASE("the server's PUT by RDMA runs on the RMA engine: staging buffers, in order, across segment ends") {
+  // 3 buffers of 4096 bytes, two per transfer, a token of 3000-byte segments: buffers cross
+  // segment ends, the pool lends buffers as they come back, the sink sees every byte in order.
+  for (const std::string provider : {"shm", "tcp;ofi_rxm"}) {
+    CAPTURE(provider);
+    auto& shared = endpoints(provider);
+    // An endpoint of its own: a failed PUT forgets its peer, which the shared pair must keep.
+    fabric::fabric_config config;
+    config.node = provider == "shm" ? "" : "127.0.0.1";
+    error_code ec;
+    auto ep = fabric::endpoint::open(provider, config, ec);
+    REQUIRE(!ec);
+    fabric::registrar staging{ep, fabric::access::local, 0};
+    const auto pool = fabric::detail::staging_pool::open(staging, 3, 4096, ec);
+    REQUIRE(!ec);
+    CHECK(pool->size() == 3);
+    CHECK(pool->free_count() == 3);
+    const auto data = testing::random_bytes(5 * 4096 + 7, 17);
+    const fabric_remote remote(shared, data);
+    const s3::rdma_token token = token_for(remote, shared.remote);
+
+    staged_outcome whole = run_staged_read(ep, shared.remote, token, data.size(), pool);
+    CHECK(!whole.ec);
+    CHECK(whole.received == data);
+    CHECK(!whole.wedged);
+
+    // A part of the token's memory: only that many bytes, from its start.
+    staged_outcome part = run_staged_read(ep, shared.remote, token, 4096 + 1, pool);
+    CHECK(!part.ec);
+    CHECK(part.received == std::vector<std::byte>(data.begin(), data.begin() + 4096 + 1));
+
+    // The sink's error ends the transfer with it; buffers still being read come back when their
+    // reads complete.
+    staged_outcome full = run_staged_read(ep, shared.remote, token, data.size(), pool, 2);
+    CHECK(full.ec == boost::system::errc::no_space_on_device);
+    CHECK(full.received.size() == 2 * 4096);
+    CHECK(!full.wedged);
   }
 }

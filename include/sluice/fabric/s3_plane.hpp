@@ -83,10 +83,10 @@ class server_plane final : public s3::rdma_server_plane {
   /// The blocking form of async_read (its posts and the sink run on Asio's system executor).
   [[nodiscard]] error_code read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
                                 const s3::rdma_sink& sink) override;
-  /// A PUT's bytes: RMA reads into the provider's staging buffers, at most buffers_per_transfer
-  /// at once, each handed to `sink` in order on `executor` (which also runs the posts); buffers
-  /// are handed out by the pool as they come back, read completions come on the progress thread:
-  /// no thread waits.
+  /// A PUT's bytes: RMA reads by the GET's engine into the provider's staging buffers
+  /// (src/fabric/server_put.hpp), at most buffers_per_transfer at once, each handed to `sink` in
+  /// order on `executor` (which also runs the posts); buffers are lent by the pool as they come
+  /// back, read completions come on the progress thread: no thread waits.
   void async_read(const s3::rdma_requester& who, const s3::rdma_token& token, std::uint64_t length,
                   const s3::rdma_sink& sink, const boost::asio::any_io_executor& executor,
                   std::function<void(error_code)> done) override;
@@ -100,7 +100,6 @@ class server_plane final : public s3::rdma_server_plane {
   [[nodiscard]] std::uint64_t reopened() const noexcept;
 
   struct provider_state;
-  struct put_operation;
 
  private:
   server_plane() = default;
