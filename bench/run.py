@@ -448,6 +448,7 @@ class Harness:
         self.build = os.path.abspath(args.build)
         self.cli = os.path.join(self.build, "src", "sluice")
         self.s3_bench = os.path.join(self.build, "bench", "sluice_s3_bench")
+        self.http_load = os.path.join(self.build, "bench", "sluice_http_load")
         self.ceilings = os.path.join(self.build, "bench", "sluice_ceilings")
         self.missing = {}  # program path -> why it is not there
         self.server = self.nginx = None
@@ -1056,6 +1057,16 @@ class Harness:
                                  path, threads=k, connections=max(16, 8 * k), prefix=staged["prefix"], headers=headers)
                 return dict(entry, cores=k, size=size)
 
+            def load_body(method, k=k, staged=staged):
+                self.need(self.http_load)
+                if "server" not in staged:
+                    start()
+                url = "%s/%s/%s" % (staged["server"].url, BUCKET, staged[4 * KIB][2])
+                entry = self.load(url, method, self.signed_headers(url, method), duration, staged["server"].proc.pid,
+                                  threads=k, connections=max(16, 8 * k), prefix=staged["prefix"], length=4 * KIB)
+                return dict(entry, cores=k, size=4 * KIB, note="server: taskset -c 0-%d, io_threads %d; %s" % (
+                    k - 1, k, staged["where"]))
+
             def nginx_body(size, k=k, staged=staged):
                 if not self.nginx:
                     raise NotRun(self.nginx_missing)
@@ -1087,6 +1098,10 @@ class Harness:
                 if k in (1, 8):
                     scenario(self.results, "scale.%d.signed" % k, group, "4 KiB GET header-signed, server on %s" % (
                         cores_text), "sluice", lambda: sluice_body(4 * KIB, signed=True))
+                    for method in ("GET", "HEAD"):  # wrk cannot drive a HEAD: both from sluice_http_load
+                        scenario(self.results, "scale.%d.load.%s" % (k, method.lower()), group,
+                                 "4 KiB %s header-signed (sluice_http_load), server on %s" % (method, cores_text),
+                                 "sluice", lambda method=method: load_body(method))
             finally:
                 if "server" in staged:
                     staged["server"].stop()
@@ -1108,10 +1123,33 @@ class Harness:
             raise RuntimeError("sluice presign: " + tail(r.stderr))
         return r.stdout.strip()
 
-    def signed_headers(self, url):
-        """The SigV4 headers curl signs a GET of `url` with ("Name: value" each), after checking that
-        the server accepts them: wrk replays them (valid for the 15 minutes of SigV4's skew)."""
-        r = subprocess.run(self.curl_sign + ["-v", "-o", "/dev/null", "-w", "%{http_code}", url],
+    def load(self, url, method, headers, duration, server_pid, threads, connections, prefix, length):
+        """sluice_http_load: keep-alive requests of `method` on url; every answer's status and
+        Content-Length checked."""
+        m = re.match(r"^http://([\d.]+):(\d+)(/.*)$", url)
+        cmd = list(prefix) + [self.http_load, m.group(1), m.group(2), m.group(3), "--method", method,
+                              "--threads", str(threads), "--connections", str(connections), "--seconds",
+                              str(duration), "--length", str(length)]
+        for header in headers:
+            cmd += ["--header", header]
+        cpu0 = proc_cpu_seconds(server_pid)
+        r = run_measured(cmd, duration + 60)
+        server_cpu = proc_cpu_seconds(server_pid) - cpu0
+        out = re.search(r"requests=(\d+) seconds=([\d.]+) rate=([\d.]+) bad=(\d+) p50_us=(\d+) p99_us=(\d+)",
+                        r.stdout)
+        if r.rc != 0 or r.timed_out or not out:
+            raise RuntimeError("sluice_http_load exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
+        requests = int(out.group(1))
+        return {"ops_per_s": float(out.group(3)), "p50_ms": int(out.group(5)) / 1000.0,
+                "p99_ms": int(out.group(6)) / 1000.0, "requests": requests, "peak_rss_bytes": r.maxrss,
+                "server_cpu_us_per_op": server_cpu / requests * 1e6 if requests else None,
+                "cmd": " ".join(cmd[len(prefix):][:12]), "raw": r.stdout}
+
+    def signed_headers(self, url, method="GET"):
+        """The SigV4 headers curl signs a request of `url` with ("Name: value" each), after checking
+        that the server accepts them: wrk replays them (valid for the 15 minutes of SigV4's skew)."""
+        how = ["-I"] if method == "HEAD" else []
+        r = subprocess.run(self.curl_sign + how + ["-v", "-o", "/dev/null", "-w", "%{http_code}", url],
                            capture_output=True, text=True, timeout=60)
         if r.stdout.strip() != "200":
             raise RuntimeError("signed GET %s: HTTP %s" % (url, r.stdout.strip()))
@@ -1195,6 +1233,8 @@ class Harness:
         ("scale.%d.64kib" % k, "scale.%d.64kib.nginx" % k, "64 KiB ops/s on %d core%s: sluice ÷ nginx" % (
             k, "s" if k > 1 else "")) for k in (1, 2, 4, 8, 16, 32, 64)] + [
         ("scale.%d.signed" % k, "scale.%d" % k, "4 KiB ops/s on %d core%s: header-signed ÷ presigned" % (
+            k, "s" if k > 1 else "")) for k in (1, 8)] + [
+        ("scale.%d.load.head" % k, "scale.%d.load.get" % k, "4 KiB ops/s on %d core%s: HEAD ÷ GET (sluice_http_load)" % (
             k, "s" if k > 1 else "")) for k in (1, 8)]
 
     def gateway(self):
@@ -1385,6 +1425,10 @@ class Harness:
         ] + [
             target("CPU: header-signed 4 KiB GET on %d core%s ≥ 0.9 × presigned" % (k, "s" if k > 1 else ""),
                    "scale.%d.signed" % k, "scale.%d" % k, "ops_per_s", 0.9) for k in (1, 8)
+        ] + [
+            target("CPU: 4 KiB HEAD on %d core%s ≥ 1.0 × GET (same client, both header-signed)" % (
+                k, "s" if k > 1 else ""), "scale.%d.load.head" % k, "scale.%d.load.get" % k, "ops_per_s", 1.0)
+            for k in (1, 8)
         ] + [
             at_most("CPU: HTTP PUT server CPU ≤ 1.5 s/GiB (sluice client)", "put.http", "server_cpu_s_per_gib", 1.5,
                     "s/GiB"),

@@ -46,7 +46,8 @@ esac
 if [[ ! -f ${build}/CMakeCache.txt ]]; then
   cmake --preset release -B "${build}" -DSLUICE_BUILD_TESTS=ON -DSLUICE_BUILD_FUZZ=OFF >/dev/null
 fi
-targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe sluice_c sluice_s3_bench sluice_ceilings)
+targets=(sluice_cli sluice_gpu_tests sluice_gpu_bench sluice_gpu_regprobe sluice_c sluice_s3_bench sluice_ceilings
+  sluice_http_load)
 if grep -q vectors_from_s3 "${build}/build.ninja" 2>/dev/null; then targets+=(vectors_from_s3); fi
 cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}"
 
@@ -120,7 +121,7 @@ strip "${out}"/sluice* "${out}"/vectors_from_s3 2>/dev/null || true
 # bench/sluice_s3_bench, bench/sluice_ceilings) and wrk with its LuaJIT from this machine.
 mkdir -p "${out}/cpu/src" "${out}/cpu/bench" "${out}/tools"
 cp "${out}/sluice" "${out}/cpu/src/sluice"
-cp "${build}/bench/sluice_s3_bench" "${build}/bench/sluice_ceilings" "${out}/cpu/bench/"
+cp "${build}/bench/sluice_s3_bench" "${build}/bench/sluice_ceilings" "${build}/bench/sluice_http_load" "${out}/cpu/bench/"
 strip "${out}"/cpu/bench/* 2>/dev/null || true
 if command -v wrk >/dev/null; then
   cp "$(command -v wrk)" "${out}/tools/"

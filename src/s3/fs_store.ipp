@@ -365,38 +365,34 @@ std::vector<bucket_info> fs_store::list_buckets(error_code& ec) const {
   return out;
 }
 
-object_info fs_store::head(const object_ref& object, error_code& ec) const {
-  std::shared_lock lock(mutex_);
+const fs_store::entry* fs_store::find_version(const object_ref& object, error_code& ec) const {
   auto b = buckets_.find(object.bucket);
   if (b == buckets_.end()) {
     ec = sluice::errc::no_such_bucket;
-    return {};
+    return nullptr;
   }
   auto it = b->second.objects.find(object.key);
   if (it == b->second.objects.end()) {
     ec = sluice::errc::no_such_object;
-    return {};
+    return nullptr;
   }
   ec = {};
-  return it->second->info;
+  return &it->second;
+}
+
+object_info fs_store::head(const object_ref& object, error_code& ec) const {
+  std::shared_lock lock(mutex_);
+  const entry* found = find_version(object, ec);
+  return found ? (*found)->info : object_info{};
 }
 
 fs_store::opened fs_store::open_object(const object_ref& object, error_code& ec, bool cached_suffices) const {
   // Opened under the lock: renames and unlinks take it exclusively, so the file opened is the
   // version the index describes.
   std::shared_lock lock(mutex_);
-  auto b = buckets_.find(object.bucket);
-  if (b == buckets_.end()) {
-    ec = sluice::errc::no_such_bucket;
-    return {};
-  }
-  auto it = b->second.objects.find(object.key);
-  if (it == b->second.objects.end()) {
-    ec = sluice::errc::no_such_object;
-    return {};
-  }
-  opened out{{}, it->second};
-  ec = {};
+  const entry* found = find_version(object, ec);
+  if (found == nullptr) return {};
+  opened out{{}, *found};
   if (cached_suffices && out.object->cached.load(std::memory_order_acquire) != nullptr) return out;
   // object_path() spelled into this thread's buffer: a GET builds no path object.
   thread_local std::string path;
@@ -428,6 +424,14 @@ std::size_t fs_store::read(const object_ref& object, std::uint64_t offset, std::
     return 0;
   }
   return n;
+}
+
+fs_store::mapping fs_store::describe(const object_ref& object, error_code& ec) const {
+  std::shared_lock lock(mutex_);
+  const entry* found = find_version(object, ec);
+  mapping m;
+  if (found != nullptr) m.version_ = *found;
+  return m;
 }
 
 fs_store::mapping fs_store::map(const object_ref& object, error_code& ec) const {

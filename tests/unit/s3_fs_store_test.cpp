@@ -532,6 +532,14 @@ TEST_CASE("fs_store: a small object's bytes are read once and kept within small_
   store.remove({"bucket", "b"}, ec);
   REQUIRE_FALSE(ec);
   CHECK(store.cached_small_bytes() == 0);
+  // describe(): the version without its bytes, no file opened, nothing cached.
+  const auto described = store.describe({"bucket", "c"}, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(described.info().size == 4000);
+  CHECK(described.native_handle() == -1);
+  CHECK(described.region().size == 0);
+  (void)store.describe({"bucket", "nothing"}, ec);
+  CHECK(ec == errc::no_such_object);
   // Above small_object_bytes, objects are mapped, never cached.
   const std::string big(fs_store::small_object_bytes + 1, 'x');
   put(store, {"bucket", "big"}, big);

@@ -292,6 +292,9 @@ class fs_store {
   std::size_t read(const object_ref& object, std::uint64_t offset, std::span<std::byte> out, error_code& ec) const;
   /// Opens and maps the current version. Errors: no_such_bucket, no_such_object, I/O errors.
   mapping map(const object_ref& object, error_code& ec) const;
+  /// The current version without its bytes (an empty region, no file open): what a HEAD needs.
+  /// Errors: no_such_bucket, no_such_object.
+  mapping describe(const object_ref& object, error_code& ec) const;
   /// Starts a put in a new temporary file. Errors: invalid_name (key), no_such_bucket, I/O errors.
   writer begin_put(const object_ref& object, error_code& ec);
   /// Unlinks the object; open readers and mappings keep their version. Errors:
@@ -344,6 +347,9 @@ class fs_store {
   // bytes are cached is not opened (fd -1).
   [[nodiscard]] opened open_object(const object_ref& object, error_code& ec, bool cached_suffices = false) const;
   [[nodiscard]] entry make_version(object_info info, std::uint64_t data_offset) const;
+  // The index's current version of `object`, or null with no_such_bucket / no_such_object in ec.
+  // The caller holds mutex_.
+  [[nodiscard]] const entry* find_version(const object_ref& object, error_code& ec) const;
   // A small version's bytes: the cached ones, else read from `fd` and cached when the budget has
   // room, else read into `own`. Null on a read error (in ec).
   const std::byte* small_bytes(const version& v, int fd, std::unique_ptr<std::byte[]>& own, error_code& ec) const;
