@@ -5,7 +5,8 @@
 //   sluice_http_load HOST PORT TARGET [--method M] [--header "Name: value"]... [--threads T]
 //                    [--connections C] [--seconds S] [--length N]
 //
-// T threads, each with C connections polled together, one request in flight per connection.
+// C connections in all, spread over T threads (each polls its own), one request in flight per
+// connection.
 // Every answer is checked: status 200, and with --length a Content-Length of N (a GET's body of
 // N bytes is read and dropped). Prints one line:
 //   requests=R seconds=S rate=R/S bad=B p50_us=… p99_us=…
@@ -109,8 +110,9 @@ bool parse_head(connection& c, const options& o) {
   return true;
 }
 
-void run_thread(const options& o, const std::string& request, clock_type::time_point stop, tally& out) {
-  std::vector<connection> conns(static_cast<std::size_t>(o.connections));
+void run_thread(const options& o, int connections, const std::string& request, clock_type::time_point stop,
+                tally& out) {
+  std::vector<connection> conns(static_cast<std::size_t>(connections));
   std::vector<pollfd> polls(conns.size());
   const auto send_request = [&](connection& c) {
     c.sent = clock_type::now();
@@ -202,7 +204,12 @@ int main(int argc, char** argv) {
   const auto stop = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.seconds));
   {
     std::vector<std::jthread> threads;
-    for (auto& t : tallies) threads.emplace_back([&] { run_thread(o, request, stop, t); });
+    for (int i = 0; i < o.threads; ++i) {
+      const int mine = o.connections / o.threads + (i < o.connections % o.threads ? 1 : 0);
+      if (mine > 0)
+        threads.emplace_back(
+            [&, i, mine] { run_thread(o, mine, request, stop, tallies[static_cast<std::size_t>(i)]); });
+    }
   }
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   tally all;
