@@ -79,17 +79,24 @@ void append_canonical_value(std::string& out, std::string_view value) {
 
 // Appends `text` percent-decoded, taking a '%' without two hex digits after it literally.
 void append_lenient_decoded(std::string& out, std::string_view text) {
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      const int hi = hex_value(text[i + 1]);
-      const int lo = hex_value(text[i + 2]);
+  // Runs without '%' go in whole: a presigned URL's query is mostly such runs.
+  out.reserve(out.size() + text.size());
+  while (!text.empty()) {
+    const auto percent = text.find('%');
+    out.append(text.substr(0, percent));
+    if (percent == std::string_view::npos) return;
+    text.remove_prefix(percent);
+    if (text.size() > 2) {
+      const int hi = hex_value(text[1]);
+      const int lo = hex_value(text[2]);
       if (hi >= 0 && lo >= 0) {
         out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
+        text.remove_prefix(3);
         continue;
       }
     }
-    out.push_back(text[i]);
+    out.push_back('%');
+    text.remove_prefix(1);
   }
 }
 
@@ -102,15 +109,17 @@ std::string lenient_decode(std::string_view text) {
 // Appends `text` with every byte but the unreserved ones (and '/' unless `encode_slash`) as %XX.
 void append_uri_encoded(std::string& out, std::string_view text, bool encode_slash) {
   static constexpr std::string_view digits = "0123456789ABCDEF";
-  for (const char c : text) {
-    if (is_unreserved(c) || (c == '/' && !encode_slash)) {
-      out.push_back(c);
-    } else {
-      const auto b = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(digits[b >> 4]);
-      out.push_back(digits[b & 0xFu]);
-    }
+  out.reserve(out.size() + text.size());
+  const auto kept = [encode_slash](char c) { return is_unreserved(c) || (c == '/' && !encode_slash); };
+  while (!text.empty()) {  // runs of kept bytes go in whole
+    std::size_t run = 0;
+    while (run < text.size() && kept(text[run])) ++run;
+    out.append(text.substr(0, run));
+    if (run == text.size()) return;
+    const auto b = static_cast<unsigned char>(text[run]);
+    const char escaped[3] = {'%', digits[b >> 4], digits[b & 0xFu]};
+    out.append(escaped, 3);
+    text.remove_prefix(run + 1);
   }
 }
 
@@ -428,17 +437,18 @@ std::string uri_encode(std::string_view text, bool encode_slash) {
 }
 
 bool append_percent_decoded(std::string& out, std::string_view text) {
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    if (text.size() - i < 3) return false;
-    const int hi = sigv4_detail::hex_value(text[i + 1]);
-    const int lo = sigv4_detail::hex_value(text[i + 2]);
+  out.reserve(out.size() + text.size());
+  while (!text.empty()) {  // runs without '%' go in whole
+    const auto percent = text.find('%');
+    out.append(text.substr(0, percent));
+    if (percent == std::string_view::npos) return true;
+    text.remove_prefix(percent);
+    if (text.size() < 3) return false;
+    const int hi = sigv4_detail::hex_value(text[1]);
+    const int lo = sigv4_detail::hex_value(text[2]);
     if (hi < 0 || lo < 0) return false;
     out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
+    text.remove_prefix(3);
   }
   return true;
 }
