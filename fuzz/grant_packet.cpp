@@ -1,5 +1,5 @@
 // Fuzz target for the same-host grant socket's packets (sluice::s3::detail::decode_grant_message,
-// src/s3/local_plane.cpp): every packet a local process sends the server, and every answer a
+// src/s3/grant_codec.hpp): every packet a local process sends the server, and every answer a
 // client reads, goes through this decoder first. It must never crash or read out of bounds, and
 // must keep its contract:
 //   - nothing longer than max_grant_packet, no empty packet, no unknown type is accepted;
@@ -9,7 +9,7 @@
 //   - the accepted fields are within their limits (access key id, device description).
 // Each input is also tried with every type byte in front of its tail, so that mutations reach
 // the field parsers of every message instead of dying on the type.
-#include <sluice/s3/local_plane.hpp>
+#include "s3/grant_codec.hpp"
 
 #include <algorithm>
 #include <cstddef>

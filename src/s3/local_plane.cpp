@@ -1,35 +1,34 @@
-// Same-host grants (include/sluice/s3/local_plane.hpp): the session protocol over a Unix-domain
-// SOCK_SEQPACKET socket, the server's grant table and copies, and the client's registrations.
-//
-// Messages: detail::grant_message_type in the header, one per packet, encoded and decoded by
-// detail::encode_grant_message / decode_grant_message (sans-I/O; fuzz/grant_packet.cpp drives them).
-// proof = HMAC-SHA256(secret access key, label | u16 n | access key id | client nonce | server
-// nonce), label "sluice-grant/1 server" or "sluice-grant/1 client": each end shows it holds the
-// secret without sending it, and the nonces make every session's proofs fresh.
+// Same-host grants, the server's side (include/sluice/s3/local_plane.hpp): the sessions on the
+// Unix-domain SOCK_SEQPACKET socket (their packets: src/s3/grant_codec.hpp; the socket and the
+// handshake's proofs: src/s3/grant_socket.hpp), the grant table, and the transfers (a memfd
+// grant's copy: src/s3/grant_copy.hpp, posted on the server's RDMA pool). The client's side is
+// src/s3/local_client_plane.cpp.
 #include <sluice/s3/local_plane.hpp>
 
 #include <sluice/s3/error.hpp>
 
+#include "grant_codec.hpp"
+#include "grant_copy.hpp"
+#include "grant_socket.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
+
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <limits>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -40,332 +39,11 @@ namespace sluice::s3 {
 namespace {
 
 using steady = std::chrono::steady_clock;
-using grant_id = std::array<std::byte, 16>;
-using nonce = std::array<std::byte, 32>;
-
+using namespace grant_wire;
 using detail::grant_message;
 using message_type = detail::grant_message_type;
-constexpr std::uint8_t protocol_version = 1;
-constexpr std::size_t max_message = detail::max_grant_packet;
-
-error_code last_errno() { return {errno, boost::system::generic_category()}; }
-
-/// A file descriptor, closed on destruction.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-
- private:
-  int fd_ = -1;
-};
-
-/// Appends and reads the little-endian fields of a message.
-struct writer {
-  std::vector<std::byte> out;
-  void u8(std::uint8_t v) { out.push_back(static_cast<std::byte>(v)); }
-  void le(std::uint64_t v, unsigned n) {
-    for (unsigned i = 0; i < n; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xFFu));
-  }
-  void bytes(std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); }
-  void text(std::string_view s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
-};
-
-struct reader {
-  std::span<const std::byte> in;
-  std::size_t at = 0;
-  bool u8(std::uint8_t& v) {
-    if (at + 1 > in.size()) return false;
-    v = std::to_integer<std::uint8_t>(in[at++]);
-    return true;
-  }
-  bool le(std::uint64_t& v, unsigned n) {
-    if (n > in.size() - at) return false;
-    v = 0;
-    for (unsigned i = 0; i < n; ++i) v |= std::to_integer<std::uint64_t>(in[at + i]) << (8 * i);
-    at += n;
-    return true;
-  }
-  bool bytes(std::size_t n, std::span<const std::byte>& v) {
-    if (n > in.size() - at) return false;
-    v = in.subspan(at, n);
-    at += n;
-    return true;
-  }
-  template <std::size_t N>
-  bool array(std::array<std::byte, N>& v) {
-    std::span<const std::byte> b;
-    if (!bytes(N, b)) return false;
-    std::copy(b.begin(), b.end(), v.begin());
-    return true;
-  }
-  [[nodiscard]] bool done() const { return at == in.size(); }
-};
-
-template <std::size_t N>
-std::array<std::byte, N> random_bytes() {
-  std::array<std::byte, N> out{};
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(N)) != 1) {
-    throw std::runtime_error("sluice: RAND_bytes failed");  // no entropy: nothing safe to hand out
-  }
-  return out;
-}
-
-nonce proof(std::string_view label, const credentials& user, const nonce& client, const nonce& server) {
-  writer w;
-  w.text(label);
-  w.le(user.access_key_id.size(), 2);
-  w.text(user.access_key_id);
-  w.bytes(client);
-  w.bytes(server);
-  nonce out{};
-  unsigned int n = 0;
-  HMAC(EVP_sha256(), user.secret_access_key.data(), static_cast<int>(user.secret_access_key.size()),
-       reinterpret_cast<const unsigned char*>(w.out.data()), w.out.size(), reinterpret_cast<unsigned char*>(out.data()),
-       &n);
-  return out;
-}
-
-constexpr std::string_view server_label = "sluice-grant/1 server";
-constexpr std::string_view client_label = "sluice-grant/1 client";
-
-/// Sends one packet, with `fd` attached when it is not -1.
-error_code send_packet(int socket, std::span<const std::byte> data, int fd = -1) {
-  iovec iov{const_cast<std::byte*>(data.data()), data.size()};  // sendmsg's iovec is not const
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
-  if (fd >= 0) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
-  if (n < 0) return last_errno();
-  if (static_cast<std::size_t>(n) != data.size()) return sluice::errc::protocol_violation;
-  return {};
-}
-
-/// Receives one packet into `buffer` (resized to its length) and at most one descriptor, which
-/// it owns in `fd`. Any other control data, or more descriptors, is a protocol violation (the
-/// descriptors that came are closed). 0 bytes: the peer closed.
-error_code receive_packet(int socket, std::vector<std::byte>& buffer, unique_fd& fd) {
-  buffer.resize(max_message + 1);
-  iovec iov{buffer.data(), buffer.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * 4)> control{};
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
-  const ssize_t n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (n < 0) return last_errno();
-  error_code problem;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int received = -1;
-        std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof received);
-        if (fd.get() < 0 && i == 0) {
-          fd = unique_fd(received);
-        } else {
-          ::close(received);
-          problem = sluice::errc::protocol_violation;
-        }
-      }
-    } else {
-      problem = sluice::errc::protocol_violation;
-    }
-  }
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) problem = sluice::errc::protocol_violation;
-  buffer.resize(static_cast<std::size_t>(n));
-  return problem;
-}
-
-std::vector<std::byte> error_message(std::uint32_t code, std::string_view text) {
-  grant_message m;
-  m.type = message_type::error;
-  m.code = code;
-  m.text = std::string(text.substr(0, 200));
-  return detail::encode_grant_message(m);
-}
-
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14
-#endif
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-
-/// Fills the page tables of [to, to + n) of a granted mapping before a copy writes all of it:
-/// one call instead of a write fault per 4 KiB page. Only the pages the transfer writes anyway
-/// (registration maps a grant without populating any). Best effort: older kernels say EINVAL.
-void prepare_for_write(std::byte* to, std::size_t n) {
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  // The page that holds `to` (a mapping starts on a page) up to the last whole page of the range.
-  std::byte* const begin = to - (reinterpret_cast<std::uintptr_t>(to) & (page - 1));
-  std::byte* const end = (to + n) - (reinterpret_cast<std::uintptr_t>(to + n) & (page - 1));
-  if (end > begin) ::madvise(begin, static_cast<std::size_t>(end - begin), MADV_POPULATE_WRITE);
-}
-
-/// memcpy from a mapping the server has just made (the store maps the object per request): its
-/// page tables are filled in one call first, which costs far less than a fault per 4 KiB page.
-void copy_from_mapping(std::byte* to, const std::byte* from, std::size_t n) {
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t lead = reinterpret_cast<std::uintptr_t>(from) & (page - 1);
-  // Best effort: older kernels say EINVAL and the copy faults the pages in as before.
-  ::madvise(const_cast<std::byte*>(from - lead), n + lead, MADV_POPULATE_READ);  // madvise takes void*
-  std::memcpy(to, from, n);
-}
-
-/// Reads `n` bytes of `file` at `offset` into `to` (the kernel copies from its page cache: no page
-/// table of ours is filled for the source). False on a read error or a short file.
-bool read_file(int file, std::uint64_t offset, std::byte* to, std::size_t n) {
-  while (n > 0) {
-    const ssize_t got = ::pread(file, to, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    to += got;
-    n -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
-  return true;
-}
-
-/// Copies `n` bytes of `source` from `at` (its range's offset) to `to`, with up to `threads`
-/// threads (pieces of at least 4 MiB): pread from the store's file when it has one, else memcpy
-/// from the mapping. False when a read failed.
-bool parallel_copy(std::byte* to, const rdma_source& source, std::uint64_t at, std::size_t n, std::size_t threads) {
-  const auto piece = [&source, at, to](std::size_t from, std::size_t len) {
-    prepare_for_write(to + from, len);
-    if (source.file >= 0) return read_file(source.file, source.file_offset + at + from, to + from, len);
-    copy_from_mapping(to + from, source.mapping.bytes() + at + from, len);
-    return true;
-  };
-  constexpr std::size_t min_piece = 4 << 20;
-  const std::size_t pieces = std::clamp<std::size_t>(n / min_piece, 1, std::max<std::size_t>(threads, 1));
-  if (pieces == 1) return piece(0, n);
-  const std::size_t step = (n / pieces + 4095) & ~std::size_t{4095};
-  std::atomic<bool> ok{true};
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t from = step; from < n; from += step) {
-      workers.emplace_back([&, from] {
-        if (!piece(from, std::min(step, n - from))) ok = false;
-      });
-    }
-    if (!piece(0, std::min(step, n))) ok = false;
-  }
-  return ok;
-}
 
 }  // namespace
-
-// -- the session protocol's packets (sans-I/O) ----------------------------------------------
-
-namespace detail {
-
-std::optional<grant_message> decode_grant_message(std::span<const std::byte> packet) {
-  if (packet.empty() || packet.size() > max_grant_packet) return std::nullopt;
-  reader r{packet};
-  std::uint8_t type = 0;
-  r.u8(type);
-  grant_message m;
-  m.type = static_cast<grant_message_type>(type);
-  bool ok = false;
-  switch (m.type) {
-    case grant_message_type::hello: {
-      std::uint64_t n = 0;
-      std::span<const std::byte> key;
-      ok = r.u8(m.version) && r.le(n, 2) && n <= max_grant_key_id && r.bytes(static_cast<std::size_t>(n), key) &&
-           r.array(m.nonce);
-      if (ok) m.access_key_id.assign(reinterpret_cast<const char*>(key.data()), key.size());
-      break;
-    }
-    case grant_message_type::challenge: ok = r.array(m.nonce) && r.array(m.proof); break;
-    case grant_message_type::auth: ok = r.array(m.proof); break;
-    case grant_message_type::welcome: ok = true; break;
-    case grant_message_type::memfd: ok = r.le(m.size, 8); break;
-    case grant_message_type::device: {
-      std::uint64_t n = 0;
-      std::span<const std::byte> description;
-      ok = r.le(n, 2) && n <= max_grant_description && r.bytes(static_cast<std::size_t>(n), description);
-      if (ok) m.description.assign(description.begin(), description.end());
-      break;
-    }
-    case grant_message_type::granted: ok = r.array(m.grant) && r.le(m.size, 8); break;
-    case grant_message_type::release: ok = r.array(m.grant); break;
-    case grant_message_type::error: {
-      std::uint64_t code = 0;
-      std::span<const std::byte> text;
-      ok = r.le(code, 4) && r.bytes(packet.size() - r.at, text);
-      m.code = static_cast<std::uint32_t>(code);
-      if (ok) m.text.assign(reinterpret_cast<const char*>(text.data()), text.size());
-      break;
-    }
-    default: return std::nullopt;
-  }
-  if (!ok || !r.done()) return std::nullopt;
-  return m;
-}
-
-std::vector<std::byte> encode_grant_message(const grant_message& m) {
-  writer w;
-  w.u8(static_cast<std::uint8_t>(m.type));
-  switch (m.type) {
-    case grant_message_type::hello:
-      w.u8(m.version);
-      w.le(m.access_key_id.size(), 2);
-      w.text(m.access_key_id);
-      w.bytes(m.nonce);
-      break;
-    case grant_message_type::challenge:
-      w.bytes(m.nonce);
-      w.bytes(m.proof);
-      break;
-    case grant_message_type::auth: w.bytes(m.proof); break;
-    case grant_message_type::welcome: break;
-    case grant_message_type::memfd: w.le(m.size, 8); break;
-    case grant_message_type::device:
-      w.le(m.description.size(), 2);
-      w.bytes(m.description);
-      break;
-    case grant_message_type::granted:
-      w.bytes(m.grant);
-      w.le(m.size, 8);
-      break;
-    case grant_message_type::release: w.bytes(m.grant); break;
-    case grant_message_type::error:
-      w.le(m.code, 4);
-      w.text(m.text);
-      break;
-  }
-  return std::move(w.out);
-}
-
-}  // namespace detail
 
 // -- server ----------------------------------------------------------------------------------
 
@@ -908,31 +586,60 @@ std::shared_ptr<const grant_entry> local_server_plane::state::find(const rdma_re
 
 error_code local_server_plane::write_from(const rdma_requester& who, const rdma_token& token,
                                           const rdma_source& source) {
+  if (token.provider != cuda_ipc_grant_provider) {
+    // The copy's workers run on Asio's system pool here (the server passes its RDMA pool).
+    std::promise<error_code> result;
+    auto moved = result.get_future();
+    async_write_from(who, token, source, boost::asio::system_executor(),
+                     [&result](error_code ec) { result.set_value(ec); });
+    return moved.get();
+  }
   if (state_->closed) return errc::rdma_not_supported;
-  const bool device = token.provider == cuda_ipc_grant_provider;
-  const auto entry =
-      state_->find(who, token, device ? grant_entry::kind::device : grant_entry::kind::memfd, source.length);
+  const auto entry = state_->find(who, token, grant_entry::kind::device, source.length);
   if (!entry) return errc::invalid_rdma_token;
   std::uint64_t done = 0;
   for (const auto& seg : token.segments) {
     if (done == source.length) break;
-    const std::uint64_t n = std::min(seg.length, source.length - done);
-    if (device) {
-      rdma_source piece = source;
-      piece.offset = source.offset + done;
-      piece.length = n;
-      if (const error_code ec = entry->device->write(seg.address, piece)) {
-        return done == 0 && ec == errc::rdma_not_supported ? ec : error_code(errc::rdma_transfer_failed);
-      }
-    } else {
-      if (!parallel_copy(entry->map + seg.address, source, source.offset + done, static_cast<std::size_t>(n),
-                         state_->config.copy_threads)) {
-        return errc::rdma_transfer_failed;
-      }
+    rdma_source piece = source;
+    piece.offset = source.offset + done;
+    piece.length = std::min(seg.length, source.length - done);
+    if (const error_code ec = entry->device->write(seg.address, piece)) {
+      return done == 0 && ec == errc::rdma_not_supported ? ec : error_code(errc::rdma_transfer_failed);
     }
-    done += n;
+    done += piece.length;
   }
   return {};
+}
+
+void local_server_plane::async_write_from(const rdma_requester& who, const rdma_token& token, const rdma_source& source,
+                                          const boost::asio::any_io_executor& executor,
+                                          std::function<void(error_code)> done) {
+  // A device grant's opener copies with its own streams and blocks until they are done: its
+  // blocking form runs on the pool (src/cuda/grant.cpp).
+  if (token.provider == cuda_ipc_grant_provider) {
+    rdma_server_plane::async_write_from(who, token, source, executor, std::move(done));
+    return;
+  }
+  const auto finish_now = [&](error_code ec) {
+    boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
+  };
+  if (state_->closed) return finish_now(errc::rdma_not_supported);
+  auto entry = state_->find(who, token, grant_entry::kind::memfd, source.length);
+  if (!entry) return finish_now(errc::invalid_rdma_token);
+  // Each segment in up to copy_threads pieces of at least 4 MiB, copied by up to copy_threads
+  // workers posted on `executor`; the transfer holds the grant's mapping until its last piece.
+  const std::size_t workers = state_->config.copy_threads;
+  std::vector<grant_copy::piece> pieces;
+  std::uint64_t planned = 0;
+  for (const auto& seg : token.segments) {
+    if (planned == source.length) break;
+    const std::uint64_t n = std::min(seg.length, source.length - planned);
+    grant_copy::split(pieces, entry->map + seg.address, source.offset + planned, static_cast<std::size_t>(n), workers);
+    planned += n;
+  }
+  grant_copy::async_copy(
+      source, std::move(pieces), workers, executor, std::move(entry),
+      [done = std::move(done)](bool ok) mutable { done(ok ? error_code{} : error_code(errc::rdma_transfer_failed)); });
 }
 
 error_code local_server_plane::read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
@@ -964,263 +671,6 @@ error_code local_server_plane::read(const rdma_requester& who, const rdma_token&
     done += n;
   }
   return {};
-}
-
-// -- client ----------------------------------------------------------------------------------
-
-namespace {
-
-struct registered {
-  grant_id id{};
-  std::uint64_t size = 0;
-  std::vector<std::byte> description;  // device allocations: what was registered at this base
-};
-
-class local_grant final : public rdma_client_plane::grant {
- public:
-  explicit local_grant(std::string token) : token_(std::move(token)) {}
-  [[nodiscard]] const std::string& token() const noexcept override { return token_; }
-
- private:
-  std::string token_;
-};
-
-}  // namespace
-
-struct local_client_plane::state {
-  local_client_plane_config config;
-  unique_fd socket;
-  std::mutex mutex;                                // one exchange at a time; the maps
-  std::map<const std::byte*, registered> buffers;  // shared buffers, by base address
-  std::map<const std::byte*, registered> devices;  // device allocations, by base address
-
-  /// Connects to the server and runs the handshake: the server proves it holds the user's secret
-  /// before this process hands it any memory.
-  error_code connect_and_authenticate() {
-    socket = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-    if (socket.get() < 0) return last_errno();
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    const std::string& path = config.socket_path.native();
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    // A full listen backlog (a server behind, or another local user's flood of connects) makes
-    // connect wait, for the send timeout at most: EAGAIN then, as ETIMEDOUT.
-    const timeval bound{static_cast<time_t>(config.timeout.count() / 1000),
-                        static_cast<suseconds_t>(config.timeout.count() % 1000 * 1000)};
-    if (::setsockopt(socket.get(), SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound) != 0) return last_errno();
-    if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-      return errno == EAGAIN ? error_code(ETIMEDOUT, boost::system::generic_category()) : last_errno();
-    }
-    grant_message hello;
-    hello.type = message_type::hello;
-    hello.version = protocol_version;
-    hello.access_key_id = config.creds.access_key_id;
-    hello.nonce = random_bytes<32>();
-    error_code ec;
-    const auto challenge = send_and_await(detail::encode_grant_message(hello), message_type::challenge, ec);
-    if (ec) return ec;
-    // The server must prove it holds the secret before we hand it any memory: a process that
-    // took the socket's path is not the server.
-    const nonce want = proof(server_label, config.creds, hello.nonce, challenge.nonce);
-    if (CRYPTO_memcmp(want.data(), challenge.proof.data(), want.size()) != 0) return errc::access_denied;
-    grant_message auth;
-    auth.type = message_type::auth;
-    auth.proof = proof(client_label, config.creds, hello.nonce, challenge.nonce);
-    send_and_await(detail::encode_grant_message(auth), message_type::welcome, ec);
-    return ec;
-  }
-
-  /// Sends `request` (with `fd`) and waits for the answer; answers of type `want` only. A server
-  /// closes a session that holds no grant after its idle_timeout: such a session is opened again
-  /// once, and the request sent again (the server had not read it).
-  grant_message exchange(std::span<const std::byte> request, message_type want, error_code& ec, int fd = -1) {
-    grant_message answer = send_and_await(request, want, ec, fd);
-    const bool lost = ec.category() == boost::system::generic_category() &&
-                      (ec.value() == EPIPE || ec.value() == ECONNRESET || ec.value() == ENOTCONN);
-    if (lost && buffers.empty() && devices.empty()) {
-      if ((ec = connect_and_authenticate())) return {};
-      answer = send_and_await(request, want, ec, fd);
-    }
-    return answer;
-  }
-
-  grant_message send_and_await(std::span<const std::byte> request, message_type want, error_code& ec, int fd = -1) {
-    if ((ec = send_packet(socket.get(), request, fd))) return {};
-    pollfd p{socket.get(), POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(config.timeout.count()));
-    if (ready == 0) {
-      ec = error_code(ETIMEDOUT, boost::system::generic_category());
-      return {};
-    }
-    std::vector<std::byte> packet;
-    unique_fd received;
-    if (ready < 0 || (ec = receive_packet(socket.get(), packet, received))) {
-      if (!ec) ec = last_errno();
-      return {};
-    }
-    if (packet.empty()) {
-      ec = error_code(ECONNRESET, boost::system::generic_category());
-      return {};
-    }
-    std::optional<grant_message> answer = detail::decode_grant_message(packet);
-    if (!answer || received.get() >= 0) {
-      ec = sluice::errc::protocol_violation;
-      return {};
-    }
-    if (answer->type == message_type::error) {
-      const auto code = static_cast<int>(answer->code);
-      ec = code == EACCES    ? error_code(errc::access_denied)
-           : code == ENOTSUP ? error_code(errc::rdma_not_supported)
-                             : error_code(code, boost::system::generic_category());
-      return {};
-    }
-    if (answer->type != want) {
-      ec = sluice::errc::protocol_violation;
-      return {};
-    }
-    ec = {};
-    return std::move(*answer);
-  }
-  void release(const grant_id& id) {
-    grant_message m;
-    m.type = message_type::release;
-    m.grant = id;
-    [[maybe_unused]] const auto ec = send_packet(socket.get(), detail::encode_grant_message(m));
-  }
-};
-
-std::shared_ptr<local_client_plane> local_client_plane::open(const local_client_plane_config& config, error_code& ec) {
-  const std::string& path = config.socket_path.native();
-  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path) || config.creds.access_key_id.empty() ||
-      config.creds.access_key_id.size() > detail::max_grant_key_id) {
-    ec = sluice::errc::invalid_config;
-    return nullptr;
-  }
-  auto st = std::make_shared<state>();
-  st->config = config;
-  if ((ec = st->connect_and_authenticate())) return nullptr;
-  std::shared_ptr<local_client_plane> plane(new local_client_plane());
-  plane->state_ = std::move(st);
-  ec = {};
-  return plane;
-}
-
-local_client_plane::~local_client_plane() = default;
-
-std::string_view local_client_plane::provider() const noexcept { return memfd_grant_provider; }
-
-void local_client_plane::share(shared_buffer& buffer, error_code& ec) {
-  if (buffer.native_handle() < 0) {
-    ec = sluice::errc::invalid_argument;
-    return;
-  }
-  grant_message request;
-  request.type = message_type::memfd;
-  request.size = buffer.size();
-  const std::lock_guard lock(state_->mutex);
-  const grant_message answer =
-      state_->exchange(detail::encode_grant_message(request), message_type::granted, ec, buffer.native_handle());
-  if (ec) return;
-  if (answer.size != buffer.size()) {
-    ec = sluice::errc::protocol_violation;
-    return;
-  }
-  const std::byte* base = buffer.data();
-  state_->buffers[base] = registered{answer.grant, answer.size, {}};
-  buffer.on_release([weak = std::weak_ptr<state>(state_), base] {
-    const auto st = weak.lock();
-    if (!st) return;
-    const std::lock_guard held(st->mutex);
-    const auto it = st->buffers.find(base);
-    if (it == st->buffers.end()) return;
-    st->release(it->second.id);
-    st->buffers.erase(it);
-  });
-}
-
-void local_client_plane::release_device(const region& memory) {
-  const std::lock_guard lock(state_->mutex);
-  const auto* at = static_cast<const std::byte*>(memory.data);
-  auto it = state_->devices.upper_bound(at);
-  if (it == state_->devices.begin()) return;
-  --it;
-  if (at >= it->first + it->second.size) return;
-  state_->release(it->second.id);
-  state_->devices.erase(it);
-}
-
-std::uint64_t local_client_plane::request_bytes(const region& memory) const noexcept {
-  return memory.kind == memory_kind::cuda_device && state_->config.device ? std::numeric_limits<std::uint64_t>::max()
-                                                                          : 0;
-}
-
-std::unique_ptr<rdma_client_plane::grant> local_client_plane::grant_access(
-    const region& memory, rdma_op op, std::chrono::system_clock::time_point expires, error_code& ec) {
-  rdma_token token;
-  token.op = op;
-  token.virtual_addresses = false;
-  token.expires = static_cast<std::uint64_t>(
-      std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count()));
-  const auto* at = static_cast<const std::byte*>(memory.data);
-  std::uint64_t offset = 0;
-  const registered* reg = nullptr;
-  const std::lock_guard lock(state_->mutex);
-  if (memory.kind == memory_kind::cuda_device) {
-    if (!state_->config.device) {
-      ec = sluice::errc::unsupported_memory;
-      return nullptr;
-    }
-    exported_device_memory exported = state_->config.device->export_allocation(memory, ec);
-    if (ec) return nullptr;
-    if (at < exported.base || memory.size > exported.size ||
-        static_cast<std::uint64_t>(at - exported.base) > exported.size - memory.size) {
-      ec = sluice::errc::unsupported_memory;
-      return nullptr;
-    }
-    auto found = state_->devices.find(exported.base);
-    // A different description at the same base is another allocation that reuses the address.
-    if (found != state_->devices.end() && found->second.description != exported.description) {
-      state_->release(found->second.id);
-      state_->devices.erase(found);
-      found = state_->devices.end();
-    }
-    if (found == state_->devices.end()) {
-      if (exported.description.size() > detail::max_grant_description) {
-        ec = sluice::errc::unsupported_memory;
-        return nullptr;
-      }
-      grant_message request;
-      request.type = message_type::device;
-      request.description = exported.description;
-      const grant_message answer = state_->exchange(detail::encode_grant_message(request), message_type::granted, ec);
-      if (ec) return nullptr;
-      found =
-          state_->devices.emplace(exported.base, registered{answer.grant, answer.size, std::move(exported.description)})
-              .first;
-    }
-    reg = &found->second;
-    offset = static_cast<std::uint64_t>(at - exported.base);
-    token.provider = std::string(cuda_ipc_grant_provider);
-  } else {
-    auto it = state_->buffers.upper_bound(at);
-    if (it != state_->buffers.begin()) --it;
-    if (it == state_->buffers.end() || at < it->first || static_cast<std::uint64_t>(at - it->first) > it->second.size ||
-        memory.size > it->second.size - static_cast<std::uint64_t>(at - it->first)) {
-      ec = sluice::errc::unsupported_memory;  // not in a shared buffer: another plane may grant it
-      return nullptr;
-    }
-    reg = &it->second;
-    offset = static_cast<std::uint64_t>(at - it->first);
-    token.provider = std::string(memfd_grant_provider);
-  }
-  if (offset + memory.size > reg->size) {  // the server's view of the allocation is smaller
-    ec = sluice::errc::unsupported_memory;
-    return nullptr;
-  }
-  token.endpoint.assign(reg->id.begin(), reg->id.end());
-  if (memory.size > 0) token.segments.push_back({offset, memory.size, 0});
-  ec = {};
-  return std::make_unique<local_grant>(encode_rdma_token(token));
 }
 
 }  // namespace sluice::s3

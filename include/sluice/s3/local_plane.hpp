@@ -24,7 +24,6 @@
 #include <sluice/s3/sigv4.hpp>
 #include <sluice/shared_buffer.hpp>
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -110,7 +109,7 @@ struct local_server_plane_config {
   std::size_t max_grants_per_session = 1024;
   std::uint64_t max_mapped_bytes = 64ULL << 30;           ///< memfd bytes mapped at once, all sessions
   std::uint64_t max_mapped_bytes_per_user = 16ULL << 30;  ///< of them, per local uid
-  std::size_t copy_threads = 4;                           ///< threads one host-memory transfer copies with
+  std::size_t copy_threads = 4;                           ///< workers one host-memory transfer copies with
   std::chrono::milliseconds handshake_timeout{2000};      ///< from connect to the client's proof
   /// A session that holds no grant is closed after this long without a message (it holds nothing
   /// a transfer could use; local_client_plane opens a new one when it next needs it).
@@ -146,6 +145,11 @@ class local_server_plane final : public rdma_server_plane {
   /// grant of the other kind), rdma_not_supported (plane closed), rdma_transfer_failed.
   [[nodiscard]] error_code write_from(const rdma_requester& who, const rdma_token& token,
                                       const rdma_source& source) override;
+  /// A memfd grant's copy in pieces posted on `executor` (no thread made or waiting for it; `done`
+  /// runs on the worker that finishes the last piece); a cuda-ipc grant's blocking write on
+  /// `executor`.
+  void async_write_from(const rdma_requester& who, const rdma_token& token, const rdma_source& source,
+                        const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) override;
   [[nodiscard]] error_code read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
                                 const rdma_sink& sink) override;
   /// Stops accepting, closes every session and drops the grants (transfers in flight finish).
@@ -196,7 +200,7 @@ class local_client_plane final : public rdma_client_plane {
                                                     error_code& ec) override;
   /// Device memory (with an exporter): no limit, a GET goes in one request (the server copies it
   /// with several streams and threads); host memory: 0, the client's part_size (the server copies
-  /// each request with its own threads, so parts in flight add copiers).
+  /// each request with up to copy_threads workers on its RDMA pool, so parts in flight share it).
   [[nodiscard]] std::uint64_t request_bytes(const region& memory) const noexcept override;
   /// Makes `buffer` grantable. The plane forgets it (and the server unmaps it) when the buffer is
   /// destroyed; the buffer and the plane may be destroyed in either order.
@@ -213,59 +217,5 @@ class local_client_plane final : public rdma_client_plane {
   local_client_plane() = default;
   std::shared_ptr<state> state_;
 };
-
-namespace detail {
-
-/// The grant session's messages (one per SOCK_SEQPACKET packet, integers little-endian):
-///   C→S hello      01 | version 01 | u16 n | access key id (n ≤ 256 bytes) | client nonce (32)
-///   S→C challenge  02 | server nonce (32) | server proof (32)
-///   C→S auth       03 | client proof (32)
-///   S→C welcome    04
-///   C→S memfd      05 | u64 size                        + one descriptor (SCM_RIGHTS)
-///   C→S device     06 | u16 n | description (n ≤ 512 bytes)
-///   S→C granted    07 | grant id (16) | u64 size
-///   C→S release    08 | grant id (16)                   (no answer)
-///   S→C error      7f | u32 code (an errno) | message
-enum class grant_message_type : std::uint8_t {
-  hello = 0x01,
-  challenge = 0x02,
-  auth = 0x03,
-  welcome = 0x04,
-  memfd = 0x05,
-  device = 0x06,
-  granted = 0x07,
-  release = 0x08,
-  error = 0x7f,
-};
-
-/// One decoded message; the fields its type does not carry stay empty.
-struct grant_message {
-  grant_message_type type = grant_message_type::welcome;
-  std::uint8_t version = 0;            ///< hello
-  std::string access_key_id;           ///< hello
-  std::array<std::byte, 32> nonce{};   ///< hello (the client's), challenge (the server's)
-  std::array<std::byte, 32> proof{};   ///< challenge, auth
-  std::uint64_t size = 0;              ///< memfd, granted
-  std::vector<std::byte> description;  ///< device
-  std::array<std::byte, 16> grant{};   ///< granted, release
-  std::uint32_t code = 0;              ///< error
-  std::string text;                    ///< error
-  bool operator==(const grant_message&) const = default;
-};
-
-/// The longest packet either end sends or accepts.
-inline constexpr std::size_t max_grant_packet = 1024;
-inline constexpr std::size_t max_grant_key_id = 256;
-inline constexpr std::size_t max_grant_description = 512;
-
-/// Decodes one packet (hostile bytes: any length, any content). nullopt: empty, longer than
-/// max_grant_packet, an unknown type, a field past the end or over its limit, or bytes left over.
-/// Sans-I/O: the socket code only feeds it what recvmsg returned.
-[[nodiscard]] std::optional<grant_message> decode_grant_message(std::span<const std::byte> packet);
-/// The packet of `message` (the fields of its type only). decode_grant_message of it gives
-/// `message` back when its fields are within the limits above.
-[[nodiscard]] std::vector<std::byte> encode_grant_message(const grant_message& message);
-
-}  // namespace detail
 
 }  // namespace sluice::s3
