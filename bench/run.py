@@ -1296,7 +1296,7 @@ class Harness:
         # A miss can be measured once per new gateway, so each of its runs is one GET by a new client
         # process. Its baseline is taken the same way, just before each run: one GET of the
         # upstream's own by a new client process. The host's HTTP rate drifts by ±15 % over a run
-        # (docs/performance.md); a baseline measured once, minutes earlier, moved the ratio with it.
+        # (docs/history/performance-2026-11.md); a baseline measured once, minutes earlier, moved the ratio with it.
         paired = {}
 
         def miss(sid, via, fabric=None, root=cache):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does a gateway's cache fill faster on a tmpfs with 2 MiB pages? A miss is bound by how fast the
-# host adds fresh 4 KiB tmpfs pages to one file (docs/performance.md); a tmpfs mounted
+# host adds fresh 4 KiB tmpfs pages to one file (docs/history/performance-2026-11.md); a tmpfs mounted
 # huge=within_size adds a 2 MiB folio per insertion. Needs root (mount). Prints the kernel's
 # shmem THP setting, page_fill_probe on tmpfs mounts with each huge= option, then
 # gateway_miss_probe.sh with the gateway's root on /dev/shm as it is, on a huge=within_size tmpfs,

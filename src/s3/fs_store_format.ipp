@@ -108,7 +108,7 @@ std::size_t read_all(int fd, std::byte* data, std::size_t size, std::uint64_t of
 // blocks (XFS, btrfs) and the ranges are block-aligned, else pread/pwrite through one reused
 // buffer whose writes land on whole store_write_unit boundaries of `out`. Not copy_file_range:
 // on ext4 its in-kernel copy fills the page cache with 4 KiB folios, which cudaHostRegister pins
-// at a third of the rate of the large folios aligned writes leave (docs/performance.md).
+// at a third of the rate of the large folios aligned writes leave (docs/history/performance-2026-11.md).
 bool copy_range(int in, std::uint64_t in_offset, int out, std::uint64_t out_offset, std::uint64_t length,
                 error_code& ec) {
   if (length == 0) {

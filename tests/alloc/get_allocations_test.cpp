@@ -1,5 +1,5 @@
 // Heap allocations per 4 KiB GET of the S3 server, counted: the test fails when they rise above
-// the figure the server holds today (docs/performance.md gives the history and the target).
+// the figure the server holds today (docs/performance.md "Many small objects" gives the figure; issue 43 the target).
 //
 // This executable replaces malloc, calloc, realloc and free with counting forwarders to glibc's
 // allocator (everything the server allocates, OpenSSL and the C++ runtime included, comes through

@@ -94,7 +94,7 @@ inline constexpr std::uint64_t object_header_alignment = 4096;
 /// Object data reaches the file in whole pieces of this size at offsets that are multiples of it
 /// (writes gather up to the next boundary): Linux then keeps it in the page cache as large
 /// folios, which cudaHostRegister pins about three times faster than 4 KiB pages (same-host
-/// grants register the page cache of a GET's object). Measured in docs/performance.md.
+/// grants register the page cache of a GET's object). Measured in docs/history/performance-2026-11.md.
 inline constexpr std::uint64_t store_write_unit = std::uint64_t{2} << 20;
 /// Largest header (magic, lengths, JSON, padding) of an object file.
 inline constexpr std::uint64_t max_object_header_bytes = std::uint64_t{1} << 20;

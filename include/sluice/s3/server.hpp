@@ -89,7 +89,7 @@ struct server_config {
   /// has one, fs_store), instead of being written from its mapping: for peers on other hosts
   /// (remote, the default), every peer (always), or none (never). sendfile saves the server its
   /// copy into the socket (0.15 against 0.35 s of server CPU per GiB), but a reader on the same
-  /// host measured 0.75× as fast (docs/performance.md; likely because its copy then reads the
+  /// host measured 0.75× as fast (docs/history/performance-2026-11.md; likely because its copy then reads the
   /// file's pages from memory, not socket buffers still in the cache). HTTPS always writes.
   http_sendfile sendfile = http_sendfile::remote;
   /// One line per request (see docs/s3.md, "Operating sluice serve"); off by default.
