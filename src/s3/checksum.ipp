@@ -3,10 +3,9 @@
 #include <sluice/s3/error.hpp>
 
 #include <isa-l/crc.h>
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/params.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <climits>
@@ -48,27 +47,6 @@ const EVP_MD* evp_md_of(digest_kind kind) noexcept {
   }
   return nullptr;
 }
-
-/// HMAC-SHA256 contexts, one per thread, made once: each use sets a new key on it (no fetch, no
-/// allocation per call).
-struct hmac_context {
-  EVP_MAC_CTX* ctx = nullptr;
-  hmac_context() {
-    static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-    if (mac == nullptr) return;
-    ctx = EVP_MAC_CTX_new(mac);
-    char digest_name[] = "SHA256";
-    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-                                 OSSL_PARAM_construct_end()};
-    if (ctx != nullptr && EVP_MAC_CTX_set_params(ctx, params) != 1) {
-      EVP_MAC_CTX_free(ctx);
-      ctx = nullptr;
-    }
-  }
-  ~hmac_context() { EVP_MAC_CTX_free(ctx); }
-  hmac_context(const hmac_context&) = delete;
-  hmac_context& operator=(const hmac_context&) = delete;
-};
 
 [[noreturn]] void throw_openssl(const char* what) { throw system_error(make_error_code(errc::internal_error), what); }
 
@@ -332,45 +310,54 @@ std::optional<std::vector<std::byte>> base64_decode(std::string_view text) {
   return out;
 }
 
-std::array<std::byte, 32> hmac_sha256(std::span<const std::byte> key, std::string_view data) {
-  std::array<std::byte, 32> out{};
-  // An empty buffer may have a null data(); a null key would mean "the previous key" to
-  // EVP_MAC_init, so an empty one is a valid pointer with length 0.
-  static constexpr unsigned char empty = 0;
-  const unsigned char* key_bytes = key.empty() ? &empty : checksum_detail::as_uchars(key.data());
-  const unsigned char* data_bytes = data.empty() ? &empty : reinterpret_cast<const unsigned char*>(data.data());
-  thread_local const checksum_detail::hmac_context mac;
-  std::size_t length = 0;
-  if (mac.ctx == nullptr || EVP_MAC_init(mac.ctx, key_bytes, key.size(), nullptr) != 1 ||
-      EVP_MAC_update(mac.ctx, data_bytes, data.size()) != 1 ||
-      EVP_MAC_final(mac.ctx, reinterpret_cast<unsigned char*>(out.data()), &length, out.size()) != 1 ||
-      length != out.size()) {
-    checksum_detail::throw_openssl("HMAC");
-  }
-  return out;
-}
-
+// SHA-256 of small inputs (SigV4's canonical request, HMAC) with OpenSSL's low-level calls: OpenSSL
+// 3 deprecates them, but they hash on the stack, while an EVP context frees and makes its provider
+// context at every init (3.0): an allocation per digest, several per HMAC, on every request's path.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 std::array<std::byte, 32> sha256(std::span<const std::byte> data) {
-  // One context per thread, made once and started over for each digest.
-  struct context {
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    context() = default;
-    ~context() { EVP_MD_CTX_free(ctx); }
-    context(const context&) = delete;
-    context& operator=(const context&) = delete;
-  };
-  thread_local const context sha;
   std::array<std::byte, 32> out{};
-  static constexpr unsigned char empty = 0;
-  const unsigned char* bytes = data.empty() ? &empty : checksum_detail::as_uchars(data.data());
-  unsigned int length = 0;
-  if (sha.ctx == nullptr || EVP_DigestInit_ex(sha.ctx, checksum_detail::evp_md_of(digest_kind::sha256), nullptr) != 1 ||
-      EVP_DigestUpdate(sha.ctx, bytes, data.size()) != 1 ||
-      EVP_DigestFinal_ex(sha.ctx, reinterpret_cast<unsigned char*>(out.data()), &length) != 1 || length != out.size()) {
+  SHA256_CTX ctx;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, data.data(), data.size()) != 1 ||
+      SHA256_Final(reinterpret_cast<unsigned char*>(out.data()), &ctx) != 1) {
     checksum_detail::throw_openssl("SHA-256");
   }
   return out;
 }
+
+std::array<std::byte, 32> hmac_sha256(std::span<const std::byte> key, std::string_view data) {
+  // RFC 2104 over SHA-256 (64-byte blocks): H((K ^ opad) || H((K ^ ipad) || data)), a key longer
+  // than a block hashed first.
+  constexpr std::size_t block_bytes = 64;
+  std::array<unsigned char, block_bytes> padded{};
+  if (key.size() > block_bytes) {
+    const auto hashed = sha256(key);
+    std::memcpy(padded.data(), hashed.data(), hashed.size());
+  } else if (!key.empty()) {
+    std::memcpy(padded.data(), key.data(), key.size());
+  }
+  std::array<unsigned char, block_bytes> pad{};
+  std::array<unsigned char, 32> inner{};
+  std::array<std::byte, 32> out{};
+  SHA256_CTX ctx;
+  const auto xor_into = [&](unsigned char with) {
+    for (std::size_t i = 0; i < block_bytes; ++i) pad[i] = static_cast<unsigned char>(padded[i] ^ with);
+  };
+  xor_into(0x36);
+  bool ok = SHA256_Init(&ctx) == 1 && SHA256_Update(&ctx, pad.data(), pad.size()) == 1 &&
+            SHA256_Update(&ctx, data.data(), data.size()) == 1 && SHA256_Final(inner.data(), &ctx) == 1;
+  xor_into(0x5c);
+  ok = ok && SHA256_Init(&ctx) == 1 && SHA256_Update(&ctx, pad.data(), pad.size()) == 1 &&
+       SHA256_Update(&ctx, inner.data(), inner.size()) == 1 &&
+       SHA256_Final(reinterpret_cast<unsigned char*>(out.data()), &ctx) == 1;
+  OPENSSL_cleanse(padded.data(), padded.size());  // the key, and what is derived from it
+  OPENSSL_cleanse(pad.data(), pad.size());
+  OPENSSL_cleanse(inner.data(), inner.size());
+  OPENSSL_cleanse(&ctx, sizeof ctx);
+  if (!ok) checksum_detail::throw_openssl("HMAC");
+  return out;
+}
+#pragma GCC diagnostic pop
 
 std::string sha256_hex(std::span<const std::byte> data) { return to_hex(sha256(data)); }
 
