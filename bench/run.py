@@ -191,7 +191,7 @@ class SluiceServer:
         self.cli, self.root, self.log_path = cli, root, os.path.join(logdir, name + ".log")
         self.planes, self.prefix, self.extra, self.want_tls = planes, list(prefix), list(extra), tls
         self.proc, self.port, self.banner = None, None, []
-        self.tls_port, self.tls_ca = None, None
+        self.tls_port, self.tls_ca, self.tls_key = None, None, None
 
     def start(self):
         self._log = open(self.log_path, "w")
@@ -204,7 +204,7 @@ class SluiceServer:
                                   capture_output=True)
             if made.returncode == 0:
                 tls = ["--tls-cert", cert, "--tls-key", key, "--tls-listen", "127.0.0.1:0"]
-                self.tls_ca = cert
+                self.tls_ca, self.tls_key = cert, key
         # shm is named: `auto` no longer opens it (it trusts every local process); the benchmark
         # still measures it beside tcp and the same-host grants (GRANT_SOCKET).
         self.grant_socket = self.root + ".grants.sock"
@@ -248,6 +248,9 @@ class SluiceServer:
             self._log.close()
 
 
+# The core counts at which core_scaling also measures a 4 KiB GET over HTTPS (sluice and nginx).
+TLS_POINTS = (1, 8)
+
 NGINX_CONF = """# written by bench/run.py
 {user}
 worker_processes {workers};
@@ -271,27 +274,40 @@ http {{
         listen 127.0.0.1:{port};
         root {root};
     }}
-}}
+{tls_server}}}
+"""
+
+# The HTTPS server block: the certificate sluice serve uses, nginx's default TLS settings.
+NGINX_TLS_SERVER = """    server {{
+        listen 127.0.0.1:{tls_port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        root {root};
+    }}
 """
 
 
 class Nginx:
     """nginx in the foreground (daemon off), sendfile on, serving root as http://127.0.0.1:PORT/;
-    as many workers as sluice serve has io threads (2)."""
+    as many workers as sluice serve has io threads (2). tls: (certificate, key) to serve the same
+    root over HTTPS too (tls_url)."""
 
-    def __init__(self, binary, root, prefix, workers=2, command_prefix=()):
-        self.binary, self.root, self.prefix, self.workers = binary, root, prefix, workers
+    def __init__(self, binary, root, prefix, workers=2, command_prefix=(), tls=None):
+        self.binary, self.root, self.prefix, self.workers, self.tls = binary, root, prefix, workers, tls
         self.command_prefix = list(command_prefix)  # taskset: the workers inherit the master's cores
-        self.proc, self.port = None, None
+        self.proc, self.port, self.tls_port = None, None, None
 
     def start(self):
         os.makedirs(self.prefix, exist_ok=True)
         for attempt in range(5):
             self.port = free_port()
+            self.tls_port = free_port() if self.tls else None
+            tls_server = NGINX_TLS_SERVER.format(tls_port=self.tls_port, cert=self.tls[0], key=self.tls[1],
+                                                 root=self.root) if self.tls else ""
             conf = os.path.join(self.prefix, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(NGINX_CONF.format(user="user root;" if os.geteuid() == 0 else "", workers=self.workers,
-                                          prefix=self.prefix, port=self.port, root=self.root))
+                                          prefix=self.prefix, port=self.port, root=self.root, tls_server=tls_server))
             self.proc = subprocess.Popen(self.command_prefix + [self.binary, "-p", self.prefix, "-c", conf, "-e",
                                           os.path.join(self.prefix, "error.log"), "-g", "daemon off;"],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -312,6 +328,10 @@ class Nginx:
     @property
     def url(self):
         return "http://127.0.0.1:%d" % self.port
+
+    @property
+    def tls_url(self):
+        return "https://127.0.0.1:%d" % self.tls_port if self.tls_port else None
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -519,8 +539,9 @@ class Harness:
         nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
         if nginx:
             try:
-                self.nginx = Nginx(nginx, self.www, os.path.join(self.work, "nginx")).start()
-                log("nginx (sendfile on, 2 workers): %s" % self.nginx.url)
+                tls = (self.server.tls_ca, self.server.tls_key) if self.server.tls_port else None
+                self.nginx = Nginx(nginx, self.www, os.path.join(self.work, "nginx"), tls=tls).start()
+                log("nginx (sendfile on, 2 workers): %s %s" % (self.nginx.url, self.nginx.tls_url or ""))
                 on_cleanup(lambda: shutil.copy(os.path.join(self.nginx.prefix, "error.log"),
                                                os.path.join(self.out, "logs", "nginx-error.log")))
             except Exception as e:  # noqa: BLE001
@@ -741,6 +762,15 @@ class Harness:
             self.need_nginx()
             return self.curl_get("%s/%s/%s" % (self.nginx.url, BUCKET, key), size, False, rep, self.nginx.proc.pid)
         scenario(R, "get.curl_nginx", group, "curl → nginx (sendfile)", "baseline", curl_nginx)
+
+        def curl_nginx_https():
+            self.need_nginx()
+            if not self.nginx.tls_url:
+                raise NotRun("nginx has no HTTPS listener (sluice serve has no certificate)")
+            return self.curl_get("%s/%s/%s" % (self.nginx.tls_url, BUCKET, key), size, False, rep, self.nginx.proc.pid,
+                                 extra=["--cacert", self.server.tls_ca])
+        scenario(R, "get.curl_nginx_https", group, "curl → nginx over HTTPS (same certificate)", "baseline",
+                 curl_nginx_https)
         scenario(R, "get.aws", group, "AWS CLI → sluice serve", "baseline",
                  lambda: self.aws_get(key, size, 1 if self.quick else 2))
         scenario(R, "ceil.memcpy", group, "ceiling: memcpy", "ceiling", lambda: self.ceiling("memcpy", size))
@@ -1022,7 +1052,7 @@ class Harness:
                 with open(config, "w") as f:
                     json.dump({"io_threads": k}, f)
                 server = SluiceServer(self.cli, root, os.path.join(self.out, "logs"), name="sluice-serve-%dcore" % k,
-                                      planes=["--fabric", "off", "--grant-socket", "off"], tls=False,
+                                      planes=["--fabric", "off", "--grant-socket", "off"], tls=k in TLS_POINTS,
                                       prefix=[taskset, "-c", "0-%d" % (k - 1)], extra=["--config", config]).start()
                 staged["server"] = server
                 self.put_signed(server.url, BUCKET, None)
@@ -1038,22 +1068,29 @@ class Harness:
                         if response.read() != data:
                             raise RuntimeError("the presigned GET did not return the object")
                     staged[size] = (path, url, key)
+                if server.tls_port:  # the 4 KiB object over HTTPS (keep-alive), presigned for that endpoint
+                    staged["https"] = self.presign("https://127.0.0.1:%d" % server.tls_port, BUCKET, staged[4 * KIB][2])
                 pinned = cores - k >= k
                 staged["prefix"] = [taskset, "-c", "%d-%d" % (k, cores - 1)] if pinned else []
                 staged["where"] = "on cores %d-%d" % (k, cores - 1) if pinned else "beside it (unpinned)"
 
-            def sluice_body(size, signed=False, k=k, staged=staged):
+            def sluice_body(size, signed=False, https=False, k=k, staged=staged):
                 if "server" not in staged:
                     start()
                 path, url, key = staged[size]
+                if https:
+                    if "https" not in staged:
+                        raise NotRun("sluice serve has no HTTPS listener (openssl missing?)")
+                    url = staged["https"]
                 headers = []
                 if signed:  # one header-signed request, replayed: each is verified as a new one
                     url = "%s/%s/%s" % (staged["server"].url, BUCKET, key)
                     headers = self.signed_headers(url)
                 entry = self.wrk(url, size, duration, staged["server"].proc.pid,
-                                 "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s%s" % (
+                                 "server: taskset -c 0-%d, io_threads %d; wrk -t%d -c%d %s%s%s" % (
                                      k - 1, k, k, max(16, 8 * k), staged["where"],
-                                     "; header-signed (Authorization)" if signed else "; presigned"),
+                                     "; header-signed (Authorization)" if signed else "; presigned",
+                                     "; HTTPS (TLS 1.3, keep-alive)" if https else ""),
                                  path, threads=k, connections=max(16, 8 * k), prefix=staged["prefix"], headers=headers)
                 return dict(entry, cores=k, size=size)
 
@@ -1067,21 +1104,26 @@ class Harness:
                 return dict(entry, cores=k, size=4 * KIB, note="server: taskset -c 0-%d, io_threads %d; %s" % (
                     k - 1, k, staged["where"]))
 
-            def nginx_body(size, k=k, staged=staged):
+            def nginx_body(size, https=False, k=k, staged=staged):
                 if not self.nginx:
                     raise NotRun(self.nginx_missing)
                 if size not in staged:
                     raise NotRun("the sluice point did not run")
+                server = staged["server"]
+                if https and not server.tls_port:
+                    raise NotRun("sluice serve has no HTTPS listener, so no certificate to share")
                 path = staged[size][0]
                 www = os.path.join(self.work, "scale-www-%d" % k)
                 os.makedirs(os.path.join(www, BUCKET), exist_ok=True)
                 shutil.copy(path, os.path.join(www, BUCKET, "small"))
                 nginx = Nginx(self.nginx.binary, www, os.path.join(self.work, "nginx-%d" % k), workers=k,
-                              command_prefix=[taskset, "-c", "0-%d" % (k - 1)]).start()
+                              command_prefix=[taskset, "-c", "0-%d" % (k - 1)],
+                              tls=(server.tls_ca, server.tls_key) if https else None).start()
                 try:
-                    entry = self.wrk("%s/%s/small" % (nginx.url, BUCKET), size, duration, nginx.proc.pid,
-                                     "nginx: taskset -c 0-%d, %d worker%s, sendfile; wrk -t%d -c%d %s" % (
-                                         k - 1, k, "s" if k > 1 else "", k, max(16, 8 * k), staged["where"]),
+                    entry = self.wrk("%s/%s/small" % (nginx.tls_url if https else nginx.url, BUCKET), size, duration,
+                                     nginx.proc.pid, "nginx: taskset -c 0-%d, %d worker%s, sendfile; wrk -t%d -c%d %s%s" % (
+                                         k - 1, k, "s" if k > 1 else "", k, max(16, 8 * k), staged["where"],
+                                         "; HTTPS (TLS 1.3, keep-alive, same certificate)" if https else ""),
                                      path, threads=k, connections=max(16, 8 * k), prefix=staged["prefix"])
                     return dict(entry, cores=k, size=size)  # server CPU: the master and its workers
                 finally:
@@ -1095,6 +1137,11 @@ class Harness:
                              lambda size=size: sluice_body(size))
                     scenario(self.results, "scale.%d%s.nginx" % (k, tag), group, "%s GET, nginx on %s" % (
                         size_name(size), cores_text), "baseline", lambda size=size: nginx_body(size))
+                if k in TLS_POINTS:
+                    scenario(self.results, "scale.%d.https" % k, group, "4 KiB GET over HTTPS, server on %s" % (
+                        cores_text), "sluice", lambda: sluice_body(4 * KIB, https=True))
+                    scenario(self.results, "scale.%d.https.nginx" % k, group, "4 KiB GET over HTTPS, nginx on %s" % (
+                        cores_text), "baseline", lambda: nginx_body(4 * KIB, https=True))
                 if k in (1, 8):
                     scenario(self.results, "scale.%d.signed" % k, group, "4 KiB GET header-signed, server on %s" % (
                         cores_text), "sluice", lambda: sluice_body(4 * KIB, signed=True))
@@ -1211,6 +1258,8 @@ class Harness:
         ("get.nginx", "ceil.tcp", "nginx ÷ loopback TCP ceiling"),
         ("put.rdma_shm", "put.http", "PUT sluice rdma shm ÷ sluice http"),
         ("get.curl_sluice_https", "get.curl_sluice", "GET curl https ÷ curl http (sluice serve)"),
+        ("get.curl_nginx_https", "get.curl_nginx", "GET curl https ÷ curl http (nginx)"),
+        ("get.curl_sluice_https", "get.curl_nginx_https", "GET curl https: sluice serve ÷ nginx"),
         ("put.http", "put.curl", "PUT sluice http ÷ curl -T"),
         ("get.cli_file", "get.http", "`sluice get` to a file ÷ library GET into memory (http)"),
         ("put.cli_file", "put.http", "`sluice put` of a file ÷ library PUT from memory (http)"),
@@ -1234,6 +1283,8 @@ class Harness:
             k, "s" if k > 1 else "")) for k in (1, 2, 4, 8, 16, 32, 64)] + [
         ("scale.%d.signed" % k, "scale.%d" % k, "4 KiB ops/s on %d core%s: header-signed ÷ presigned" % (
             k, "s" if k > 1 else "")) for k in (1, 8)] + [
+        ("scale.%d.https" % k, "scale.%d.https.nginx" % k, "4 KiB ops/s over HTTPS on %d core%s: sluice ÷ nginx" % (
+            k, "s" if k > 1 else "")) for k in TLS_POINTS] + [
         ("scale.%d.load.head" % k, "scale.%d.load.get" % k, "4 KiB ops/s on %d core%s: HEAD ÷ GET (sluice_http_load)" % (
             k, "s" if k > 1 else "")) for k in (1, 8)]
 
@@ -1434,6 +1485,12 @@ class Harness:
                     "s/GiB"),
             at_most("CPU: curl -T PUT server CPU ≤ 1.5 s/GiB", "put.curl", "server_cpu_s_per_gib", 1.5, "s/GiB"),
             target("CPU: GET over HTTP with curl ≥ 1.0 × nginx", "get.curl_sluice", "get.curl_nginx", "gib_per_s", 1.0),
+            target("CPU: GET 1 GiB over HTTPS with curl ≥ 0.7 × over HTTP (sluice serve)", "get.curl_sluice_https",
+                   "get.curl_sluice", "gib_per_s", 0.7),
+        ] + [
+            target("CPU: 4 KiB GET over HTTPS on %d core%s ≥ 0.5 × nginx over HTTPS" % (k, "s" if k > 1 else ""),
+                   "scale.%d.https" % k, "scale.%d.https.nginx" % k, "ops_per_s", 0.5) for k in TLS_POINTS
+        ] + [
             target("CLI: `sluice get` to a file ≥ 0.8 × library GET into memory", "get.cli_file", "get.http",
                    "gib_per_s", 0.8),
             target("CLI: `sluice put` of a file ≥ 0.8 × library PUT", "put.cli_file", "put.http", "gib_per_s", 0.8),

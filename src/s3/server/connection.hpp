@@ -2,6 +2,7 @@
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
+#include "../tls_seal.hpp"
 #include "answer_head.hpp"
 
 namespace sluice::s3::detail {
@@ -276,6 +277,10 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // hands the file's pages to TCP instead of copying them into the socket's buffer: the plain-HTTP
   // body of an object the store keeps in a file. A peer that takes nothing for read_timeout ends it.
   asio::awaitable<error_code> send_file(int fd, std::uint64_t position, std::uint64_t length);
+  // HTTPS: sends `prefix` (the answer's head, or nothing) and `length` bytes from `body` as
+  // full TLS records sealed in batches of up to 256 KiB, one write each (tls_sealer). A peer that
+  // takes nothing for read_timeout ends it.
+  asio::awaitable<error_code> send_sealed(std::string_view prefix, const std::byte* body, std::uint64_t length);
 
   std::shared_ptr<server_state> state_;
   Stream stream_;
@@ -292,6 +297,8 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   std::vector<std::pair<std::string_view, std::string_view>> spare_views_;
   // The head of a GET's or HEAD's answer, written into the same buffer each time.
   answer_head head_;
+  // HTTPS: the records of a large body, sealed in batches (send_sealed).
+  tls_sealer sealer_;
 };
 
 /// RFC 9112 §6.1 on a request's Transfer-Encoding (every field of that name, in order): null

@@ -364,14 +364,21 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
       record(req, code, ec ? 0 : length);
       co_return !ec && keep;
     }
-    const std::array<asio::const_buffer, 2> parts{asio::buffer(head.data(), head.size()),
-                                                  asio::buffer(first_byte, static_cast<std::size_t>(length))};
-    co_await asio::async_write(stream_, parts, asio::redirect_error(asio::use_awaitable, ec));
-    record(req, code, ec ? 0 : length);
-    co_return !ec && keep;
+    if constexpr (!tls) {  // (a larger body over TLS goes sealed, below)
+      const std::array<asio::const_buffer, 2> parts{asio::buffer(head.data(), head.size()),
+                                                    asio::buffer(first_byte, static_cast<std::size_t>(length))};
+      co_await asio::async_write(stream_, parts, asio::redirect_error(asio::use_awaitable, ec));
+      record(req, code, ec ? 0 : length);
+      co_return !ec && keep;
+    }
   }
-  co_await asio::async_write(stream_, asio::buffer(head.data(), head.size()),
-                             asio::redirect_error(asio::use_awaitable, ec));
+  // Over TLS a body from memory goes as full records sealed in batches, its head in the first.
+  const bool sealed = tls && !req.head && length > 0 && file < 0;
+  if (!sealed || growing || asked) {
+    co_await asio::async_write(stream_, asio::buffer(head.data(), head.size()),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
+  const bool head_sent = !sealed || growing || asked;
   if (ec || req.head || length == 0) {
     record(req, code, 0);
     co_return !ec && keep;
@@ -395,6 +402,10 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
     }
     if (file >= 0) {
       ec = co_await send_file(file, file_offset + sent, n);
+    } else if (sealed) {
+      ec = co_await send_sealed(
+          sent == 0 && !head_sent ? std::string_view(head.data(), head.size()) : std::string_view(), first_byte + sent,
+          n);
     } else {
       lowest().expires_after(state_->config.read_timeout);
       co_await asio::async_write(stream_, asio::buffer(first_byte + sent, static_cast<std::size_t>(n)),
@@ -446,6 +457,35 @@ asio::awaitable<error_code> connection<Stream>::send_file(int fd, std::uint64_t 
     if (ec) co_return ec;
   }
   co_return error_code{};
+}
+
+template <class Stream>
+asio::awaitable<error_code> connection<Stream>::send_sealed(std::string_view prefix, const std::byte* body,
+                                                            std::uint64_t length) {
+  if constexpr (!tls) {
+    co_return make_error_code(sluice::errc::invalid_argument);  // plain HTTP has nothing to seal
+  } else {
+    struct give_back {  // an idle connection keeps no batch buffer
+      tls_sealer& sealer;
+      ~give_back() { sealer.release(); }
+    } release{sealer_};
+    constexpr std::uint64_t batch = 256 * kib;
+    error_code ec;
+    for (std::uint64_t done = 0; done < length;) {
+      const auto n = static_cast<std::size_t>(std::min(batch, length - done));
+      sealer_.clear();
+      if (!prefix.empty() && !sealer_.seal(stream_.native_handle(), std::as_bytes(std::span(prefix)), ec)) co_return ec;
+      prefix = {};
+      if (!sealer_.seal(stream_.native_handle(), std::span(body + done, n), ec)) co_return ec;
+      const auto records = sealer_.sealed();
+      lowest().expires_after(state_->config.read_timeout);
+      co_await asio::async_write(lowest(), asio::buffer(records.data(), records.size()),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return ec;
+      done += n;
+    }
+    co_return error_code{};
+  }
 }
 
 template <class Stream>
@@ -505,12 +545,13 @@ asio::awaitable<bool> connection<Stream>::object_tagging(request& req) {
       req, req.where.op == operation::put_object_tagging ? http::status::ok : http::status::no_content);
 }
 
-#define SLUICE_CONNECTION_MEMBERS(S)                                                                \
-  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);                \
-  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);               \
-  template asio::awaitable<bool> connection<S>::get_object(connection<S>::request&, bool);          \
-  template asio::awaitable<error_code> connection<S>::send_file(int, std::uint64_t, std::uint64_t); \
-  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&);             \
+#define SLUICE_CONNECTION_MEMBERS(S)                                                                                  \
+  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);                                  \
+  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);                                 \
+  template asio::awaitable<bool> connection<S>::get_object(connection<S>::request&, bool);                            \
+  template asio::awaitable<error_code> connection<S>::send_file(int, std::uint64_t, std::uint64_t);                   \
+  template asio::awaitable<error_code> connection<S>::send_sealed(std::string_view, const std::byte*, std::uint64_t); \
+  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&);                               \
   template asio::awaitable<bool> connection<S>::object_tagging(connection<S>::request&);
 SLUICE_CONNECTION_MEMBERS(plain_stream)
 SLUICE_CONNECTION_MEMBERS(tls_stream)
