@@ -262,14 +262,30 @@ bool parse_credential(std::string_view text, authorization& out) {
 
 bool parse_signed_headers(std::string_view text, authorization& out) {
   if (text.empty()) return false;
+  // The names go into the strings `out` holds already (a reused authorization keeps them).
+  std::size_t n = 0;
   while (true) {
     const auto semi = text.find(';');
     const std::string_view name = text.substr(0, semi);
     if (!is_token(name)) return false;
-    out.signed_headers.push_back(lower(name));
-    if (semi == std::string_view::npos) return true;
+    if (n == out.signed_headers.size()) out.signed_headers.emplace_back();
+    std::string& into = out.signed_headers[n++];
+    into.assign(name);
+    std::transform(into.begin(), into.end(), into.begin(), to_lower);
+    if (semi == std::string_view::npos) {
+      out.signed_headers.resize(n);
+      return true;
+    }
     text = text.substr(semi + 1);
   }
+}
+
+// What neither form of parse_*_authorization sets in every case, cleared in an authorization
+// that is filled again (its strings keep their memory).
+void clear_claims(authorization& out) {
+  out.signed_headers.clear();
+  out.presigned = false;
+  out.expires = 0;
 }
 
 bool parse_signature(std::string_view text, authorization& out) {
@@ -287,16 +303,17 @@ void fail(error_code& ec, errc e, std::string_view why = {}) {
   if (failure_reason != nullptr && !why.empty()) failure_reason->assign(why);
 }
 
-authorization parse_header_authorization(const request_view& request, std::string_view value, error_code& ec) {
-  authorization out;
+bool parse_header_authorization(const request_view& request, std::string_view value, authorization& out,
+                                error_code& ec) {
+  clear_claims(out);
   value = trim(value);
   if (value.starts_with("AWS ")) {
     fail(ec, errc::invalid_request, "Please use AWS4-HMAC-SHA256.");
-    return {};
+    return false;
   }
   if (!value.starts_with(algorithm) || (value.size() > algorithm.size() && !is_blank(value[algorithm.size()]))) {
     fail(ec, errc::invalid_argument, "Unsupported Authorization Type");
-    return {};
+    return false;
   }
   value = trim(value.substr(algorithm.size()));  // nothing left is malformed: no component
 
@@ -307,7 +324,7 @@ authorization parse_header_authorization(const request_view& request, std::strin
     const auto eq = part.find('=');
     if (eq == std::string_view::npos) {
       fail(ec, errc::authorization_header_malformed);
-      return {};
+      return false;
     }
     const std::string_view key = part.substr(0, eq);
     const std::string_view v = part.substr(eq + 1);
@@ -321,20 +338,20 @@ authorization parse_header_authorization(const request_view& request, std::strin
     }
     if (!ok) {
       fail(ec, errc::authorization_header_malformed);
-      return {};
+      return false;
     }
     if (comma == std::string_view::npos) break;
     value = value.substr(comma + 1);
   }
   if (!have_credential || !have_signed_headers || !have_signature) {
     fail(ec, errc::authorization_header_malformed);
-    return {};
+    return false;
   }
 
   const auto amz_dates = header_values(request, "x-amz-date");
   if (amz_dates.size() > 1) {
     fail(ec, errc::invalid_argument);
-    return {};
+    return false;
   }
   std::optional<std::chrono::sys_seconds> time;
   if (amz_dates.size() == 1) {
@@ -349,29 +366,29 @@ authorization parse_header_authorization(const request_view& request, std::strin
   }
   if (!time) {
     fail(ec, errc::access_denied, "AWS authentication requires a valid Date or x-amz-date header");
-    return {};
+    return false;
   }
   out.amz_date = format_amz_date(*time);
   if (out.amz_date.compare(0, 8, out.date) != 0) {
     fail(ec, errc::authorization_header_malformed, "The credential scope's date is not the request's date.");
-    return {};
+    return false;
   }
 
   const auto hashes = header_values(request, "x-amz-content-sha256");
   if (hashes.empty()) {
     fail(ec, errc::invalid_request, "Missing required header for this request: x-amz-content-sha256");
-    return {};
+    return false;
   }
   const auto hash = trim(hashes.front());
   if (hashes.size() > 1 || !is_valid_payload_hash(hash)) {
     fail(ec, errc::invalid_argument);
-    return {};
+    return false;
   }
   out.payload_hash = hash;
-  return out;
+  return true;
 }
 
-authorization parse_query_authorization(const query_params& params, error_code& ec) {
+bool parse_query_authorization(const query_params& params, authorization& out, error_code& ec) {
   // Each parameter exactly once; S3 calls every failure here AuthorizationQueryParametersError.
   const auto one = [&](std::string_view name) -> std::optional<std::string_view> {
     std::optional<std::string_view> found;
@@ -389,7 +406,7 @@ authorization parse_query_authorization(const query_params& params, error_code& 
   const auto signed_headers = one("X-Amz-SignedHeaders");
   const auto signature_value = one("X-Amz-Signature");
 
-  authorization out;
+  clear_claims(out);
   out.presigned = true;
   out.payload_hash = unsigned_payload;
   bool ok = algorithm_value && *algorithm_value == algorithm && credential && parse_credential(*credential, out) &&
@@ -404,9 +421,9 @@ authorization parse_query_authorization(const query_params& params, error_code& 
   }
   if (!ok) {
     fail(ec, errc::authorization_query_parameters_error);
-    return {};
+    return false;
   }
-  return out;
+  return true;
 }
 
 bool contains(const std::vector<std::string>& names, std::string_view name) {
@@ -418,6 +435,28 @@ bool unsigned_by_default(std::string_view lower_name) noexcept {
   static constexpr std::array<std::string_view, 6> names{"authorization", "user-agent",        "expect",
                                                          "connection",    "transfer-encoding", "x-amzn-trace-id"};
   return std::find(names.begin(), names.end(), lower_name) != names.end();
+}
+
+// The signing key of a credential scope, derived once per thread for the last (secret, date,
+// region, service) seen: four HMACs saved on every request of the same user and day. The secret
+// is part of the key, so a reloaded secret derives anew.
+std::array<std::byte, 32> cached_signing_key(std::string_view secret, const authorization& auth) {
+  struct entry {
+    std::string secret, date, region, service;
+    std::array<std::byte, 32> key{};
+    bool valid = false;
+  };
+  thread_local entry last;
+  if (!last.valid || last.secret != secret || last.date != auth.date || last.region != auth.region ||
+      last.service != auth.service) {
+    last.key = signing_key(secret, auth.date, auth.region, auth.service);
+    last.secret.assign(secret);
+    last.date.assign(auth.date);
+    last.region.assign(auth.region);
+    last.service.assign(auth.service);
+    last.valid = true;
+  }
+  return last.key;
 }
 
 std::string make_scope(std::string_view date, std::string_view region) {
@@ -647,7 +686,9 @@ std::string authorization::scope() const {
   return out;
 }
 
-authorization parse_authorization(const request_view& request, error_code& ec) {
+namespace {
+// parse_authorization() into `out` (reused: its strings keep their memory); false on failure.
+bool parse_authorization_into(const request_view& request, authorization& out, error_code& ec) {
   ec.clear();
   const auto headers = sigv4_detail::header_values(request, "authorization");
   thread_local sigv4_detail::query_params params;
@@ -659,16 +700,23 @@ authorization parse_authorization(const request_view& request, error_code& ec) {
   }
   if (headers.size() > 1 || (!headers.empty() && query_auth)) {
     sigv4_detail::fail(ec, errc::invalid_argument, "Only one auth mechanism allowed");
-    return {};
+    return false;
   }
-  if (headers.size() == 1) return sigv4_detail::parse_header_authorization(request, headers.front(), ec);
-  if (query_auth) return sigv4_detail::parse_query_authorization(params, ec);
+  if (headers.size() == 1) return sigv4_detail::parse_header_authorization(request, headers.front(), out, ec);
+  if (query_auth) return sigv4_detail::parse_query_authorization(params, out, ec);
   sigv4_detail::fail(ec, errc::access_denied);
-  return {};
+  return false;
+}
+}  // namespace
+
+authorization parse_authorization(const request_view& request, error_code& ec) {
+  authorization out;
+  if (!parse_authorization_into(request, out, ec)) return {};
+  return out;
 }
 
-verified verify(const request_view& request, const secret_lookup& secret_for, std::chrono::system_clock::time_point now,
-                std::optional<std::string_view> required_region, error_code& ec, std::string* why) {
+void verify(const request_view& request, const secret_lookup& secret_for, std::chrono::system_clock::time_point now,
+            std::optional<std::string_view> required_region, verified& out, error_code& ec, std::string* why) {
   using sigv4_detail::fail;
   struct reason_scope {  // failures say why into `why` while this call runs
     explicit reason_scope(std::string* sink) : previous(std::exchange(sigv4_detail::failure_reason, sink)) {}
@@ -677,45 +725,47 @@ verified verify(const request_view& request, const secret_lookup& secret_for, st
     reason_scope& operator=(const reason_scope&) = delete;
     std::string* previous;
   } scope(why);
-  authorization auth = parse_authorization(request, ec);
-  if (ec) return {};
+  // The claims parsed into this thread's authorization, whose strings keep their memory.
+  thread_local authorization auth;
+  if (!parse_authorization_into(request, auth, ec)) return;
   // A wrong service or region: S3 answers AuthorizationHeaderMalformed ("the region 'x' is
   // wrong; expecting 'y'") for header auth and AuthorizationQueryParametersError for presigned
   // URLs.
   if (auth.service != "s3" || (required_region && auth.region != *required_region)) {
     fail(ec, auth.presigned ? errc::authorization_query_parameters_error : errc::authorization_header_malformed);
-    return {};
+    return;
   }
   if (!sigv4_detail::contains(auth.signed_headers, "host") ||
       (!auth.presigned && !sigv4_detail::contains(auth.signed_headers, "x-amz-content-sha256"))) {
     fail(ec, errc::access_denied,  // S3 and MinIO: headers that must be signed were not
          "There were headers present in the request which were not signed: host and x-amz-content-sha256 must be");
-    return {};
+    return;
   }
 
   const auto time = parse_amz_date(auth.amz_date);  // parse_authorization() checked it
   if (!time) {
     fail(ec, errc::access_denied);
-    return {};
+    return;
   }
   if (auth.presigned) {
     if (now > *time + std::chrono::seconds(auth.expires) || *time > now + max_clock_skew) {
       fail(ec, errc::access_denied, now > *time ? "Request has expired" : "Request is not valid yet");
-      return {};
+      return;
     }
   } else if (now - *time > max_clock_skew || *time - now > max_clock_skew) {
     fail(ec, errc::request_time_too_skewed);
-    return {};
+    return;
   }
 
   const auto secret = secret_for ? secret_for(auth.access_key_id) : std::nullopt;
   if (!secret) {
     fail(ec, errc::invalid_access_key_id);
-    return {};
+    return;
   }
-  verified out;
-  out.key = signing_key(*secret, auth.date, auth.region, auth.service);
-  out.scope = auth.scope();
+  out.key = sigv4_detail::cached_signing_key(*secret, auth);
+  out.scope.clear();
+  out.scope.append(auth.date).append("/").append(auth.region).append("/").append(auth.service).append("/");
+  out.scope.append(sigv4_detail::scope_terminator);
   // The canonical request and the string to sign in this thread's buffers, the signature on the
   // stack: a verified request allocates only what `out` keeps.
   thread_local std::string canonical, to_sign;
@@ -727,13 +777,21 @@ verified verify(const request_view& request, const secret_lookup& secret_for, st
   hex_into(expected, hmac_sha256(out.key, to_sign));
   if (!constant_time_equal(std::string_view(expected.data(), expected.size()), auth.signature)) {
     fail(ec, errc::signature_does_not_match);
-    return {};
+    return;
   }
-  out.access_key_id = std::move(auth.access_key_id);
-  out.amz_date = std::move(auth.amz_date);
-  out.payload_hash = std::move(auth.payload_hash);
-  out.seed_signature = std::move(auth.signature);
-  out.signed_headers = std::move(auth.signed_headers);
+  out.access_key_id.assign(auth.access_key_id);
+  out.amz_date.assign(auth.amz_date);
+  out.payload_hash.assign(auth.payload_hash);
+  out.seed_signature.assign(auth.signature);
+  out.signed_headers.resize(auth.signed_headers.size());
+  for (std::size_t i = 0; i < auth.signed_headers.size(); ++i) out.signed_headers[i].assign(auth.signed_headers[i]);
+}
+
+verified verify(const request_view& request, const secret_lookup& secret_for, std::chrono::system_clock::time_point now,
+                std::optional<std::string_view> required_region, error_code& ec, std::string* why) {
+  verified out;
+  verify(request, secret_for, now, required_region, out, ec, why);
+  if (ec) return {};
   return out;
 }
 

@@ -173,6 +173,12 @@ using secret_lookup = std::function<std::optional<std::string>(std::string_view 
                               std::optional<std::string_view> required_region, error_code& ec,
                               std::string* why = nullptr);
 
+/// verify() into `out`, whose strings keep their memory from one request to the next (a server
+/// lends each connection's requests the same one): a verified request then allocates nothing.
+/// `out` holds the outcome when `ec` is clear, and is unspecified otherwise.
+void verify(const request_view& request, const secret_lookup& secret_for, std::chrono::system_clock::time_point now,
+            std::optional<std::string_view> required_region, verified& out, error_code& ec, std::string* why = nullptr);
+
 /// Signs a request with an Authorization header (client side). `headers` must contain host; any
 /// existing x-amz-date, x-amz-content-sha256 and authorization are replaced, and those three are
 /// appended. Every header is signed except authorization, user-agent, expect, connection,

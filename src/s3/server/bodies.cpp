@@ -24,7 +24,7 @@ asio::awaitable<std::optional<std::string>> connection<Stream>::read_small_body(
   if (length && *length > limit) co_return std::nullopt;
   if (!co_await continue_if_expected(req)) co_return std::nullopt;
   req.keep_header();
-  http::request_parser<http::string_body> body_parser(std::move(*req.parser));
+  request_body_parser<http::string_body> body_parser(std::move(*req.parser));
   body_parser.body_limit(limit);
   error_code ec;
   co_await http::async_read(stream_, buffer_, body_parser, asio::redirect_error(asio::use_awaitable, ec));

@@ -4,6 +4,7 @@
 
 #include "../tls_seal.hpp"
 #include "answer_head.hpp"
+#include "request_arena.hpp"
 
 namespace sluice::s3::detail {
 
@@ -20,7 +21,12 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   asio::awaitable<void> run();
 
  private:
-  using header_parser = http::request_parser<http::empty_body>;
+  // A request's header fields live in the connection's request_arena (reset per request).
+  using fields_allocator = arena_allocator<char>;
+  using request_fields = http::basic_fields<fields_allocator>;
+  using header_parser = http::request_parser<http::empty_body, fields_allocator>;
+  template <class Body>
+  using request_body_parser = http::request_parser<Body, fields_allocator>;
   using string_response = http::response<http::string_body>;
 
   // Per-request facts every operation needs.
@@ -45,8 +51,10 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     bool recorded = false;
     // The header is the parser's until a body is read: reading one moves the parser (and the
     // header it holds) away, so keep_header() copies it first. A GET copies nothing.
-    std::optional<http::request_header<>> kept;
-    [[nodiscard]] const http::request_header<>& msg() const { return kept ? *kept : parser->get().base(); }
+    std::optional<http::request_header<request_fields>> kept;
+    [[nodiscard]] const http::request_header<request_fields>& msg() const {
+      return kept ? *kept : parser->get().base();
+    }
     void keep_header() {
       if (!kept) kept.emplace(parser->get().base());
     }
@@ -79,7 +87,10 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     lend_route(connection* s, request* r) : self(s), req(r) {}
     lend_route(const lend_route&) = delete;
     lend_route& operator=(const lend_route&) = delete;
-    ~lend_route() { self->keep_spare(std::move(req->where)); }
+    ~lend_route() {
+      self->keep_spare(std::move(req->where));
+      if (req->auth) self->keep_spare(std::move(*req->auth));
+    }
   };
   // Keeps what a request borrowed for the next one when it is of an ordinary size: a connection
   // that once sent a header section full of parameters or fields does not hold that memory while
@@ -88,6 +99,16 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     std::size_t bytes = used.bucket.capacity() + used.key.capacity() + used.query.capacity() * sizeof(used.query[0]);
     for (const auto& [name, value] : used.query) bytes += name.capacity() + value.capacity();
     spare_route_ = bytes <= spare_limit_bytes ? std::move(used) : route{};
+  }
+  void keep_spare(verified used) {
+    std::size_t bytes = used.access_key_id.capacity() + used.scope.capacity() + used.amz_date.capacity() +
+                        used.payload_hash.capacity() + used.seed_signature.capacity() +
+                        used.signed_headers.capacity() * sizeof(used.signed_headers[0]);
+    for (const auto& name : used.signed_headers) bytes += name.capacity();
+    if (bytes <= spare_limit_bytes)
+      spare_auth_ = std::move(used);
+    else
+      spare_auth_.reset();
   }
   void keep_spare(std::vector<std::pair<std::string_view, std::string_view>> used) {
     used.clear();
@@ -294,9 +315,12 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // Storage each request borrows and gives back, so that a steady stream of requests allocates
   // neither: the route (its strings) and the header list verify() reads.
   route spare_route_;
+  std::optional<verified> spare_auth_;  // what a SigV4 request's verify() fills
   std::vector<std::pair<std::string_view, std::string_view>> spare_views_;
   // The head of a GET's or HEAD's answer, written into the same buffer each time.
   answer_head head_;
+  // Each request's header fields (header_parser), reset before the next request's first byte.
+  request_arena arena_;
   // HTTPS: the records of a large body, sealed in batches (send_sealed).
   tls_sealer sealer_;
 };
@@ -307,7 +331,8 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
 /// end cannot be known, so whatever follows must not be read as the next request):
 /// Content-Length as well → 400; a final coding other than chunked, chunked twice, or an empty
 /// list → 400; a coding this server does not decode before the final chunked → 501.
-inline std::optional<s3::errc> transfer_encoding_problem(const http::request_header<>& msg) {
+template <class Fields>
+std::optional<s3::errc> transfer_encoding_problem(const http::request_header<Fields>& msg) {
   auto [first, last] = msg.equal_range(http::field::transfer_encoding);
   if (first == last) return std::nullopt;
   if (msg.find(http::field::content_length) != msg.end()) return s3::errc::invalid_request;

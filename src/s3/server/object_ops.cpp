@@ -114,19 +114,29 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   if (speculate) mapped = state_->store->map_unconfirmed(object);
   unconfirmed = mapped.has_value();
   if (!mapped) {
-    mapped = co_await store_call([&] {
+    const auto map = [&] {
       if (req.head) return state_->store->describe(object, ec);
       if (!req.header("Range").empty() && !req.where.param("partNumber")) {
         return state_->store->map_range(object, req.header("Range"), ec);
       }
       return state_->store->map_streaming(object, ec);
-    });
+    };
+    // (store_call's choice, without its coroutine frame for a local store)
+    if (state_->store->remote()) {
+      mapped = co_await offload(map);
+    } else {
+      mapped = map();
+    }
   }
   if (ec) co_return co_await send_error(req, to_s3(ec));
-  // Shared: an RDMA write still in flight when its transfer gives up (a peer that vanished) keeps
-  // this version of the object mapped until libfabric completes it.
-  const auto mapping_owner = std::make_shared<const any_mapping>(std::move(*mapped));
-  const auto& mapping = *mapping_owner;
+  // Shared when it must outlive this answer: an RDMA write still in flight when its transfer gives
+  // up (a peer that vanished) keeps this version of the object mapped until libfabric completes
+  // it, and a confirmation in flight holds it too. Otherwise the mapping stays here.
+  std::shared_ptr<const any_mapping> mapping_owner;
+  if (unconfirmed || (!req.head && !req.header("x-amz-rdma-token").empty())) {
+    mapping_owner = std::make_shared<const any_mapping>(std::move(*mapped));
+  }
+  const any_mapping& mapping = mapping_owner ? *mapping_owner : *mapped;
   if (unconfirmed) asked = co_await start_confirmation(object, mapping_owner);
   const object_info& info = mapping.info();
   const auto last_modified = std::chrono::time_point_cast<std::chrono::seconds>(info.last_modified);

@@ -124,7 +124,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Stream>::receive_ob
     req.body_pending = false;
   } else if (req.body_pending) {  // chunked transfer coding: Beast's parser takes the framing off
     req.keep_header();
-    http::request_parser<http::buffer_body> body_parser(std::move(*req.parser));
+    request_body_parser<http::buffer_body> body_parser(std::move(*req.parser));
     if (!body_buffer_) body_buffer_ = std::make_unique_for_overwrite<std::byte[]>(body_buffer_bytes);
     error_code ec;
     while (!body_parser.is_done()) {
