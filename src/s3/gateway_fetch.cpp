@@ -239,7 +239,7 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
 
   // Chain `chain` takes the next step, or ends (no step left, or a step failed).
   void next_step(std::size_t chain) {
-    std::uint64_t step = 0;
+    std::optional<std::uint64_t> step;
     bool last = false;
     {
       const std::lock_guard lock(progress_mutex);
@@ -249,12 +249,12 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
         step = next++;
       }
     }
-    if (last) {
+    if (step) {
+      request(chain, *step);
+    } else if (last) {
       auto on_done = std::move(done);
       on_done(first_error);  // every chain ended: nothing else writes it
-      return;
     }
-    request(chain, step);
   }
 
   void request(std::size_t chain, std::uint64_t step) {

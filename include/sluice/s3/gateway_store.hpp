@@ -68,8 +68,12 @@
 // and empty truncated pages are followed by their token (up to 16).
 //
 // Calls block on the upstream. The store says so (`remote`), and the server runs its calls on its
-// blocking pool, so a slow upstream never holds a network thread. Every member may be called
-// from several threads at once.
+// blocking pool, so a slow upstream never holds a network thread. A fetch runs as a composed
+// operation on the upstream client's executor (chains of async_get_object, one ranged step each,
+// writing the cache file as the steps land; no thread of its own): the calling thread waits for
+// it, or, for map_streaming, only for its first step. Do not call the store from the upstream
+// client's threads. Every member may be called from several threads at once. What the client
+// sees only as a 502 or 503 is said through gateway_store_config::log.
 #pragma once
 
 #include <sluice/concepts.hpp>
