@@ -163,7 +163,7 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
 
   // Posts the chains on the client's executor; `on_done` runs once they all ended.
   void start(std::function<void(error_code)> on_done) {
-    done = std::move(on_done);
+    done_ = std::move(on_done);
     chains = std::max<std::size_t>(streams, 1);  // an empty object: one chain that ends at once
     for (std::size_t chain = 0; chain < chains; ++chain) {
       boost::asio::post(store.upstream_->get_executor(),
@@ -252,7 +252,7 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
     if (step) {
       request(chain, *step);
     } else if (last) {
-      auto on_done = std::move(done);
+      auto on_done = std::move(done_);
       on_done(first_error);  // every chain ended: nothing else writes it
     }
   }
@@ -329,7 +329,7 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
     return s3::errc::service_unavailable;
   }
 
-  std::function<void(error_code)> done;
+  std::function<void(error_code)> done_;
 };
 
 std::shared_ptr<gateway_store::fetch_operation> gateway_store::prepare_fetch(
