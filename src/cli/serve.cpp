@@ -338,6 +338,10 @@ std::optional<s3::gateway_store_config> gateway_config(const serve_options& o,
   if (o.cache_bytes) gateway.cache_bytes = *o.cache_bytes;
   if (o.revalidate_after) gateway.revalidate_after = std::chrono::seconds(*o.revalidate_after);
   if (o.stale_if_error) gateway.stale_if_error = true;
+  // Why an answer was a 502 or 503 (the client sees only that): on stderr, one line each.
+  gateway.log = [](std::string_view message) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(message.size()), message.data());
+  };
   return gateway;
 }
 

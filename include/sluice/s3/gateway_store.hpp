@@ -25,11 +25,11 @@
 //   HEAD, so the copy is one version; smaller first steps when GETs wait on it, fetch_plan)
 //   into an fs_store writer, published atomically, then
 //   served. map_streaming (the server's GET) serves an object larger than chunk_bytes while it
-//   arrives: the fetch runs on its own thread, and the mapping (of the file being written) says
-//   how much of it is there (ready, wait_until); 404 → the cached copy is dropped and the answer is NoSuchKey. head()
-//   of an uncached object answers the upstream's HEAD and fetches nothing. map_unconfirmed and
-//   confirm split a read in two for the server's GET into a token's memory or with If-Match: the
-//   copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the HEAD does
+//   arrives: the fetch runs as a composed operation on the upstream client's executor (no thread
+//   of its own), and the mapping (of the file being written) says how much of it is there (ready, wait_until); 404 →
+//   the cached copy is dropped and the answer is NoSuchKey. head() of an uncached object answers the upstream's HEAD
+//   and fetches nothing. map_unconfirmed and confirm split a read in two for the server's GET into a token's memory or
+//   with If-Match: the copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the HEAD does
 //   not confirm is read again through map() (or its HTTP answer is cut short).
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
@@ -68,8 +68,12 @@
 // and empty truncated pages are followed by their token (up to 16).
 //
 // Calls block on the upstream. The store says so (`remote`), and the server runs its calls on its
-// blocking pool, so a slow upstream never holds a network thread. Every member may be called
-// from several threads at once.
+// blocking pool, so a slow upstream never holds a network thread. A fetch runs as a composed
+// operation on the upstream client's executor (chains of async_get_object, one ranged step each,
+// writing the cache file as the steps land; no thread of its own): the calling thread waits for
+// it, or, for map_streaming, only for its first step. Do not call the store from the upstream
+// client's threads. Every member may be called from several threads at once. What the client
+// sees only as a 502 or 503 is said through gateway_store_config::log.
 #pragma once
 
 #include <sluice/concepts.hpp>
@@ -122,6 +126,11 @@ struct gateway_store_config {
   std::uint64_t passthrough_bytes = std::uint64_t{256} << 20;
   std::uint64_t max_object_bytes = 5ULL << 40;  ///< larger upstream objects are refused
   bool fsync = true;                            ///< fsync the cache (off: tests only)
+  /// Where the store says why an answer failed that the client sees only as a 502 or 503 (the
+  /// upstream's failures and garbage, a fetch that could not finish, an invalid config at open),
+  /// one line without its newline, from any thread at once; null: said nowhere. `sluice serve`
+  /// writes them to stderr. Not read from the config file.
+  std::function<void(std::string_view message)> log;
 
   /// Valid when root is not empty, the upstream config is valid, cache_bytes and chunk_bytes
   /// are at least 1 MiB, fetch_streams is 1..64 and max_object_bytes is 1..2^62.
@@ -377,7 +386,7 @@ class gateway_store {
 
   /// Opens the cache (creating the root when missing), empties the spool, indexes the cached
   /// copies (unvalidated) and starts the upstream client. Null with `ec` on error
-  /// (errc::invalid_config for an invalid config, with the reason on stderr; EWOULDBLOCK when another store
+  /// (errc::invalid_config for an invalid config, with the reason to config.log; EWOULDBLOCK when another store
   /// has the root open).
   static std::unique_ptr<gateway_store> open(gateway_store_config config, error_code& ec);
   gateway_store(const gateway_store&) = delete;
@@ -454,7 +463,7 @@ class gateway_store {
   static bool upstream_failed(const error_code& ec) noexcept;
   // Upstream errors as the store reports them (no_such_key → no_such_object, failures → 503).
   static error_code from_upstream(const error_code& ec) noexcept;
-  // Says on stderr why the upstream failed, when that made the answer 503.
+  // Says through config_.log why the upstream failed, when that made the answer 503 or 502.
   void log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
                             const error_code& answered) const;
   // Makes sure the cache has `bucket` (asking the upstream whether it exists first).
@@ -497,22 +506,43 @@ class gateway_store {
                                      const std::optional<std::chrono::system_clock::time_point>& last_modified) const;
   // A reader's mapping of a copy being fetched.
   static mapping reader_of(const streaming_copy& copy);
-  // Fetches `info`'s version into the cache (or memory); errors as map. With `fill`, the bytes
-  // written are reported to it, and `started` is called with the copy being written once the
-  // fetch has begun (not for a pass-through).
+  // One fetch of a version into the cache: the state its steps share (src/s3/gateway_fetch.cpp).
+  class fetch_operation;
+  // Sets up the fetch of `info`'s version into the cache: the budget reserved and a staged cache
+  // file (the operation says `cacheable() == false` when the cache cannot take it: pass it
+  // through). With `fill`, the bytes written are reported to it, and `started` is called (on a
+  // client thread) with the copy being written once its first step matched the HEAD. Errors: an
+  // I/O error of the cache.
+  std::shared_ptr<fetch_operation> prepare_fetch(const object_ref& object, const object_info& info,
+                                                 std::shared_ptr<detail::fill_progress> fill,
+                                                 std::function<void(const streaming_copy&)> started, error_code& ec);
+  // The fetch's steps, posted on the upstream client's executor: fetch_streams chains of
+  // async_get_object, each taking the next ranged step when its last one ended (the step's
+  // bytes received in place or written from its buffer, the MD5 of the prefix advanced). Calls
+  // `done` once, on a client thread, with the first error, when every chain has ended.
+  static void start_fetch(const std::shared_ptr<fetch_operation>& op, std::function<void(error_code)> done);
+  // After start_fetch's `done`: checks the MD5 of the whole copy (a mismatch fails with
+  // s3::errc::bad_gateway: nothing is published, a streamed copy ends short), then, without an
+  // error, publishes and indexes the copy and answers its mapping.
+  mapping finish_fetch(fetch_operation& op, error_code& ec);
+  // Fetches `info`'s version whole into memory (the cache cannot take it), at most
+  // passthrough_bytes (else s3::errc::slow_down); its MD5 ETag checked as a fetch's.
+  mapping pass_through(fetch_operation& op, error_code& ec);
+  // Fetches `info`'s version into the cache (or memory), waiting for it; errors as map.
   // A single-part MD5 ETag is checked against the bytes (hashed while they arrive; a streamed
   // copy's last byte is held back from `fill` until they match): a mismatch publishes nothing and
   // fails with s3::errc::bad_gateway. When the upstream's GETs say another size than `info`'s
   // (the HEAD's), `other_size` (when given) gets theirs and the fetch fails: fetch again with it.
   mapping fetch(const object_ref& object, const object_info& info, error_code& ec,
-                const std::shared_ptr<detail::fill_progress>& fill = nullptr,
-                const std::function<void(const streaming_copy&)>& started = nullptr,
                 std::optional<std::uint64_t>* other_size = nullptr);
-  // Runs fetch on a thread of its own and answers the mapping of the copy being written as soon
-  // as it started (or fetch's result, when it ended first). Ends the fetch of `object`
-  // (fetching_) when done. Pre: `object` is in fetching_.
+  // Starts the fetch and answers the mapping of the copy being written as soon as its first step
+  // arrived (or the fetch's result, when it ended first); the rest of the fetch goes on on the
+  // client's executor. Ends the fetch of `object` (fetching_) when done. Pre: `object` is in
+  // fetching_.
   mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec,
                           std::optional<std::uint64_t>* other_size = nullptr);
+  // Says `message` through config_.log, when set.
+  void log(const std::string& message) const;
   // Ends the fetch of `name`: readers waiting for it look again.
   void fetch_done(const std::string& name);
   // Evicts the least recently used copy other than `except`; false when there is none.
@@ -524,11 +554,15 @@ class gateway_store {
   // used copy other than `name` and tries again, until none is left (then ENOSPC).
   void evicting(const std::string& name, error_code& ec, const std::function<void(error_code&)>& attempt);
   // Reads [offset, offset + out.size()) of `info`'s version (its ETag, its size) into `out`
-  // (`progress`: as the client's, bytes of `out` filled so far). Every answer is checked first
+  // with one async_get_object, waiting for it. Every answer is checked first
   // (detail::check_upstream_get): another version, range or size fails it with
   // s3::errc::bad_gateway, and `answer` (when given) says what the last answer said.
   void fetch_range(const object_ref& object, const object_info& info, std::uint64_t offset, std::span<std::byte> out,
-                   error_code& ec, progress_callback progress = {}, detail::upstream_get_answer* answer = nullptr);
+                   error_code& ec, detail::upstream_get_answer* answer = nullptr);
+  // The options of a GET of [offset, offset + length) of `info`'s version: If-Match its ETag, and
+  // each answer checked (detail::check_upstream_get) into `*seen` before its body is read.
+  [[nodiscard]] get_options upstream_get(const object_info& info, std::uint64_t offset, std::uint64_t length,
+                                         std::shared_ptr<detail::upstream_get_answer> seen) const;
   // Checks an upstream answer's info (size bound, ETag characters).
   [[nodiscard]] bool sane(const object_info& info) const noexcept;
   // Copies the file at `path` (size bytes) into the cache as `object` with `attributes`.
@@ -542,10 +576,10 @@ class gateway_store {
   mutable std::mutex mutex_;  // guards index_, fetching_, stats_
   detail::cache_index index_;
   std::set<std::string, std::less<>> fetching_;  // names being fetched; others wait on fetched_
-  std::condition_variable fetched_;              // also: a streaming fetch's thread ended (streaming_)
+  std::condition_variable fetched_;              // also: a streaming fetch ended (streaming_)
   // The copies being fetched by fetch_streaming, by name: readers of the same version join them.
   std::map<std::string, streaming_copy, std::less<>> streams_;
-  std::size_t streaming_ = 0;  // fetch threads running (fetch_streaming); the destructor waits for them
+  std::size_t streaming_ = 0;  // fetch_streaming's fetches under way; the destructor waits for them
   mutable gateway_statistics stats_;
   std::uint64_t spool_counter_ = 0;
 };
