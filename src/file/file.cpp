@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/unique_fd.hpp"
+
 namespace sluice::file {
 
 namespace {
@@ -48,33 +50,7 @@ std::optional<config_error> check_chunk_bytes(std::size_t chunk_bytes) {
   return std::nullopt;
 }
 
-/// A file descriptor, closed on destruction. Move-only.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-
-  void reset(int fd = -1) noexcept {
-    // close() is not retried on EINTR: Linux releases the descriptor whatever close returns.
-    if (fd_ >= 0) static_cast<void>(::close(fd_));
-    fd_ = fd;
-  }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-  /// Gives the descriptor up without closing it.
-  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using ::sluice::detail::unique_fd;
 
 unique_fd open_read_only(const std::filesystem::path& path, bool direct) noexcept {
   const int flags = O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0);

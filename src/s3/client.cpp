@@ -56,6 +56,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/text.hpp"
+
 // The parts, in order: each uses what the ones before it define.
 // clang-format off
 #include "client_connection.ipp"

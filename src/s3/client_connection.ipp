@@ -23,11 +23,7 @@ struct endpoint_parts {
 
 /// Whether `url` starts with `scheme` ("http://"), in any case.
 bool has_scheme(std::string_view url, std::string_view scheme) {
-  if (url.size() < scheme.size()) return false;
-  for (std::size_t i = 0; i < scheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
-  }
-  return true;
+  return url.size() >= scheme.size() && ::sluice::detail::iequals(url.substr(0, scheme.size()), scheme);
 }
 
 /// "http://host[:port][/]" or "https://host[:port][/]" → its parts; nullopt for anything else.

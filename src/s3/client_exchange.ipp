@@ -192,11 +192,7 @@ std::optional<content_range> parse_content_range(std::string_view text) {
   return out;
 }
 
-std::string unquote(std::string_view etag) {
-  if (etag.starts_with("W/")) etag.remove_prefix(2);
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-  return std::string(etag);
-}
+using ::sluice::detail::unquote_etag;
 
 std::string lower(std::string_view text) {
   std::string out(text);

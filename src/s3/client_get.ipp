@@ -100,7 +100,7 @@ object_info info_from(const response& res, const std::string& key) {
   const std::string_view length = res.field("Content-Length");
   (void)std::from_chars(length.data(), length.data() + length.size(), info.size);
   if (auto time = xml::parse_http_date(res.field("Last-Modified"))) info.last_modified = *time;
-  info.attributes.etag = unquote(res.field("ETag"));
+  info.attributes.etag = unquote_etag(res.field("ETag"));
   info.attributes.content_type = std::string(res.field("Content-Type"));
   info.attributes.content_encoding = std::string(res.field("Content-Encoding"));
   info.attributes.content_disposition = std::string(res.field("Content-Disposition"));
@@ -396,7 +396,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   job.options = &options;
   spec.choose = [&](const response& res, std::span<std::byte>& target, bool& longer_ok) -> error_code {
     if (const error_code verdict = caller_check(options, res)) return verdict;
-    job.etag = unquote(res.field("ETag"));
+    job.etag = unquote_etag(res.field("ETag"));
     first_by_rdma = grant && moved_by_rdma(res);
     if (grant && !first_by_rdma) {
       ++paths.declined;

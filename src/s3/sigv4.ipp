@@ -3,6 +3,8 @@
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/sigv4.hpp>
 
+#include "common/text.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -14,7 +16,9 @@ namespace sigv4_detail {
 constexpr std::string_view algorithm = "AWS4-HMAC-SHA256";
 constexpr std::string_view scope_terminator = "aws4_request";
 
-char to_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+using ::sluice::detail::hex_value;
+using ::sluice::detail::iequals;
+constexpr auto to_lower = ::sluice::detail::to_lower_ascii;
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -22,23 +26,11 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return to_lower(x) == to_lower(y); });
-}
-
 bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 bool is_unreserved(char c) noexcept {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_' || c == '.' ||
          c == '~';
-}
-
-int hex_value(char c) noexcept {
-  if (is_digit(c)) return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 bool is_hex(std::string_view text) noexcept {
