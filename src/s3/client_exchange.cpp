@@ -1,79 +1,10 @@
 // One HTTP exchange with retries: the request, its target and signature, reading the answer
 // (into the caller's memory for a body), TLS, backoff.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
-
-// ---------------------------------------------------------------------------------------------
-// One HTTP exchange, with retries
-
-/// Reports the bytes of one transfer to its progress callback.
-struct transfer_progress {
-  progress_callback callback;
-  std::uint64_t total = 0;
-  std::uint64_t done = 0;
-
-  void add(std::uint64_t bytes) {
-    done += bytes;
-    if (callback && bytes > 0) callback(done, total);
-  }
-  void take_back(std::uint64_t bytes) {
-    done -= std::min(done, bytes);
-    if (callback && bytes > 0) callback(done, total);
-  }
-};
-
-/// Which failures a request may be repeated after (see the header's "Retries").
-enum class retry_mode {
-  idempotent,       ///< 5xx, RequestTimeout, SlowDown and connection errors
-  rejected_only,    ///< only 503 answers (SlowDown, ServiceUnavailable): the server refused it
-  complete_upload,  ///< as idempotent; the caller checks a NoSuchUpload after a repeat
-};
-
-/// A response's header, the success body as text (or the count of bytes put into a target), and
-/// how many attempts it took.
-struct response {
-  unsigned status = 0;
-  http::response_header<> header;
-  std::string body;
-  std::uint64_t body_bytes = 0;
-  std::uint32_t attempts = 0;
-
-  [[nodiscard]] std::string_view field(std::string_view name) const {
-    auto it = header.find(beast::string_view(name.data(), name.size()));
-    if (it == header.end()) return {};
-    return {it->value().data(), it->value().size()};
-  }
-};
-
-/// Decides, from a success answer's header, where its body goes: into `target`, exactly; with
-/// `longer_ok` the rest of a longer body is dropped with the connection. An error ends the
-/// request at once (not retried).
-using target_chooser = std::function<error_code(const response&, std::span<std::byte>& target, bool& longer_ok)>;
-
-/// One request to send: method, bucket, key, query (decoded; a flag such as "uploads" has an
-/// empty value), extra headers, body and what to do with the answer.
-struct request_spec {
-  http::verb method = http::verb::get;
-  std::string bucket;
-  std::string key;
-  std::vector<std::pair<std::string, std::string>> query;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::span<const std::byte> body;  // valid for every attempt
-  bool has_body = false;            // sends Content-Length (also 0)
-  std::string payload_hash;         // empty: SHA-256 of nothing without a body, else UNSIGNED-PAYLOAD
-  retry_mode retry = retry_mode::idempotent;
-  target_chooser choose;  // set: a success body goes into the chosen target; unset: into response::body
-  transfer_progress* progress = nullptr;
-  std::optional<std::chrono::seconds> timeout;  // instead of request_timeout
-};
-
-constexpr std::size_t io_slice = 1 * mib;        // bytes per write or read call (progress granularity)
-constexpr std::size_t max_text_body = 64 * mib;  // a listing page or an XML answer
-constexpr std::size_t max_error_body = 1 * mib;  // an error answer
-constexpr std::chrono::seconds max_backoff{20};
-constexpr std::chrono::seconds abort_timeout{10};  // the best-effort AbortMultipartUpload
 
 /// The path and query of a request, as sent and signed.
 std::string target_for(const client_config& config, const request_spec& spec) {
@@ -159,13 +90,6 @@ error_code error_of(const response& res, bool bucket_level) {
   return res.status >= 500 ? errc::internal_error : errc::invalid_request;
 }
 
-/// "bytes a-b/total" or "bytes */total".
-struct content_range {
-  std::optional<std::uint64_t> first;
-  std::optional<std::uint64_t> last;
-  std::optional<std::uint64_t> total;
-};
-
 std::optional<content_range> parse_content_range(std::string_view text) {
   if (!text.starts_with("bytes ")) return std::nullopt;
   text.remove_prefix(6);
@@ -191,8 +115,6 @@ std::optional<content_range> parse_content_range(std::string_view text) {
   }
   return out;
 }
-
-using ::sluice::detail::unquote_etag;
 
 std::string lower(std::string_view text) {
   std::string out(text);

@@ -1,20 +1,10 @@
 // The operations' shared parts (outcomes, workers), HeadObject, and GetObject: parallel ranged
 // GETs straight into the caller's memory, by HTTP body or by x-amz-rdma-token.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
-
-// ---------------------------------------------------------------------------------------------
-// Operations
-
-/// What a top-level coroutine hands to its completion: an error, or a value.
-template <class T>
-struct outcome {
-  error_code ec;
-  T value{};
-};
-struct nothing {};
 
 error_code error_from(const std::exception_ptr& failure) {
   try {
@@ -28,25 +18,6 @@ error_code error_from(const std::exception_ptr& failure) {
   } catch (...) {
     return errc::internal_error;
   }
-}
-
-/// Runs `work` on a new strand of the client and completes `handler` with its outcome.
-template <class T, class... Values>
-void spawn(const std::shared_ptr<client_state>& state, asio::awaitable<outcome<T>> work,
-           client_handler<Values...> handler) {
-  asio::co_spawn(asio::make_strand(state->io), std::move(work),
-                 [h = std::move(handler)](std::exception_ptr failure, outcome<T> result) mutable {
-                   if (failure) {
-                     result.ec = error_from(failure);
-                     result.value = T{};
-                   }
-                   if constexpr (sizeof...(Values) == 0) {
-                     h(result.ec);
-                   } else {
-                     if (result.ec) result.value = T{};
-                     h(result.ec, std::move(result.value));
-                   }
-                 });
 }
 
 /// Runs `count` workers made by `make` at once on this strand and returns when all ended.
@@ -154,30 +125,6 @@ asio::awaitable<outcome<object_info>> head_object_op(op_context op, std::string 
 
 /// Shared by the workers of one parallel download (all on the operation's strand).
 // -- RDMA (x-amz-rdma-token) -------------------------------------------------------------------
-
-/// What carried one transfer's bytes; its parts count from several threads.
-struct path_counter {
-  std::atomic<std::uint64_t> rdma_bytes{0};
-  std::atomic<std::uint64_t> http_bytes{0};
-  std::atomic<std::uint32_t> rdma_requests{0};
-  std::atomic<std::uint32_t> http_requests{0};
-  std::atomic<std::uint32_t> declined{0};
-
-  void rdma(client_state& state, std::uint64_t bytes) {
-    rdma_bytes += bytes;
-    ++rdma_requests;
-    state.rdma_bytes += bytes;
-  }
-  void http(client_state& state, std::uint64_t bytes) {
-    http_bytes += bytes;
-    ++http_requests;
-    state.http_bytes += bytes;
-  }
-  void report_to(transfer_report* report) const {
-    if (report == nullptr) return;
-    *report = {rdma_bytes.load(), http_bytes.load(), rdma_requests.load(), http_requests.load(), declined.load()};
-  }
-};
 
 /// Whether the server moved an answer's bytes by RDMA (x-amz-rdma-reply: 200, 204 or 206).
 bool moved_by_rdma(const response& res) {

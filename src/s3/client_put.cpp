@@ -1,13 +1,12 @@
 // PutObject: sources (memory, file, upload_source, device memory), single PUT and multipart
 // upload, by HTTP body or by x-amz-rdma-token.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
 
 // -- PUT --------------------------------------------------------------------------------------
-
-using byte_source = upload_source;
 
 class region_source final : public byte_source {
  public:
