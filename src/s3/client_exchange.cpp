@@ -122,6 +122,15 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+/// Reports `bytes` moved to the transfer's `progress` (if any) and counts them in the attempt's
+/// `progressed` (what a retry takes back).
+void count_progress(transfer_progress* progress, std::uint64_t& progressed, std::uint64_t bytes) {
+  if (progress != nullptr && bytes > 0) {
+    progress->add(bytes);
+    progressed += bytes;
+  }
+}
+
 /// Reads the body into `target` until it is full or the message ends; the bytes read. `Stream`
 /// is beast::tcp_stream or tls_stream, here and below.
 template <class Stream>
@@ -137,10 +146,7 @@ asio::awaitable<std::size_t> read_into(Stream& stream, beast::flat_buffer& buffe
     if (ec == http::error::need_buffer) ec = {};
     const std::size_t got = n - parser.get().body().size;
     filled += got;
-    if (progress != nullptr && got > 0) {
-      progress->add(got);
-      progressed += got;
-    }
+    count_progress(progress, progressed, got);
     if (ec) break;
   }
   co_return filled;
@@ -155,10 +161,7 @@ asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buf
   std::size_t filled = std::min(buffer.size(), target.size());
   asio::buffer_copy(asio::buffer(target.data(), filled), buffer.data());
   buffer.consume(filled);
-  if (progress != nullptr && filled > 0) {
-    progress->add(filled);
-    progressed += filled;
-  }
+  count_progress(progress, progressed, filled);
   while (filled < target.size()) {
     const std::size_t n = std::min(io_slice, target.size() - filled);
     std::size_t got = 0;
@@ -172,10 +175,7 @@ asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buf
                                       asio::redirect_error(asio::use_awaitable, ec));
     }
     filled += got;
-    if (progress != nullptr && got > 0) {
-      progress->add(got);
-      progressed += got;
-    }
+    count_progress(progress, progressed, got);
     if (ec) break;
   }
   co_return filled;
@@ -353,10 +353,7 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
     if (write_ec == http::error::need_buffer) write_ec = {};
     if (write_ec) break;
     sent += n;
-    if (spec.progress != nullptr && n > 0) {
-      spec.progress->add(n);
-      r.progressed += n;
-    }
+    count_progress(spec.progress, r.progressed, n);
   } while (!serializer.is_done());
   if (write_ec == beast::error::timeout || write_ec == asio::error::operation_aborted) {
     r.ec = write_ec;
