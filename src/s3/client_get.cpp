@@ -27,7 +27,7 @@ asio::awaitable<void> run_workers(std::size_t count, const std::function<asio::a
   std::size_t remaining = count;
   std::exception_ptr first_failure;
   for (std::size_t i = 0; i < count; ++i) {
-    asio::co_spawn(executor, make(), [&](std::exception_ptr failure) {
+    asio::co_spawn(executor, make(), [&](const std::exception_ptr& failure) {
       if (failure && !first_failure) first_failure = failure;
       --remaining;
       signal.cancel();

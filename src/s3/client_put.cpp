@@ -319,7 +319,9 @@ asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const 
   } else if (!out.ec) {
     out.value = xml::parse_complete_multipart_upload_result(res.body, out.ec).etag;
   }
-  if (out.ec) co_await abort_upload(op, job);
+  if (out.ec) {
+    co_await abort_upload(op, job);
+  }
   co_return out;
 }
 
