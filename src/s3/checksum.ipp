@@ -2,6 +2,8 @@
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/error.hpp>
 
+#include "common/text.hpp"
+
 #include <isa-l/crc.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -55,12 +57,7 @@ const EVP_MD* evp_md_of(digest_kind kind) noexcept {
 // value, as zlib's crc32() does, so it chains from 0.
 constexpr std::uint32_t crc32c_init = 0xFFFFFFFFu;
 
-char lower_ascii(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower_ascii(x) == lower_ascii(y); });
-}
+using ::sluice::detail::iequals;
 
 constexpr std::string_view base64_alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -233,22 +230,10 @@ std::string to_hex(std::span<const std::byte> bytes) {
   return out;
 }
 
-void append_hex(std::string& out, std::span<const std::byte> bytes) {
-  static constexpr std::string_view digits = "0123456789abcdef";
-  for (const std::byte b : bytes) {
-    const auto v = std::to_integer<unsigned>(b);
-    out.push_back(digits[v >> 4]);
-    out.push_back(digits[v & 0xFu]);
-  }
-}
+void append_hex(std::string& out, std::span<const std::byte> bytes) { ::sluice::detail::append_hex(out, bytes); }
 
 void hex_into(std::span<char, 64> out, const std::array<std::byte, 32>& bytes) noexcept {
-  static constexpr std::string_view digits = "0123456789abcdef";
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const auto v = std::to_integer<unsigned>(bytes[i]);
-    out[2 * i] = digits[v >> 4];
-    out[2 * i + 1] = digits[v & 0xFu];
-  }
+  ::sluice::detail::hex_into(out.data(), bytes);
 }
 
 std::string base64_encode(std::span<const std::byte> bytes) {

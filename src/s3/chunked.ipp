@@ -4,6 +4,8 @@
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/sigv4.hpp>
 
+#include "common/text.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -15,14 +17,8 @@ namespace chunked_detail {
 constexpr std::string_view signature_prefix = "chunk-signature=";
 constexpr std::string_view trailer_signature_name = "x-amz-trailer-signature";
 
-char to_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+using ::sluice::detail::hex_value;
+constexpr auto to_lower = ::sluice::detail::to_lower_ascii;
 
 bool is_signature(std::string_view text) noexcept {
   return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; });

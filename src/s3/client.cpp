@@ -1,5 +1,6 @@
-// Implementation of include/sluice/s3/client.hpp: a translation unit of its own, with its parts
-// (client_connection, client_exchange, client_get, client_put, client_ops .ipp) included in order.
+// Implementation of include/sluice/s3/client.hpp: the public class. The requests are in the
+// client's other translation units (client_connection, client_exchange, client_get, client_put,
+// client_ops .cpp), which share the declarations of client_internal.hpp.
 //
 // Every operation is one coroutine on a strand of its own (asio::co_spawn). The parts of a
 // multipart upload or of a parallel download are worker coroutines on that same strand, so
@@ -11,59 +12,7 @@
 // layer below it) moves with the connection, and that layer is pointed at the adopted stream.
 // Requests are one template, attempt<Tls>: plain HTTP reads and writes the beast::tcp_stream as
 // before, https goes through the ssl::stream over it.
-#include <sluice/detail/completion.hpp>
-#include <sluice/path.hpp>
-#include <sluice/s3/checksum.hpp>
-#include <sluice/s3/client.hpp>
-#include <sluice/s3/error.hpp>
-#include <sluice/s3/path.hpp>
-#include <sluice/s3/sigv4.hpp>
-#include <sluice/s3/xml.hpp>
-#include <sluice/s3/xml_client.hpp>
-
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <charconv>
-#include <deque>
-#include <limits>
-#include <map>
-#include <mutex>
-#include <random>
-#include <stdexcept>
-#include <system_error>
-#include <thread>
-#include <type_traits>
-
-#include <fcntl.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-// The parts, in order: each uses what the ones before it define.
-// clang-format off
-#include "client_connection.ipp"
-#include "client_exchange.ipp"
-#include "client_get.ipp"
-#include "client_put.ipp"
-#include "client_ops.ipp"
-// clang-format on
+#include "client_internal.hpp"
 
 namespace sluice::s3 {
 
@@ -182,7 +131,7 @@ void client::start_head_object(std::string bucket, std::string key, detail::clie
 
 // GET and PUT from memory: one path each, negotiate → register → move → complete, over the parts
 // of include/sluice/s3/path.hpp; the transport moves the bytes with start_read_object and
-// start_write_object (the request machinery of client_get.ipp and client_put.ipp).
+// start_write_object (the request machinery of client_get.cpp and client_put.cpp).
 namespace {
 
 /// The path of one call: built per call (its transport carries the call's options) and kept

@@ -26,6 +26,9 @@
 #include <tuple>
 #include <utility>
 
+#include "common/text.hpp"
+#include "common/unique_fd.hpp"
+
 // The parts, in order: each uses what the ones before it define. This file is the store
 // itself: its directory layout, opening and scanning the root, buckets, objects and listing.
 // clang-format off

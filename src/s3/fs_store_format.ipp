@@ -13,39 +13,14 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view header_magic = "SLUICEO1";
 constexpr std::size_t header_prefix = 16;  // magic, header length, JSON length
-constexpr std::string_view hex_digits = "0123456789abcdef";
 
 error_code sys_error(int value) { return {value, boost::system::generic_category()}; }
 error_code last_error() { return sys_error(errno); }
 error_code sys_error(const std::error_code& e) { return sys_error(e.value()); }
 
-// An owned file descriptor.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-  [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using ::sluice::detail::hex_digits;
+using ::sluice::detail::lower_hex_value;  // lower case only: one spelling per byte string
+using ::sluice::detail::unique_fd;
 
 unique_fd open_fd(const char* path, int flags, error_code& ec, mode_t mode = 0644) {
   int fd = -1;
@@ -152,19 +127,8 @@ bool copy_range(int in, std::uint64_t in_offset, int out, std::uint64_t out_offs
 
 std::string to_hex(std::string_view bytes) {
   std::string out;
-  out.reserve(bytes.size() * 2);
-  for (char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    out.push_back(hex_digits[c >> 4U]);
-    out.push_back(hex_digits[c & 0xfU]);
-  }
+  ::sluice::detail::append_hex(out, std::as_bytes(std::span(bytes.data(), bytes.size())));
   return out;
-}
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;  // lower case only: one spelling per byte string
 }
 
 bool from_hex(std::string_view hex, std::string& out) {
@@ -172,8 +136,8 @@ bool from_hex(std::string_view hex, std::string& out) {
   out.clear();
   out.reserve(hex.size() / 2);
   for (std::size_t i = 0; i < hex.size(); i += 2) {
-    const int hi = hex_value(hex[i]);
-    const int lo = hex_value(hex[i + 1]);
+    const int hi = lower_hex_value(hex[i]);
+    const int lo = lower_hex_value(hex[i + 1]);
     if (hi < 0 || lo < 0) return false;
     out.push_back(static_cast<char>((hi << 4) | lo));
   }
@@ -181,7 +145,7 @@ bool from_hex(std::string_view hex, std::string& out) {
 }
 
 bool is_lower_hex(std::string_view s, std::size_t length) noexcept {
-  return s.size() == length && std::all_of(s.begin(), s.end(), [](char c) { return hex_value(c) >= 0; });
+  return s.size() == length && std::all_of(s.begin(), s.end(), [](char c) { return lower_hex_value(c) >= 0; });
 }
 
 bool valid_upload_id(std::string_view id) noexcept { return is_lower_hex(id, 32); }

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "common/text.hpp"
+
 namespace sluice::s3::detail {
 
 namespace upstream_answer {
@@ -23,10 +25,7 @@ std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept {
   return value;
 }
 
-std::string_view unquoted(std::string_view etag) noexcept {
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-  return etag;
-}
+using ::sluice::detail::unquote;
 
 }  // namespace
 }  // namespace upstream_answer
@@ -46,7 +45,7 @@ upstream_get_answer check_upstream_get(const upstream_get_fields& fields, const 
     return out;
   };
   // An upstream that ignores If-Match answers with another version: its ETag says which.
-  if (asked.etag.empty() || upstream_answer::unquoted(fields.etag) != asked.etag) return fail();
+  if (asked.etag.empty() || upstream_answer::unquote(fields.etag) != asked.etag) return fail();
   std::uint64_t total = 0;
   if (fields.status == 206) {
     // "bytes FIRST-LAST/TOTAL", inside what was asked.

@@ -7,6 +7,7 @@
 // secret without sending it, and the nonces make every session's proofs fresh.
 #pragma once
 
+#include "common/unique_fd.hpp"
 #include "grant_codec.hpp"
 
 #include <sluice/error.hpp>
@@ -35,31 +36,7 @@ inline constexpr std::string_view client_label = "sluice-grant/1 client";
 
 inline error_code last_errno() { return {errno, boost::system::generic_category()}; }
 
-/// A file descriptor, closed on destruction.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-
- private:
-  int fd_ = -1;
-};
+using ::sluice::detail::unique_fd;
 
 /// Fills `out` from the system's CSPRNG; throws std::runtime_error when it has no entropy (there is
 /// nothing safe to hand out then).

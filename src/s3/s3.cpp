@@ -3,16 +3,21 @@
 // SigV2, chunked bodies, the token codec, XML, the checks of a gateway's upstream answers,
 // fs_store, the router, the access log, metrics);
 // fs_store.ipp includes its parts itself (fs_store_format, fs_store_writer, fs_store_multipart).
+// SigV4 and XML come in two parts each: sigv4.ipp then sigv4_authorization.ipp (parsing a
+// request's authorization), xml.ipp then xml_time.ipp (the date formats).
 // The network parts are translation units of their own, so that the heavy ones (Beast and
-// coroutines) compile in parallel: server.cpp, client.cpp, gateway_store.cpp.
+// coroutines) compile in parallel: the server's parts (server/), the client's (client*.cpp),
+// gateway_store.cpp.
 // clang-format off
 #include "error.ipp"
 #include "checksum.ipp"
 #include "sigv4.ipp"
+#include "sigv4_authorization.ipp"
 #include "sigv2.ipp"
 #include "chunked.ipp"
 #include "rdma_token.ipp"
 #include "xml.ipp"
+#include "xml_time.ipp"
 #include "xml_client.ipp"
 #include "fs_store.ipp"
 #include "router.ipp"

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/text.hpp"
+
 namespace sluice::s3::xml {
 
 namespace reply {
@@ -87,12 +89,7 @@ bool parse_flag(std::string_view text, bool& out) {
   return true;
 }
 
-std::string unquote(std::string_view etag) {
-  etag = trim(etag);
-  if (etag.starts_with("W/")) etag.remove_prefix(2);
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-  return std::string(etag);
-}
+std::string unquote(std::string_view etag) { return std::string(::sluice::detail::unquote_etag(trim(etag))); }
 
 void append_escaped(std::string& out, std::string_view text) {
   for (const char c : text) {

@@ -2,16 +2,13 @@
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once
 
+#include "common/text.hpp"
 #include "state.hpp"
 
 namespace sluice::s3::detail {
 
 /// Case-insensitive ASCII comparison for header values such as "100-continue".
-inline bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
+using ::sluice::detail::iequals;
 
 /// An S3 error to answer with.
 struct answer_error {

@@ -1,6 +1,7 @@
 // DeleteObject, CreateBucket/DeleteBucket, ListObjectsV2 and ListBuckets.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
 

@@ -1,79 +1,10 @@
 // One HTTP exchange with retries: the request, its target and signature, reading the answer
 // (into the caller's memory for a body), TLS, backoff.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
-
-// ---------------------------------------------------------------------------------------------
-// One HTTP exchange, with retries
-
-/// Reports the bytes of one transfer to its progress callback.
-struct transfer_progress {
-  progress_callback callback;
-  std::uint64_t total = 0;
-  std::uint64_t done = 0;
-
-  void add(std::uint64_t bytes) {
-    done += bytes;
-    if (callback && bytes > 0) callback(done, total);
-  }
-  void take_back(std::uint64_t bytes) {
-    done -= std::min(done, bytes);
-    if (callback && bytes > 0) callback(done, total);
-  }
-};
-
-/// Which failures a request may be repeated after (see the header's "Retries").
-enum class retry_mode {
-  idempotent,       ///< 5xx, RequestTimeout, SlowDown and connection errors
-  rejected_only,    ///< only 503 answers (SlowDown, ServiceUnavailable): the server refused it
-  complete_upload,  ///< as idempotent; the caller checks a NoSuchUpload after a repeat
-};
-
-/// A response's header, the success body as text (or the count of bytes put into a target), and
-/// how many attempts it took.
-struct response {
-  unsigned status = 0;
-  http::response_header<> header;
-  std::string body;
-  std::uint64_t body_bytes = 0;
-  std::uint32_t attempts = 0;
-
-  [[nodiscard]] std::string_view field(std::string_view name) const {
-    auto it = header.find(beast::string_view(name.data(), name.size()));
-    if (it == header.end()) return {};
-    return {it->value().data(), it->value().size()};
-  }
-};
-
-/// Decides, from a success answer's header, where its body goes: into `target`, exactly; with
-/// `longer_ok` the rest of a longer body is dropped with the connection. An error ends the
-/// request at once (not retried).
-using target_chooser = std::function<error_code(const response&, std::span<std::byte>& target, bool& longer_ok)>;
-
-/// One request to send: method, bucket, key, query (decoded; a flag such as "uploads" has an
-/// empty value), extra headers, body and what to do with the answer.
-struct request_spec {
-  http::verb method = http::verb::get;
-  std::string bucket;
-  std::string key;
-  std::vector<std::pair<std::string, std::string>> query;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::span<const std::byte> body;  // valid for every attempt
-  bool has_body = false;            // sends Content-Length (also 0)
-  std::string payload_hash;         // empty: SHA-256 of nothing without a body, else UNSIGNED-PAYLOAD
-  retry_mode retry = retry_mode::idempotent;
-  target_chooser choose;  // set: a success body goes into the chosen target; unset: into response::body
-  transfer_progress* progress = nullptr;
-  std::optional<std::chrono::seconds> timeout;  // instead of request_timeout
-};
-
-constexpr std::size_t io_slice = 1 * mib;        // bytes per write or read call (progress granularity)
-constexpr std::size_t max_text_body = 64 * mib;  // a listing page or an XML answer
-constexpr std::size_t max_error_body = 1 * mib;  // an error answer
-constexpr std::chrono::seconds max_backoff{20};
-constexpr std::chrono::seconds abort_timeout{10};  // the best-effort AbortMultipartUpload
 
 /// The path and query of a request, as sent and signed.
 std::string target_for(const client_config& config, const request_spec& spec) {
@@ -159,13 +90,6 @@ error_code error_of(const response& res, bool bucket_level) {
   return res.status >= 500 ? errc::internal_error : errc::invalid_request;
 }
 
-/// "bytes a-b/total" or "bytes */total".
-struct content_range {
-  std::optional<std::uint64_t> first;
-  std::optional<std::uint64_t> last;
-  std::optional<std::uint64_t> total;
-};
-
 std::optional<content_range> parse_content_range(std::string_view text) {
   if (!text.starts_with("bytes ")) return std::nullopt;
   text.remove_prefix(6);
@@ -192,16 +116,19 @@ std::optional<content_range> parse_content_range(std::string_view text) {
   return out;
 }
 
-std::string unquote(std::string_view etag) {
-  if (etag.starts_with("W/")) etag.remove_prefix(2);
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-  return std::string(etag);
-}
-
 std::string lower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+/// Reports `bytes` moved to the transfer's `progress` (if any) and counts them in the attempt's
+/// `progressed` (what a retry takes back).
+void count_progress(transfer_progress* progress, std::uint64_t& progressed, std::uint64_t bytes) {
+  if (progress != nullptr && bytes > 0) {
+    progress->add(bytes);
+    progressed += bytes;
+  }
 }
 
 /// Reads the body into `target` until it is full or the message ends; the bytes read. `Stream`
@@ -219,10 +146,7 @@ asio::awaitable<std::size_t> read_into(Stream& stream, beast::flat_buffer& buffe
     if (ec == http::error::need_buffer) ec = {};
     const std::size_t got = n - parser.get().body().size;
     filled += got;
-    if (progress != nullptr && got > 0) {
-      progress->add(got);
-      progressed += got;
-    }
+    count_progress(progress, progressed, got);
     if (ec) break;
   }
   co_return filled;
@@ -237,10 +161,7 @@ asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buf
   std::size_t filled = std::min(buffer.size(), target.size());
   asio::buffer_copy(asio::buffer(target.data(), filled), buffer.data());
   buffer.consume(filled);
-  if (progress != nullptr && filled > 0) {
-    progress->add(filled);
-    progressed += filled;
-  }
+  count_progress(progress, progressed, filled);
   while (filled < target.size()) {
     const std::size_t n = std::min(io_slice, target.size() - filled);
     std::size_t got = 0;
@@ -254,10 +175,7 @@ asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buf
                                       asio::redirect_error(asio::use_awaitable, ec));
     }
     filled += got;
-    if (progress != nullptr && got > 0) {
-      progress->add(got);
-      progressed += got;
-    }
+    count_progress(progress, progressed, got);
     if (ec) break;
   }
   co_return filled;
@@ -435,10 +353,7 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
     if (write_ec == http::error::need_buffer) write_ec = {};
     if (write_ec) break;
     sent += n;
-    if (spec.progress != nullptr && n > 0) {
-      spec.progress->add(n);
-      r.progressed += n;
-    }
+    count_progress(spec.progress, r.progressed, n);
   } while (!serializer.is_done());
   if (write_ec == beast::error::timeout || write_ec == asio::error::operation_aborted) {
     r.ec = write_ec;

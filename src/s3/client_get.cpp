@@ -1,20 +1,10 @@
 // The operations' shared parts (outcomes, workers), HeadObject, and GetObject: parallel ranged
 // GETs straight into the caller's memory, by HTTP body or by x-amz-rdma-token.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
-
-// ---------------------------------------------------------------------------------------------
-// Operations
-
-/// What a top-level coroutine hands to its completion: an error, or a value.
-template <class T>
-struct outcome {
-  error_code ec;
-  T value{};
-};
-struct nothing {};
 
 error_code error_from(const std::exception_ptr& failure) {
   try {
@@ -30,25 +20,6 @@ error_code error_from(const std::exception_ptr& failure) {
   }
 }
 
-/// Runs `work` on a new strand of the client and completes `handler` with its outcome.
-template <class T, class... Values>
-void spawn(const std::shared_ptr<client_state>& state, asio::awaitable<outcome<T>> work,
-           client_handler<Values...> handler) {
-  asio::co_spawn(asio::make_strand(state->io), std::move(work),
-                 [h = std::move(handler)](std::exception_ptr failure, outcome<T> result) mutable {
-                   if (failure) {
-                     result.ec = error_from(failure);
-                     result.value = T{};
-                   }
-                   if constexpr (sizeof...(Values) == 0) {
-                     h(result.ec);
-                   } else {
-                     if (result.ec) result.value = T{};
-                     h(result.ec, std::move(result.value));
-                   }
-                 });
-}
-
 /// Runs `count` workers made by `make` at once on this strand and returns when all ended.
 asio::awaitable<void> run_workers(std::size_t count, const std::function<asio::awaitable<void>()>& make) {
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
@@ -56,7 +27,7 @@ asio::awaitable<void> run_workers(std::size_t count, const std::function<asio::a
   std::size_t remaining = count;
   std::exception_ptr first_failure;
   for (std::size_t i = 0; i < count; ++i) {
-    asio::co_spawn(executor, make(), [&](std::exception_ptr failure) {
+    asio::co_spawn(executor, make(), [&](const std::exception_ptr& failure) {
       if (failure && !first_failure) first_failure = failure;
       --remaining;
       signal.cancel();
@@ -100,7 +71,7 @@ object_info info_from(const response& res, const std::string& key) {
   const std::string_view length = res.field("Content-Length");
   (void)std::from_chars(length.data(), length.data() + length.size(), info.size);
   if (auto time = xml::parse_http_date(res.field("Last-Modified"))) info.last_modified = *time;
-  info.attributes.etag = unquote(res.field("ETag"));
+  info.attributes.etag = unquote_etag(res.field("ETag"));
   info.attributes.content_type = std::string(res.field("Content-Type"));
   info.attributes.content_encoding = std::string(res.field("Content-Encoding"));
   info.attributes.content_disposition = std::string(res.field("Content-Disposition"));
@@ -154,30 +125,6 @@ asio::awaitable<outcome<object_info>> head_object_op(op_context op, std::string 
 
 /// Shared by the workers of one parallel download (all on the operation's strand).
 // -- RDMA (x-amz-rdma-token) -------------------------------------------------------------------
-
-/// What carried one transfer's bytes; its parts count from several threads.
-struct path_counter {
-  std::atomic<std::uint64_t> rdma_bytes{0};
-  std::atomic<std::uint64_t> http_bytes{0};
-  std::atomic<std::uint32_t> rdma_requests{0};
-  std::atomic<std::uint32_t> http_requests{0};
-  std::atomic<std::uint32_t> declined{0};
-
-  void rdma(client_state& state, std::uint64_t bytes) {
-    rdma_bytes += bytes;
-    ++rdma_requests;
-    state.rdma_bytes += bytes;
-  }
-  void http(client_state& state, std::uint64_t bytes) {
-    http_bytes += bytes;
-    ++http_requests;
-    state.http_bytes += bytes;
-  }
-  void report_to(transfer_report* report) const {
-    if (report == nullptr) return;
-    *report = {rdma_bytes.load(), http_bytes.load(), rdma_requests.load(), http_requests.load(), declined.load()};
-  }
-};
 
 /// Whether the server moved an answer's bytes by RDMA (x-amz-rdma-reply: 200, 204 or 206).
 bool moved_by_rdma(const response& res) {
@@ -396,7 +343,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   job.options = &options;
   spec.choose = [&](const response& res, std::span<std::byte>& target, bool& longer_ok) -> error_code {
     if (const error_code verdict = caller_check(options, res)) return verdict;
-    job.etag = unquote(res.field("ETag"));
+    job.etag = unquote_etag(res.field("ETag"));
     first_by_rdma = grant && moved_by_rdma(res);
     if (grant && !first_by_rdma) {
       ++paths.declined;

@@ -1,13 +1,12 @@
 // PutObject: sources (memory, file, upload_source, device memory), single PUT and multipart
 // upload, by HTTP body or by x-amz-rdma-token.
-// Part of the client's implementation (include/sluice/s3/client.hpp), included by src/s3/client.cpp
-// in the order written there.
+// Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
+// translation units share are in client_internal.hpp.
+#include "client_internal.hpp"
 
 namespace sluice::s3::detail::client_impl {
 
 // -- PUT --------------------------------------------------------------------------------------
-
-using byte_source = upload_source;
 
 class region_source final : public byte_source {
  public:
@@ -181,7 +180,7 @@ asio::awaitable<void> upload_parts(const op_context& op, upload& job) {
       if (!job.failure) job.failure = ec;
       co_return;
     }
-    std::string etag = unquote(res.field("ETag"));
+    std::string etag(unquote_etag(res.field("ETag")));
     if (etag.empty()) etag = to_hex(md5);
     job.done[index] = xml::completed_part{static_cast<std::uint32_t>(index + 1), std::move(etag), {}};
     job.md5s[index] = md5;
@@ -236,7 +235,7 @@ asio::awaitable<outcome<std::string>> single_put(const op_context& op, const std
     out.ec = error_of(res, false);
     co_return out;
   }
-  out.value = unquote(res.field("ETag"));
+  out.value = unquote_etag(res.field("ETag"));
   co_return out;
 }
 
@@ -320,7 +319,9 @@ asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const 
   } else if (!out.ec) {
     out.value = xml::parse_complete_multipart_upload_result(res.body, out.ec).etag;
   }
-  if (out.ec) co_await abort_upload(op, job);
+  if (out.ec) {
+    co_await abort_upload(op, job);
+  }
   co_return out;
 }
 
@@ -377,7 +378,7 @@ asio::awaitable<outcome<std::string>> put_device_op(op_context op, std::string b
   if (res.status < 300 && moved_by_rdma(res)) {
     paths.rdma(*op.state, source.size);
     if (options.progress) options.progress(source.size, source.size);
-    out.value = unquote(res.field("ETag"));
+    out.value = unquote_etag(res.field("ETag"));
   } else if (res.field("x-amz-rdma-reply") == "501" || (res.field("x-amz-rdma-reply").empty() && res.status < 300)) {
     ++paths.declined;
     out.ec = s3::errc::rdma_not_supported;
