@@ -77,7 +77,7 @@ bool tls_sealer::seal(SSL* ssl, std::span<const std::byte> plain, boost::system:
   BIO_up_ref(bio_);
   SSL_set0_wbio(ssl, bio_);
   // Whole records in one call (no partial writes), and the record buffer kept for the batch.
-  const std::uint64_t modes = SSL_get_mode(ssl);
+  const auto modes = SSL_get_mode(ssl);
   SSL_clear_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
   ERR_clear_error();
   std::size_t done = 0;

@@ -30,10 +30,10 @@ class request_arena {
     }
     return ::operator new(bytes, std::align_val_t(align));
   }
-  void deallocate(void* p, std::size_t bytes, std::size_t align) noexcept {
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t align) noexcept {
     const auto* at = static_cast<const std::byte*>(p);
     if (block_ && at >= block_.get() && at < block_.get() + block_bytes) return;  // freed by reset()
-    ::operator delete(p, bytes, std::align_val_t(align));
+    ::operator delete(p, std::align_val_t(align));
   }
   /// Only when nothing allocated since the last reset() is still in use.
   void reset() noexcept { used_ = 0; }
@@ -65,7 +65,7 @@ class arena_allocator {
   }
   void deallocate(T* p, std::size_t n) noexcept {
     if (arena_ == nullptr) {
-      ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+      ::operator delete(p, std::align_val_t(alignof(T)));
       return;
     }
     arena_->deallocate(p, n * sizeof(T), alignof(T));
