@@ -53,6 +53,7 @@
 
 #include <sluice/concepts.hpp>
 #include <sluice/config.hpp>
+#include <sluice/detail/sharded_shared_mutex.hpp>
 #include <sluice/error.hpp>
 #include <sluice/names.hpp>
 #include <sluice/region.hpp>
@@ -373,7 +374,8 @@ class fs_store {
   std::mutex random_mutex_;
   std::random_device random_;
   mutable std::atomic<std::uint64_t> cached_bytes_{0};  // small objects' bytes held by versions
-  mutable std::shared_mutex mutex_;                     // guards buckets_ and the renames that publish or remove
+  // Guards buckets_ and the renames that publish or remove; every GET reads under it.
+  mutable sluice::detail::sharded_shared_mutex mutex_;
   std::map<std::string, bucket_state, std::less<>> buckets_;
 };
 

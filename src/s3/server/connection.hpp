@@ -4,6 +4,7 @@
 
 #include "../tls_seal.hpp"
 #include "answer_head.hpp"
+#include "get_plan.hpp"
 #include "request_arena.hpp"
 
 namespace sluice::s3::detail {
@@ -269,6 +270,19 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     }
     co_return asked.current;
   }
+
+  // GetObject's parts (get_object.cpp): the request's text for plan_get; the answer again from a
+  // confirmed version (a copy the upstream did not confirm); an answer without the object's
+  // bytes (an error, 304, 416); the bytes into a token's memory (nullopt: the plane declined,
+  // the body goes over HTTP); the body over HTTP when it does not go with its head.
+  static get_request get_request_of(const request& req);
+  asio::awaitable<bool> retry_get(request& req);
+  asio::awaitable<bool> send_refusal(request& req, const get_plan& plan, const object_info& info);
+  asio::awaitable<std::optional<bool>> send_by_token(request& req, const get_answer& answer, const rdma_token& token,
+                                                     const std::shared_ptr<const any_mapping>& mapping,
+                                                     std::shared_ptr<confirmation>& asked);
+  asio::awaitable<bool> send_body(request& req, const get_answer& answer, const any_mapping& mapping, body_route route,
+                                  std::string_view head, std::shared_ptr<confirmation>& asked, bool keep);
 
   bool owns(const request& req, std::string_view bucket) const;
   object_attributes attributes_from(const request& req) const;

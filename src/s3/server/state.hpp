@@ -138,7 +138,6 @@ struct server_state : std::enable_shared_from_this<server_state> {
   std::atomic<std::size_t> connections{0};
   std::mutex address_mutex;                              // guards per_address
   std::map<asio::ip::address, std::size_t> per_address;  // open connections per client address
-  std::atomic<std::uint64_t> request_counter{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> ready{false};  // GET /ready: listening, and not stopping
   tcp::acceptor admin_acceptor;    // config.admin_listen
@@ -171,10 +170,13 @@ struct server_state : std::enable_shared_from_this<server_state> {
     return made;
   }
 
-  std::string next_request_id() {
+  // Unique per server process: a thread's own range (its slot in the high bits), counted without
+  // a shared atomic per request.
+  static std::string next_request_id() {
+    static std::atomic<std::uint64_t> threads{0};
+    thread_local std::uint64_t next = threads.fetch_add(1, std::memory_order_relaxed) << 40;
     char buf[17];
-    const auto n = request_counter.fetch_add(1) + 0x51C3000000ull;
-    auto [end, e] = std::to_chars(buf, buf + sizeof buf, n, 16);
+    auto [end, e] = std::to_chars(buf, buf + sizeof buf, next++ + 0x51C3000000ull, 16);
     (void)e;
     return std::string(buf, end);
   }
