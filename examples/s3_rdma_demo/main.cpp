@@ -354,26 +354,17 @@ bool print_gpu_line() {
   return false;
 }
 
-}  // namespace
+// One client per provider asked for, each with its own RDMA plane (client_config::rdma), and
+// one for the same-host grant socket.
+struct rdma_client {
+  std::shared_ptr<fabric::client_plane> plane;  // null for the grant client
+  std::unique_ptr<s3::client> client;
+  std::shared_ptr<s3::local_client_plane> grants;  // the same-host grant plane, or null
+};
 
-int main(int argc, char** argv) {
-  options opt;
-  if (!parse(argc, argv, opt)) return usage();
-  const bool local = endpoint_is_loopback(opt.endpoint);
-  const std::uint64_t size = opt.size;
-  const std::string key = "rdma-demo-" + std::to_string(size) + ".bin";
-
-  std::printf("sluice S3 RDMA demo: %s object s3://%s/%s at %s\n", format_bytes(size).c_str(), opt.bucket.c_str(),
-              key.c_str(), opt.endpoint.c_str());
-  const bool gpu = print_gpu_line();
-
-  // One client per provider asked for, each with its own RDMA plane (client_config::rdma).
-  struct rdma_client {
-    std::shared_ptr<fabric::client_plane> plane;  // null for the grant client
-    std::unique_ptr<s3::client> client;
-    std::shared_ptr<s3::local_client_plane> grants;  // the same-host grant plane, or null
-  };
-  std::vector<rdma_client> clients;
+// Opens the clients of opt.fabrics and opt.grant_socket into `clients`; 0, or the exit status
+// when one cannot be made.
+int open_clients(const options& opt, bool local, bool gpu, std::vector<rdma_client>& clients) {
   for (const std::string& choice : opt.fabrics) {
     fabric::client_plane_config plane_config;
     plane_config.fabric.provider = provider_name(choice);
@@ -408,17 +399,209 @@ int main(int argc, char** argv) {
                 static_cast<int>(grants->provider().size()), grants->provider().data());
     clients.push_back({nullptr, std::make_unique<s3::client>(config), grants});
   }
+  return 0;
+}
+
+// Says why `step` failed; the exit status 1.
+int fail(const char* step, const error_code& ec) {
+  std::fprintf(stderr, "sluice_s3_rdma_demo: %s: %s\n", step, ec.message().c_str());
+  if (ec == s3::errc::rdma_not_supported) {
+    std::fprintf(stderr,
+                 "  (the server declined RDMA: start it with `sluice serve --fabric auto` and check that "
+                 "it opened this provider)\n");
+  }
+  return 1;
+}
+
+// A way to GET: a client and what it asks for, with the best of its timed GETs.
+struct get_way {
+  rdma_client* by;
+  s3::transfer_via via;
+  row result;
+};
+
+// The ways to GET: by RDMA on each provider, by HTTP, and automatic (what an application
+// would normally ask for: RDMA when both ends can, else HTTP).
+std::vector<get_way> ways_to_get(std::vector<rdma_client>& clients, const std::string& first_provider) {
+  std::vector<get_way> ways;
+  ways.reserve(clients.size() + 2);
+  for (auto& c : clients) {
+    const std::string provider(c.plane ? c.plane->provider() : c.grants->provider());
+    ways.push_back({&c, s3::transfer_via::rdma, {(c.grants ? "GET  grant " : "GET  rdma ") + provider}});
+  }
+  ways.push_back({&clients.front(), s3::transfer_via::http, {"GET  http", true, true, {}}});
+  ways.push_back({&clients.front(), s3::transfer_via::automatic, {"GET  auto " + first_provider, true, false, {}}});
+  return ways;
+}
+
+// Untimed: one small ranged GET each way, so that connecting the fabric endpoints (address
+// vector insert, the provider's first handshake) and the HTTP connections is not what the
+// timed GETs measure. 0, or the exit status.
+int warm_up(std::vector<get_way>& ways, const options& opt, const std::string& key, const host_buffer& source) {
+  std::printf("[4] warm-up: one 4 KiB GET each way (untimed)\n");
+  const std::size_t probe_size = std::min<std::size_t>(opt.size, 4 * kib);
+  for (auto& way : ways) {
+    host_buffer probe(probe_size, way.by->grants.get());
+    s3::get_options get(byte_range{0, probe_size});
+    get.via = way.via;
+    error_code ec;
+    way.by->client->get_object(opt.bucket, key, probe.region(), std::move(get), ec);
+    if (way.by->plane) way.by->plane->invalidate(probe.region());
+    if (ec) return fail(way.result.what.c_str(), ec);
+    if (std::memcmp(probe.bytes.get(), source.bytes.get(), probe_size) != 0) {
+      std::fprintf(stderr, "sluice_s3_rdma_demo: %s (warm-up): bytes differ from the source\n",
+                   way.result.what.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The timed GETs: opt.repeat rounds of every way, each into a fresh host buffer and verified
+// (all_ok false on a mismatch); `step` numbers the steps printed. 0, or the exit status.
+int timed_gets(std::vector<get_way>& ways, const options& opt, const std::string& key, const host_buffer& source,
+               std::uint32_t source_crc, int& step, bool& all_ok) {
+  const std::uint64_t size = opt.size;
+  for (unsigned round = 0; round < opt.repeat; ++round) {
+    for (auto& way : ways) {
+      std::printf("[%d] %s into a fresh host buffer", step++, way.result.what.c_str());
+      if (way.via != s3::transfer_via::http) {
+        std::printf(", parts of %s, %u in flight", format_bytes(8 * mib).c_str(), opt.parts_in_flight);
+      }
+      if (opt.repeat > 1) std::printf(" (round %u of %u)", round + 1, opt.repeat);
+      std::printf(" ...\n");
+      std::fflush(stdout);
+      // Filled before the clock starts: stale bytes cannot pass the check, and the page faults
+      // of fresh memory are not what is measured.
+      host_buffer target(size, way.by->grants.get());
+      std::memset(target.bytes.get(), 0xA5, size);
+      std::uint64_t bytes = 0;
+      error_code ec;
+      const measurement m = measure(opt.server_pid, [&](s3::transfer_report& report) {
+        s3::get_options get;
+        get.via = way.via;
+        get.report = &report;
+        get.progress = terminal_progress();
+        bytes = way.by->client->get_object(opt.bucket, key, target.region(), std::move(get), ec);
+      });
+      // The buffer is freed below: drop any cached registration of it first (a plane with
+      // client_plane_config::cached_registrations > 0 keeps them; providers that pin pages
+      // would otherwise keep the old ones).
+      if (way.by->plane) way.by->plane->invalidate(target.region());
+      if (ec) return fail(way.result.what.c_str(), ec);
+      print_measurement(m, size);
+      const bool same = bytes == size && std::memcmp(target.bytes.get(), source.bytes.get(), size) == 0;
+      const std::uint32_t crc = crc32c(target.span());
+      const bool ok = same && crc == source_crc;
+      std::printf("      verify: memcmp with the source %s, CRC32C %08x %s source %08x: %s\n",
+                  same ? "equal" : "DIFFERENT", crc, crc == source_crc ? "=" : "!=", source_crc,
+                  ok ? "OK" : "MISMATCH");
+      all_ok = all_ok && ok;
+      way.result.add(m);
+    }
+  }
+  return 0;
+}
+
+#ifdef SLUICE_DEMO_WITH_CUDA
+// Into GPU memory: direct (the provider registers device memory, FI_HMEM) when it can,
+// else through the pinned ring; then by HTTP through the same ring. Verified on the host
+// (all_ok false on a mismatch), a row each in `gpu_rows`. 0, or the exit status.
+int gpu_gets(s3::client& first, const options& opt, const std::string& key, const host_buffer& source,
+             std::uint32_t source_crc, int& step, bool& all_ok, std::vector<row>& gpu_rows) {
+  const std::uint64_t size = opt.size;
+  error_code ec;
+  auto device = cuda::device_buffer::allocate(size, 0, ec);
+  if (ec) return fail("cudaMalloc", ec);
+  for (const auto via : {s3::transfer_via::automatic, s3::transfer_via::http}) {
+    std::printf("[%d] GET  %s into GPU memory ...\n", step++, via == s3::transfer_via::http ? "http" : "auto");
+    std::fflush(stdout);
+    if ((ec = cuda::fill(device.region(), std::byte{0xA5}))) return fail("cudaMemset", ec);
+    cuda::device_transfer_report gpu_report;
+    const measurement m = measure(opt.server_pid, [&](s3::transfer_report& report) {
+      cuda::device_transfer_options options;
+      options.via = via;
+      options.progress = terminal_progress();
+      (void)cuda::get_object_to_device(first, opt.bucket, key, device.region(), options, &gpu_report, ec);
+      report.rdma_bytes = gpu_report.rdma_bytes;
+      report.http_bytes = gpu_report.http_bytes;
+    });
+    if (ec) return fail("GET into GPU memory", ec);
+    print_measurement(m, size);
+    std::printf("      device path: %s, pinned staging %s\n", cuda::to_string(gpu_report.path),
+                format_bytes(gpu_report.pinned_bytes).c_str());
+    host_buffer back(size);
+    if ((ec = cuda::copy(back.region(), device.region()))) return fail("cudaMemcpy", ec);
+    const std::uint32_t crc = crc32c(back.span());
+    const bool ok = std::memcmp(back.bytes.get(), source.bytes.get(), size) == 0 && crc == source_crc;
+    std::printf("      verify (copied back): CRC32C %08x %s source %08x: %s\n", crc,
+                crc == source_crc ? "=" : "!=", source_crc, ok ? "OK" : "MISMATCH");
+    all_ok = all_ok && ok;
+    row r{std::string("GET  ") + (via == s3::transfer_via::http ? "http" : "auto") + " -> GPU " +
+              cuda::to_string(gpu_report.path),
+          true,
+          false,
+          {}};
+    r.add(m);
+    gpu_rows.push_back(std::move(r));
+  }
+  return 0;
+}
+#endif
+
+// The final table: the best of the repeats of every step, with the RDMA/HTTP ratios.
+void print_results(const options& opt, const row& put_row, const std::vector<get_way>& ways,
+                   const std::vector<row>& gpu_rows, bool all_ok) {
+  const std::uint64_t size = opt.size;
+  const row* http = nullptr;
+  for (const auto& way : ways) {
+    if (way.result.is_http) http = &way.result;
+  }
+  std::printf("\nresult: %s, %s; best of %u; cpu = user+sys seconds per GiB moved\n", format_bytes(size).c_str(),
+              all_ok ? "every GET verified" : "VERIFICATION FAILED", opt.repeat);
+  std::printf("  %-30s %8s %8s %10s %11s %11s %10s\n", "", "seconds", "GiB/s", "vs http", "cpu client", "cpu server",
+              "cpu total");
+  auto print_row = [&](const row& r) {
+    const measurement& m = *r.best;
+    std::string what = r.what;
+    if (r.what.starts_with("GET  auto")) {
+      what += m.report.http_bytes == 0 ? " -> rdma" : m.report.rdma_bytes == 0 ? " -> http" : " -> mixed";
+    }
+    const double per_gib = 1 / to_gib(size);
+    char ratio[16] = "-";
+    if (r.is_get && http != nullptr) std::snprintf(ratio, sizeof ratio, "%.2fx", http->best->seconds / m.seconds);
+    char server[16] = "n/a";
+    char total[16] = "n/a";
+    if (m.server_cpu >= 0) {
+      std::snprintf(server, sizeof server, "%.2f", m.server_cpu * per_gib);
+      std::snprintf(total, sizeof total, "%.2f", (m.client_cpu + m.server_cpu) * per_gib);
+    }
+    std::printf("  %-30s %8.3f %8.2f %10s %11.2f %11s %10s\n", what.c_str(), m.seconds, to_gib(size) / m.seconds, ratio,
+                m.client_cpu * per_gib, server, total);
+  };
+  print_row(put_row);
+  for (const auto& way : ways) print_row(way.result);
+  for (const auto& r : gpu_rows) print_row(r);
+  std::printf("  (PUT: the server makes every object durable before it answers, fsync included.)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  if (!parse(argc, argv, opt)) return usage();
+  const bool local = endpoint_is_loopback(opt.endpoint);
+  const std::uint64_t size = opt.size;
+  const std::string key = "rdma-demo-" + std::to_string(size) + ".bin";
+
+  std::printf("sluice S3 RDMA demo: %s object s3://%s/%s at %s\n", format_bytes(size).c_str(), opt.bucket.c_str(),
+              key.c_str(), opt.endpoint.c_str());
+  const bool gpu = print_gpu_line();
+
+  std::vector<rdma_client> clients;
+  if (const int status = open_clients(opt, local, gpu, clients); status != 0) return status;
   s3::client& first = *clients.front().client;
   const std::string first_provider(clients.front().plane->provider());
-  auto fail = [](const char* step, const error_code& ec) {
-    std::fprintf(stderr, "sluice_s3_rdma_demo: %s: %s\n", step, ec.message().c_str());
-    if (ec == s3::errc::rdma_not_supported) {
-      std::fprintf(stderr,
-                   "  (the server declined RDMA: start it with `sluice serve --fabric auto` and check that "
-                   "it opened this provider)\n");
-    }
-    return 1;
-  };
 
   std::printf("[1] generate %s (xoshiro256**) ...\n", format_bytes(size).c_str());
   std::fflush(stdout);
@@ -452,160 +635,26 @@ int main(int argc, char** argv) {
     put_row.add(m);
   }
 
-  // The ways to GET: by RDMA on each provider, by HTTP, and automatic (what an application
-  // would normally ask for: RDMA when both ends can, else HTTP).
-  struct get_way {
-    rdma_client* by;
-    s3::transfer_via via;
-    row result;
-  };
-  std::vector<get_way> ways;
-  ways.reserve(clients.size() + 2);
-  for (auto& c : clients) {
-    const std::string provider(c.plane ? c.plane->provider() : c.grants->provider());
-    ways.push_back({&c, s3::transfer_via::rdma, {(c.grants ? "GET  grant " : "GET  rdma ") + provider}});
-  }
-  ways.push_back({&clients.front(), s3::transfer_via::http, {"GET  http", true, true, {}}});
-  ways.push_back({&clients.front(), s3::transfer_via::automatic, {"GET  auto " + first_provider, true, false, {}}});
-
-  // Untimed: one small ranged GET each way, so that connecting the fabric endpoints (address
-  // vector insert, the provider's first handshake) and the HTTP connections is not what the
-  // timed GETs measure.
-  std::printf("[4] warm-up: one 4 KiB GET each way (untimed)\n");
-  const std::size_t probe_size = std::min<std::size_t>(size, 4 * kib);
-  for (auto& way : ways) {
-    host_buffer probe(probe_size, way.by->grants.get());
-    s3::get_options get(byte_range{0, probe_size});
-    get.via = way.via;
-    way.by->client->get_object(opt.bucket, key, probe.region(), std::move(get), ec);
-    if (way.by->plane) way.by->plane->invalidate(probe.region());
-    if (ec) return fail(way.result.what.c_str(), ec);
-    if (std::memcmp(probe.bytes.get(), source.bytes.get(), probe_size) != 0) {
-      std::fprintf(stderr, "sluice_s3_rdma_demo: %s (warm-up): bytes differ from the source\n",
-                   way.result.what.c_str());
-      return 1;
-    }
-  }
+  std::vector<get_way> ways = ways_to_get(clients, first_provider);
+  if (const int status = warm_up(ways, opt, key, source); status != 0) return status;
 
   bool all_ok = true;
   int step = 5;
-  for (unsigned round = 0; round < opt.repeat; ++round) {
-    for (auto& way : ways) {
-      std::printf("[%d] %s into a fresh host buffer", step++, way.result.what.c_str());
-      if (way.via != s3::transfer_via::http) {
-        std::printf(", parts of %s, %u in flight", format_bytes(8 * mib).c_str(), opt.parts_in_flight);
-      }
-      if (opt.repeat > 1) std::printf(" (round %u of %u)", round + 1, opt.repeat);
-      std::printf(" ...\n");
-      std::fflush(stdout);
-      // Filled before the clock starts: stale bytes cannot pass the check, and the page faults
-      // of fresh memory are not what is measured.
-      host_buffer target(size, way.by->grants.get());
-      std::memset(target.bytes.get(), 0xA5, size);
-      std::uint64_t bytes = 0;
-      const measurement m = measure(opt.server_pid, [&](s3::transfer_report& report) {
-        s3::get_options get;
-        get.via = way.via;
-        get.report = &report;
-        get.progress = terminal_progress();
-        bytes = way.by->client->get_object(opt.bucket, key, target.region(), std::move(get), ec);
-      });
-      // The buffer is freed below: drop any cached registration of it first (a plane with
-      // client_plane_config::cached_registrations > 0 keeps them; providers that pin pages
-      // would otherwise keep the old ones).
-      if (way.by->plane) way.by->plane->invalidate(target.region());
-      if (ec) return fail(way.result.what.c_str(), ec);
-      print_measurement(m, size);
-      const bool same = bytes == size && std::memcmp(target.bytes.get(), source.bytes.get(), size) == 0;
-      const std::uint32_t crc = crc32c(target.span());
-      const bool ok = same && crc == source_crc;
-      std::printf("      verify: memcmp with the source %s, CRC32C %08x %s source %08x: %s\n",
-                  same ? "equal" : "DIFFERENT", crc, crc == source_crc ? "=" : "!=", source_crc,
-                  ok ? "OK" : "MISMATCH");
-      all_ok = all_ok && ok;
-      way.result.add(m);
-    }
-  }
+  if (const int status = timed_gets(ways, opt, key, source, source_crc, step, all_ok); status != 0) return status;
 
-#ifdef SLUICE_DEMO_WITH_CUDA
-  // Into GPU memory: direct (the provider registers device memory, FI_HMEM) when it can,
-  // else through the pinned ring; then by HTTP through the same ring. Verified on the host.
   std::vector<row> gpu_rows;
+#ifdef SLUICE_DEMO_WITH_CUDA
   if (gpu) {
-    auto device = cuda::device_buffer::allocate(size, 0, ec);
-    if (ec) return fail("cudaMalloc", ec);
-    for (const auto via : {s3::transfer_via::automatic, s3::transfer_via::http}) {
-      std::printf("[%d] GET  %s into GPU memory ...\n", step++, via == s3::transfer_via::http ? "http" : "auto");
-      std::fflush(stdout);
-      if ((ec = cuda::fill(device.region(), std::byte{0xA5}))) return fail("cudaMemset", ec);
-      cuda::device_transfer_report gpu_report;
-      const measurement m = measure(opt.server_pid, [&](s3::transfer_report& report) {
-        cuda::device_transfer_options options;
-        options.via = via;
-        options.progress = terminal_progress();
-        (void)cuda::get_object_to_device(first, opt.bucket, key, device.region(), options, &gpu_report, ec);
-        report.rdma_bytes = gpu_report.rdma_bytes;
-        report.http_bytes = gpu_report.http_bytes;
-      });
-      if (ec) return fail("GET into GPU memory", ec);
-      print_measurement(m, size);
-      std::printf("      device path: %s, pinned staging %s\n", cuda::to_string(gpu_report.path),
-                  format_bytes(gpu_report.pinned_bytes).c_str());
-      host_buffer back(size);
-      if ((ec = cuda::copy(back.region(), device.region()))) return fail("cudaMemcpy", ec);
-      const std::uint32_t crc = crc32c(back.span());
-      const bool ok = std::memcmp(back.bytes.get(), source.bytes.get(), size) == 0 && crc == source_crc;
-      std::printf("      verify (copied back): CRC32C %08x %s source %08x: %s\n", crc,
-                  crc == source_crc ? "=" : "!=", source_crc, ok ? "OK" : "MISMATCH");
-      all_ok = all_ok && ok;
-      row r{std::string("GET  ") + (via == s3::transfer_via::http ? "http" : "auto") + " -> GPU " +
-                cuda::to_string(gpu_report.path),
-            true,
-            false,
-            {}};
-      r.add(m);
-      gpu_rows.push_back(std::move(r));
+    if (const int status = gpu_gets(first, opt, key, source, source_crc, step, all_ok, gpu_rows); status != 0) {
+      return status;
     }
   }
-#else
-  (void)gpu;
 #endif
 
   // Leave nothing behind on a long-lived server (best effort).
   first.delete_object(opt.bucket, key, ec);
 
-  const row* http = nullptr;
-  for (const auto& way : ways) {
-    if (way.result.is_http) http = &way.result;
-  }
-  std::printf("\nresult: %s, %s; best of %u; cpu = user+sys seconds per GiB moved\n", format_bytes(size).c_str(),
-              all_ok ? "every GET verified" : "VERIFICATION FAILED", opt.repeat);
-  std::printf("  %-30s %8s %8s %10s %11s %11s %10s\n", "", "seconds", "GiB/s", "vs http", "cpu client", "cpu server",
-              "cpu total");
-  auto print_row = [&](const row& r) {
-    const measurement& m = *r.best;
-    std::string what = r.what;
-    if (r.what.starts_with("GET  auto")) {
-      what += m.report.http_bytes == 0 ? " -> rdma" : m.report.rdma_bytes == 0 ? " -> http" : " -> mixed";
-    }
-    const double per_gib = 1 / to_gib(size);
-    char ratio[16] = "-";
-    if (r.is_get && http != nullptr) std::snprintf(ratio, sizeof ratio, "%.2fx", http->best->seconds / m.seconds);
-    char server[16] = "n/a";
-    char total[16] = "n/a";
-    if (m.server_cpu >= 0) {
-      std::snprintf(server, sizeof server, "%.2f", m.server_cpu * per_gib);
-      std::snprintf(total, sizeof total, "%.2f", (m.client_cpu + m.server_cpu) * per_gib);
-    }
-    std::printf("  %-30s %8.3f %8.2f %10s %11.2f %11s %10s\n", what.c_str(), m.seconds, to_gib(size) / m.seconds, ratio,
-                m.client_cpu * per_gib, server, total);
-  };
-  print_row(put_row);
-  for (const auto& way : ways) print_row(way.result);
-#ifdef SLUICE_DEMO_WITH_CUDA
-  for (const auto& r : gpu_rows) print_row(r);
-#endif
-  std::printf("  (PUT: the server makes every object durable before it answers, fsync included.)\n");
+  print_results(opt, put_row, ways, gpu_rows, all_ok);
   if (!all_ok) {
     std::fprintf(stderr, "sluice_s3_rdma_demo: a GET returned bytes different from the source\n");
     return 1;

@@ -266,6 +266,168 @@ asio::awaitable<error_code> start_tls(client_state& state, connection_pool::leas
   co_return ec;
 }
 
+/// Opens the new connection of `conn` to `where`: resolves, connects, and for Tls starts TLS.
+/// Sets r.ec (and r.fatal when a retry cannot help) on failure.
+template <bool Tls>
+asio::awaitable<void> open_connection(client_state& state, connection_pool::lease& conn, tcp::resolver& resolver,
+                                      const address& where, attempt_result& r) {
+  beast::tcp_stream& wire = conn.stream();
+  const auto endpoints = co_await resolver.async_resolve(where.connect_host, state.where.port,
+                                                         asio::redirect_error(asio::use_awaitable, r.ec));
+  if (r.ec) {
+    r.fatal = !is_connection_error(r.ec);
+    co_return;
+  }
+  co_await wire.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, r.ec));
+  if (r.ec) co_return;
+  state.connections_opened.fetch_add(1);
+  error_code ignored;
+  wire.socket().set_option(tcp::no_delay(true), ignored);
+  if constexpr (Tls) {
+    r.ec = co_await start_tls(state, conn, where.connect_host);
+    if (r.ec) r.fatal = !is_connection_error(r.ec);  // a refused certificate is not retried
+  }
+}
+
+/// The request of `spec` to `target`, with its headers, signed when the client has credentials.
+/// Its body is set as it is sent (send_request).
+http::request<http::buffer_body> make_request(const client_state& state, const request_spec& spec,
+                                              const std::string& target, const address& where) {
+  http::request<http::buffer_body> req{spec.method, target, 11};
+  std::vector<std::pair<std::string, std::string>> headers;
+  headers.emplace_back("host", where.host_header);
+  for (const auto& h : spec.headers) headers.push_back(h);
+  if (spec.has_body) headers.emplace_back("content-length", std::to_string(spec.body.size()));
+  if (!state.config.creds.access_key_id.empty()) {
+    std::string payload_hash = spec.payload_hash;
+    if (payload_hash.empty()) payload_hash = spec.body.empty() ? empty_payload_sha256 : unsigned_payload;
+    const auto method = http::to_string(spec.method);
+    sign(std::string_view(method.data(), method.size()), target, headers, payload_hash, state.config.creds,
+         state.config.region, std::chrono::system_clock::now());
+  }
+  for (const auto& [name, value] : headers) req.set(name, value);
+  req.set(http::field::user_agent, "sluice");
+  return req;
+}
+
+/// Writes `req` with the body of `spec`, io_slice at a time (each slice counted as progress in
+/// r.progressed); the write's error.
+template <class Stream>
+asio::awaitable<error_code> send_request(Stream& stream, http::request<http::buffer_body>& req,
+                                         const request_spec& spec, attempt_result& r) {
+  http::request_serializer<http::buffer_body> serializer(req);
+  const std::size_t total = spec.body.size();
+  std::size_t sent = 0;
+  error_code write_ec;
+  do {
+    const std::size_t n = std::min(io_slice, total - sent);
+    req.body().data = n > 0 ? const_cast<std::byte*>(spec.body.data() + sent) : nullptr;
+    req.body().size = n;
+    req.body().more = sent + n < total;
+    co_await http::async_write(stream, serializer, asio::redirect_error(asio::use_awaitable, write_ec));
+    if (write_ec == http::error::need_buffer) write_ec = {};
+    if (write_ec) break;
+    sent += n;
+    count_progress(spec.progress, r.progressed, n);
+  } while (!serializer.is_done());
+  co_return write_ec;
+}
+
+/// Reads the answer's header into `parser` (made anew for each interim 1xx answer, up to 8 of
+/// them skipped). On failure sets r.ec (the write's error, if the write failed) and r.answered.
+template <class Stream>
+asio::awaitable<void> read_answer_header(Stream& stream, beast::flat_buffer& buffer,
+                                         std::optional<http::response_parser<http::buffer_body>>& parser,
+                                         const request_spec& spec, const error_code& write_ec, attempt_result& r) {
+  for (int interim = 0;; ++interim) {
+    parser.emplace();
+    parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares it wrongly
+    parser->header_limit(64 * 1024);
+    if (spec.method == http::verb::head) parser->skip(true);
+    error_code read_ec;
+    co_await http::async_read_header(stream, buffer, *parser, asio::redirect_error(asio::use_awaitable, read_ec));
+    if (read_ec) {
+      r.answered = parser->got_some();
+      r.ec = write_ec ? write_ec : read_ec;
+      co_return;
+    }
+    if (parser->get().result_int() >= 200 || interim >= 8) break;  // skip 100 Continue and friends
+  }
+}
+
+/// Reads a successful answer's body into the memory `spec.choose` gives (which has seen the
+/// header). Sets r.ec (and r.fatal) on failure; clears `reusable` when the connection cannot
+/// serve another request and sets `complete` as the message was read to its end.
+template <class Stream>
+asio::awaitable<void> read_chosen_body(Stream& stream, beast::flat_buffer& buffer,
+                                       http::response_parser<http::buffer_body>& parser, const request_spec& spec,
+                                       attempt_result& r, bool& reusable, bool& complete) {
+  std::span<std::byte> into;
+  bool longer_ok = false;
+  const error_code verdict = spec.choose(r.res, into, longer_ok);
+  if (verdict) {
+    r.ec = verdict;
+    r.fatal = true;
+    co_return;
+  }
+  const auto announced = parser.content_length();
+  if (announced && !parser.chunked()) {
+    // The common case: a known length, read from the socket straight into the target.
+    if (*announced < into.size() || (*announced > into.size() && !longer_ok)) {
+      r.ec = sluice::errc::protocol_violation;  // not the length the header promised
+      r.fatal = true;
+      co_return;
+    }
+    r.res.body_bytes = co_await read_direct(stream, buffer, into, spec.progress, r.progressed, r.ec);
+    if (r.ec) co_return;
+    complete = *announced == into.size();
+    reusable = reusable && complete;
+    co_return;
+  }
+  const std::size_t filled = co_await read_into(stream, buffer, parser, into, spec.progress, r.progressed, r.ec);
+  r.res.body_bytes = filled;
+  if (r.ec) co_return;
+  if (!parser.is_done()) {
+    if (!longer_ok) {
+      r.ec = sluice::errc::protocol_violation;  // a body longer than its header announced
+      r.fatal = true;
+      co_return;
+    }
+    reusable = false;
+  } else if (filled != into.size()) {
+    r.ec = sluice::errc::protocol_violation;  // shorter than announced
+    r.fatal = true;
+    co_return;
+  }
+  complete = parser.is_done();
+}
+
+/// Reads the answer's body, whose header is in r.res: as text (an error's, or when the request
+/// has no chooser), or where `spec.choose` says. Sets r.ec (and r.fatal) on failure; `reusable`
+/// and `complete` as read_chosen_body.
+template <class Stream>
+asio::awaitable<void> read_answer_body(Stream& stream, beast::flat_buffer& buffer,
+                                       http::response_parser<http::buffer_body>& parser, const request_spec& spec,
+                                       attempt_result& r, bool& reusable, bool& complete) {
+  if (r.res.status < 300 && spec.choose && parser.is_done()) {
+    // No body (an RDMA answer, or an empty object): the chooser still checks the header.
+    std::span<std::byte> into;
+    bool longer_ok = false;
+    r.ec = spec.choose(r.res, into, longer_ok);
+    if (!r.ec && !into.empty()) r.ec = sluice::errc::protocol_violation;  // bytes promised, none sent
+    if (r.ec) r.fatal = true;
+  } else if (!parser.is_done()) {
+    if (r.res.status >= 300 || !spec.choose) {
+      co_await read_text(stream, buffer, parser, r.res.body, r.res.status >= 300 ? max_error_body : max_text_body,
+                         r.ec);
+      if (r.ec) co_return;
+      complete = parser.is_done();  // when not, too long: the rest goes with the connection
+    } else {
+      co_await read_chosen_body(stream, buffer, parser, spec, r, reusable, complete);
+    }
+  }
+}
+
 /// Sends the request once and receives the answer, within request_timeout: over the
 /// beast::tcp_stream (Tls false), or over a TLS session on it.
 template <bool Tls>
@@ -295,24 +457,8 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   }
   wire.expires_at(deadline);  // the TLS handshake and every TLS read and write included
   if (!r.reused) {
-    const auto endpoints = co_await resolver.async_resolve(where.connect_host, state.where.port,
-                                                           asio::redirect_error(asio::use_awaitable, r.ec));
-    if (r.ec) {
-      r.fatal = !is_connection_error(r.ec);
-      co_return r;
-    }
-    co_await wire.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, r.ec));
+    co_await open_connection<Tls>(state, conn, resolver, where, r);
     if (r.ec) co_return r;
-    state.connections_opened.fetch_add(1);
-    error_code ignored;
-    wire.socket().set_option(tcp::no_delay(true), ignored);
-    if constexpr (Tls) {
-      r.ec = co_await start_tls(state, conn, where.connect_host);
-      if (r.ec) {
-        r.fatal = !is_connection_error(r.ec);  // a refused certificate is not retried
-        co_return r;
-      }
-    }
   }
   auto& stream = [&]() -> auto& {
     if constexpr (Tls) {
@@ -323,38 +469,9 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   }
   ();
 
-  // The request, signed.
-  http::request<http::buffer_body> req{spec.method, target, 11};
-  std::vector<std::pair<std::string, std::string>> headers;
-  headers.emplace_back("host", where.host_header);
-  for (const auto& h : spec.headers) headers.push_back(h);
-  if (spec.has_body) headers.emplace_back("content-length", std::to_string(spec.body.size()));
-  if (!state.config.creds.access_key_id.empty()) {
-    std::string payload_hash = spec.payload_hash;
-    if (payload_hash.empty()) payload_hash = spec.body.empty() ? empty_payload_sha256 : unsigned_payload;
-    const auto method = http::to_string(spec.method);
-    sign(std::string_view(method.data(), method.size()), target, headers, payload_hash, state.config.creds,
-         state.config.region, std::chrono::system_clock::now());
-  }
-  for (const auto& [name, value] : headers) req.set(name, value);
-  req.set(http::field::user_agent, "sluice");
-
+  http::request<http::buffer_body> req = make_request(state, spec, target, where);
   state.requests.fetch_add(1);
-  http::request_serializer<http::buffer_body> serializer(req);
-  const std::size_t total = spec.body.size();
-  std::size_t sent = 0;
-  error_code write_ec;
-  do {
-    const std::size_t n = std::min(io_slice, total - sent);
-    req.body().data = n > 0 ? const_cast<std::byte*>(spec.body.data() + sent) : nullptr;
-    req.body().size = n;
-    req.body().more = sent + n < total;
-    co_await http::async_write(stream, serializer, asio::redirect_error(asio::use_awaitable, write_ec));
-    if (write_ec == http::error::need_buffer) write_ec = {};
-    if (write_ec) break;
-    sent += n;
-    count_progress(spec.progress, r.progressed, n);
-  } while (!serializer.is_done());
+  const error_code write_ec = co_await send_request(stream, req, spec, r);
   if (write_ec == beast::error::timeout || write_ec == asio::error::operation_aborted) {
     r.ec = write_ec;
     co_return r;
@@ -365,83 +482,15 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   beast::flat_buffer buffer;
   buffer.reserve(16 * kib);  // Beast reads at most the free capacity (at least 512 bytes) at a time
   std::optional<http::response_parser<http::buffer_body>> parser;
-  for (int interim = 0;; ++interim) {
-    parser.emplace();
-    parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares it wrongly
-    parser->header_limit(64 * 1024);
-    if (spec.method == http::verb::head) parser->skip(true);
-    error_code read_ec;
-    co_await http::async_read_header(stream, buffer, *parser, asio::redirect_error(asio::use_awaitable, read_ec));
-    if (read_ec) {
-      r.answered = parser->got_some();
-      r.ec = write_ec ? write_ec : read_ec;
-      co_return r;
-    }
-    if (parser->get().result_int() >= 200 || interim >= 8) break;  // skip 100 Continue and friends
-  }
+  co_await read_answer_header(stream, buffer, parser, spec, write_ec, r);
+  if (r.ec) co_return r;
   r.answered = true;
   r.res.status = parser->get().result_int();
   r.res.header = parser->get().base();
   bool reusable = !write_ec;
   bool complete = parser->is_done();
-
-  if (r.res.status < 300 && spec.choose && parser->is_done()) {
-    // No body (an RDMA answer, or an empty object): the chooser still checks the header.
-    std::span<std::byte> into;
-    bool longer_ok = false;
-    r.ec = spec.choose(r.res, into, longer_ok);
-    if (!r.ec && !into.empty()) r.ec = sluice::errc::protocol_violation;  // bytes promised, none sent
-    if (r.ec) {
-      r.fatal = true;
-      co_return r;
-    }
-  } else if (!parser->is_done()) {
-    if (r.res.status >= 300 || !spec.choose) {
-      co_await read_text(stream, buffer, *parser, r.res.body, r.res.status >= 300 ? max_error_body : max_text_body,
-                         r.ec);
-      if (r.ec) co_return r;
-      complete = parser->is_done();  // when not, too long: the rest goes with the connection
-    } else {
-      std::span<std::byte> into;
-      bool longer_ok = false;
-      const error_code verdict = spec.choose(r.res, into, longer_ok);
-      if (verdict) {
-        r.ec = verdict;
-        r.fatal = true;
-        co_return r;
-      }
-      const auto announced = parser->content_length();
-      if (announced && !parser->chunked()) {
-        // The common case: a known length, read from the socket straight into the target.
-        if (*announced < into.size() || (*announced > into.size() && !longer_ok)) {
-          r.ec = sluice::errc::protocol_violation;  // not the length the header promised
-          r.fatal = true;
-          co_return r;
-        }
-        r.res.body_bytes = co_await read_direct(stream, buffer, into, spec.progress, r.progressed, r.ec);
-        if (r.ec) co_return r;
-        complete = *announced == into.size();
-        reusable = reusable && complete;
-      } else {
-        const std::size_t filled = co_await read_into(stream, buffer, *parser, into, spec.progress, r.progressed, r.ec);
-        r.res.body_bytes = filled;
-        if (r.ec) co_return r;
-        if (!parser->is_done()) {
-          if (!longer_ok) {
-            r.ec = sluice::errc::protocol_violation;  // a body longer than its header announced
-            r.fatal = true;
-            co_return r;
-          }
-          reusable = false;
-        } else if (filled != into.size()) {
-          r.ec = sluice::errc::protocol_violation;  // shorter than announced
-          r.fatal = true;
-          co_return r;
-        }
-        complete = parser->is_done();
-      }
-    }
-  }
+  co_await read_answer_body(stream, buffer, *parser, spec, r, reusable, complete);
+  if (r.ec) co_return r;
   bool drained = buffer.size() == 0;
   if constexpr (Tls) drained = drained && nothing_buffered(stream);
   if (reusable && complete && parser->get().keep_alive() && drained) conn.give_back(true);

@@ -266,6 +266,58 @@ asio::awaitable<std::uint64_t> empty_or_bad_range(const op_context& op, const st
   co_return 0;
 }
 
+/// What the first answer's header says it holds: `length` bytes from `offset` and the object's
+/// size (`total`). A 206's Content-Range must start at `offset`; a 200 holds the whole object (by
+/// RDMA, or as a body of Content-Length when the server ignored the Range: that body may be
+/// longer than the destination takes, `longer_ok`). A range of an empty object ("0-0/0") sets
+/// `empty_object`, and is a protocol violation here like any other bad header.
+error_code first_answer_length(const response& res, std::uint64_t offset, bool by_rdma, std::uint64_t& total,
+                               std::uint64_t& length, bool& longer_ok, bool& empty_object) {
+  if (res.status == 206) {
+    const auto range = parse_content_range(res.field("Content-Range"));
+    if (range && range->total == 0) {
+      empty_object = true;  // some servers answer a range of an empty object with "0-0/0"
+      return sluice::errc::protocol_violation;
+    }
+    if (!range || !range->first || !range->total || *range->first != offset || *range->last < *range->first ||
+        *range->last >= *range->total) {
+      return sluice::errc::protocol_violation;
+    }
+    total = *range->total;
+    length = *range->last - *range->first + 1;
+  } else if (by_rdma) {
+    // 200 over RDMA: the whole object went into the destination.
+    const auto moved = rdma_bytes_of(res);
+    if (offset != 0 || !moved) return sluice::errc::protocol_violation;
+    total = *moved;
+    length = total;
+  } else {
+    // 200: the server ignored the Range and sends the whole object.
+    const std::string_view text = res.field("Content-Length");
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), total);
+    if (offset != 0 || text.empty() || error != std::errc{} || end != text.data() + text.size()) {
+      return sluice::errc::protocol_violation;
+    }
+    length = total;
+    longer_ok = true;
+  }
+  return {};
+}
+
+/// The rest of a GET after its first answer, bytes [first_bytes, need) of `job`: ranged GETs of
+/// part_size, parts_in_flight at once. The first failure, if any.
+asio::awaitable<error_code> download_rest(const op_context& op, const client_config& config, download& job,
+                                          std::uint64_t first_bytes, std::uint64_t need) {
+  job.begin = first_bytes;
+  job.end = need;
+  const std::uint64_t rest = need - first_bytes;
+  job.parts = rest / job.part_size + (rest % job.part_size != 0 ? 1 : 0);  // part_size may be near 2^64
+  const std::size_t workers = static_cast<std::size_t>(std::min<std::uint64_t>(config.parts_in_flight, job.parts));
+  const std::function<asio::awaitable<void>()> worker = [&] { return download_parts(op, job); };
+  co_await run_workers(workers, worker);
+  co_return job.failure;
+}
+
 asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string bucket, std::string key,
                                                       region destination, get_options options) {
   outcome<std::uint64_t> out;
@@ -350,33 +402,9 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
       if (options.via == transfer_via::rdma) return s3::errc::rdma_not_supported;
     }
     std::uint64_t length = 0;
-    if (res.status == 206) {
-      const auto range = parse_content_range(res.field("Content-Range"));
-      if (range && range->total == 0) {
-        empty_object = true;  // some servers answer a range of an empty object with "0-0/0"
-        return sluice::errc::protocol_violation;
-      }
-      if (!range || !range->first || !range->total || *range->first != offset || *range->last < *range->first ||
-          *range->last >= *range->total) {
-        return sluice::errc::protocol_violation;
-      }
-      job.total = *range->total;
-      length = *range->last - *range->first + 1;
-    } else if (first_by_rdma) {
-      // 200 over RDMA: the whole object went into the destination.
-      const auto moved = rdma_bytes_of(res);
-      if (offset != 0 || !moved) return sluice::errc::protocol_violation;
-      job.total = *moved;
-      length = job.total;
-    } else {
-      // 200: the server ignored the Range and sends the whole object.
-      const std::string_view text = res.field("Content-Length");
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), job.total);
-      if (offset != 0 || text.empty() || error != std::errc{} || end != text.data() + text.size()) {
-        return sluice::errc::protocol_violation;
-      }
-      length = job.total;
-      longer_ok = true;
+    if (const error_code e =
+            first_answer_length(res, offset, first_by_rdma, job.total, length, longer_ok, empty_object)) {
+      return e;
     }
     if (offset > job.total || (want && *want > job.total - offset)) return sluice::errc::bad_range;
     need = want ? *want : job.total - offset;
@@ -417,18 +445,8 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   }
   grant.reset();
   if (first_bytes < need) {
-    // The rest as ranged GETs of part_size, parts_in_flight at once.
-    job.begin = first_bytes;
-    job.end = need;
-    const std::uint64_t rest = need - first_bytes;
-    job.parts = rest / job.part_size + (rest % job.part_size != 0 ? 1 : 0);  // part_size may be near 2^64
-    const std::size_t workers = static_cast<std::size_t>(std::min<std::uint64_t>(config.parts_in_flight, job.parts));
-    const std::function<asio::awaitable<void>()> worker = [&] { return download_parts(op, job); };
-    co_await run_workers(workers, worker);
-    if (job.failure) {
-      out.ec = job.failure;
-      co_return out;
-    }
+    out.ec = co_await download_rest(op, config, job, first_bytes, need);
+    if (out.ec) co_return out;
   }
   paths.report_to(options.report);
   out.value = need;

@@ -8,6 +8,82 @@
 
 namespace sluice::s3::detail {
 
+/// The payload's length a PUT announces: an aws-chunked payload's (payload hash STREAMING-…)
+/// x-amz-decoded-content-length, or a plain body's Content-Length (0 without a body). The error
+/// to answer when the length is missing or over `limit`.
+template <class Request>
+std::optional<answer_error> announced_length(const Request& req, bool chunked, std::uint64_t limit,
+                                             std::uint64_t& expected) {
+  if (chunked) {
+    const auto decoded = req.header("x-amz-decoded-content-length");
+    if (decoded.empty() ||
+        std::from_chars(decoded.data(), decoded.data() + decoded.size(), expected).ec != std::errc{}) {
+      return answer_error{s3::errc::missing_content_length, {}};
+    }
+  } else if (auto length = req.parser->content_length()) {
+    expected = *length;
+  } else if (req.body_pending) {
+    return answer_error{s3::errc::missing_content_length, {}};
+  }
+  if (expected > limit) return answer_error{s3::errc::entity_too_large, {}};
+  return std::nullopt;
+}
+
+/// Starts `digests` with what the request promises (Content-MD5, the payload hash, checksum
+/// headers) and sets `trailer` to the checksum x-amz-trailer names, if any. The error to answer
+/// when a digest is malformed.
+template <class Request>
+std::optional<answer_error> start_digests(const Request& req, std::string_view payload_hash, payload_digests& digests,
+                                          std::optional<checksum_algorithm>& trailer) {
+  if (has_empty_content_md5(req)) {  // present but empty: S3 answers InvalidDigest, not "no digest"
+    return answer_error{s3::errc::invalid_digest, {}};
+  }
+  if (auto problem = digests.start(req.header("Content-MD5"), payload_hash,
+                                   [&req](std::string_view name) { return req.header(name); })) {
+    return problem;
+  }
+  if (auto t = req.header("x-amz-trailer"); !t.empty()) {
+    trailer = checksum_algorithm_of_header(t);
+    if (trailer) digests.expect_trailer(*trailer);
+  }
+  return std::nullopt;
+}
+
+/// The aws-chunked decoder's options for a STREAMING-… payload of `decoded_length` bytes: its
+/// mode, the request's signature (when signed) to check each chunk's against, the trailer.
+template <class Request>
+aws_chunked_decoder::options chunked_options(const Request& req, std::string_view payload_hash,
+                                             std::uint64_t decoded_length, std::optional<checksum_algorithm> trailer) {
+  aws_chunked_decoder::options opt;
+  opt.mode = parse_payload_mode(payload_hash).value_or(payload_mode::streaming_signed);
+  if (req.auth) {
+    opt.signing_key = req.auth->key;
+    opt.amz_date = req.auth->amz_date;
+    opt.scope = req.auth->scope;
+    opt.seed_signature = req.auth->seed_signature;
+  }
+  opt.decoded_length = decoded_length;
+  opt.trailer_checksum = trailer;
+  return opt;
+}
+
+/// After the whole body was read: the store's error, an aws-chunked payload that ended early,
+/// or a payload of another length than announced, as the error to answer.
+inline std::optional<answer_error> received_problem(const error_code& store_error,
+                                                    std::optional<aws_chunked_decoder>& decoder, std::uint64_t received,
+                                                    std::uint64_t expected) {
+  if (store_error) return answer_error{to_s3(store_error), {}};
+  if (decoder) {
+    error_code incomplete;
+    decoder->finish(incomplete);
+    if (incomplete) return answer_error{to_s3(incomplete), incomplete.message()};
+  }
+  if (received != expected) {
+    return answer_error{s3::errc::incomplete_body, "the body is shorter or longer than announced"};
+  }
+  return std::nullopt;
+}
+
 /// Streams the request body into `writer`: decodes aws-chunked framing, verifies the signed
 /// payload hash, Content-MD5 and any x-amz-checksum-* (header or trailer). Returns the attributes
 /// to publish (ETag and checksums filled in), or nullopt after answering the error itself
@@ -19,37 +95,15 @@ asio::awaitable<std::optional<object_attributes>> connection<Stream>::receive_ob
   const std::string payload_hash = req.auth ? req.auth->payload_hash : std::string("UNSIGNED-PAYLOAD");
   const bool chunked = payload_hash.starts_with("STREAMING-");
   std::uint64_t expected = 0;
-  if (chunked) {
-    const auto decoded = req.header("x-amz-decoded-content-length");
-    if (decoded.empty() ||
-        std::from_chars(decoded.data(), decoded.data() + decoded.size(), expected).ec != std::errc{}) {
-      co_await send_error(req, s3::errc::missing_content_length);
-      co_return std::nullopt;
-    }
-  } else if (auto length = req.parser->content_length()) {
-    expected = *length;
-  } else if (req.body_pending) {
-    co_await send_error(req, s3::errc::missing_content_length);
-    co_return std::nullopt;
-  }
-  if (expected > limit) {
-    co_await send_error(req, s3::errc::entity_too_large);
-    co_return std::nullopt;
-  }
-  payload_digests digests;
-  if (has_empty_content_md5(req)) {  // present but empty: S3 answers InvalidDigest, not "no digest"
-    co_await send_error(req, s3::errc::invalid_digest);
-    co_return std::nullopt;
-  }
-  if (const auto problem = digests.start(req.header("Content-MD5"), payload_hash,
-                                         [&req](std::string_view name) { return req.header(name); })) {
+  if (const auto problem = announced_length(req, chunked, limit, expected)) {
     co_await send_error(req, problem->code, problem->message);
     co_return std::nullopt;
   }
+  payload_digests digests;
   std::optional<checksum_algorithm> trailer;
-  if (auto t = req.header("x-amz-trailer"); !t.empty()) {
-    trailer = checksum_algorithm_of_header(t);
-    if (trailer) digests.expect_trailer(*trailer);
+  if (const auto problem = start_digests(req, payload_hash, digests, trailer)) {
+    co_await send_error(req, problem->code, problem->message);
+    co_return std::nullopt;
   }
 
   error_code store_error;
@@ -63,19 +117,7 @@ asio::awaitable<std::optional<object_attributes>> connection<Stream>::receive_ob
   };
 
   std::optional<aws_chunked_decoder> decoder;
-  if (chunked) {
-    aws_chunked_decoder::options opt;
-    opt.mode = parse_payload_mode(payload_hash).value_or(payload_mode::streaming_signed);
-    if (req.auth) {
-      opt.signing_key = req.auth->key;
-      opt.amz_date = req.auth->amz_date;
-      opt.scope = req.auth->scope;
-      opt.seed_signature = req.auth->seed_signature;
-    }
-    opt.decoded_length = expected;
-    opt.trailer_checksum = trailer;
-    decoder.emplace(std::move(opt));
-  }
+  if (chunked) decoder.emplace(chunked_options(req, payload_hash, expected, trailer));
 
   if (!co_await continue_if_expected(req)) co_return std::nullopt;
   // Feeds received body bytes through the aws-chunked decoder (when there is one) to on_payload;
@@ -145,20 +187,8 @@ asio::awaitable<std::optional<object_attributes>> connection<Stream>::receive_ob
     req.body_pending = false;
   }
 
-  if (store_error) {
-    co_await send_error(req, to_s3(store_error));
-    co_return std::nullopt;
-  }
-  if (decoder) {
-    error_code incomplete;
-    decoder->finish(incomplete);
-    if (incomplete) {
-      co_await send_error(req, to_s3(incomplete), incomplete.message());
-      co_return std::nullopt;
-    }
-  }
-  if (received != expected) {
-    co_await send_error(req, s3::errc::incomplete_body, "the body is shorter or longer than announced");
+  if (const auto problem = received_problem(store_error, decoder, received, expected)) {
+    co_await send_error(req, problem->code, problem->message);
     co_return std::nullopt;
   }
   object_attributes attributes = attributes_from(req);
