@@ -9,7 +9,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -124,16 +126,20 @@ concept object_store = object_writer<typename S::writer_type> &&
   { s.list(list, ec) } -> std::same_as<list_result>;
 };
 
+/// One published version of an object, lent in place: its bytes (read only) and its info.
+template <class M>
+concept object_mapping = requires(const M& m) {
+  { m.region() } -> std::convertible_to<const_region>;
+  { m.info() } -> std::convertible_to<const object_info&>;
+};
+
 /// A store that can lend a published object's bytes in place (no copy out): `map` returns a
 /// mapping that keeps that version of the object alive and readable while it exists.
 template <class S>
 concept mappable_store = object_store<S> && requires(S& s, const object_ref& obj, error_code& ec) {
   typename S::mapping_type;
   { s.map(obj, ec) } -> std::same_as<typename S::mapping_type>;
-  requires requires(const typename S::mapping_type& m) {
-    { m.region() } -> std::convertible_to<const_region>;
-    { m.info() } -> std::convertible_to<const object_info&>;
-  };
+  requires object_mapping<typename S::mapping_type>;
 };
 
 /// A store that stages multipart uploads: parts are written independently (any order, any
@@ -164,10 +170,116 @@ concept multipart_store = object_store<S> && object_writer<typename S::part_writ
 ///   (fsync), complete_upload, and the copies of CopyObject and UploadPartCopy;
 /// - a store that declares `static constexpr bool remote = true` (gateway_store: a read may ask
 ///   its upstream) has every call run on the blocking pool.
-/// Optional members the server uses when a store has them (docs/requirements/object_store.md):
-/// map_unconfirmed/confirm, describe, map_range, map_streaming, and on a mapping
-/// native_handle/data_offset (sendfile) and ready (a mapping still being filled).
+/// Optional capabilities the server uses when a store models them are the concepts below.
 template <class S>
 concept servable_store = multipart_store<S> && mappable_store<S>;
+
+// Optional capabilities. The S3 server uses each one a store (or its writer or mapping) models,
+// and does without it otherwise (s3::any_store::wrap checks them; the table is in
+// docs/requirements/object_store.md). A member that is there but misses its concept (a wrong
+// parameter, a wrong return type) is not used: tests/unit/concepts_test.cpp asserts which ones
+// each shipped store models.
+
+/// A store whose calls may wait for a network (`static constexpr bool remote = true`): the
+/// server makes every call of it on its blocking pool, never on a network thread.
+template <class S>
+concept remote_store = object_store<S> && requires {
+  requires S::remote;
+};
+
+/// A store that keeps who created a bucket with it (`create_bucket(bucket, owner, ec)`, owner an
+/// access key id): the server's CreateBucket passes the requester, so ownership survives a restart.
+template <class S>
+concept owner_recording_store = object_store<S> &&
+    requires(S& s, std::string_view bucket, std::string_view owner, error_code& ec) {
+  s.create_bucket(bucket, owner, ec);
+};
+
+/// A store that reads a bucket's owner back (`bucket_owner(bucket)`, nullopt when unknown): at
+/// start, the server gives each existing bucket that owner (else its first user).
+template <class S>
+concept owner_reporting_store = object_store<S> && requires(S& s, std::string_view bucket) {
+  { s.bucket_owner(bucket) } -> std::convertible_to<std::optional<std::string>>;
+};
+
+/// A store that answers a HEAD without the bytes (`describe(obj, ec)`: a mapping whose region
+/// may be empty): the server's HEAD uses it instead of map, so nothing is read or fetched.
+template <class S>
+concept describing_store = mappable_store<S> && requires(S& s, const object_ref& obj, error_code& ec) {
+  { s.describe(obj, ec) } -> object_mapping;
+};
+
+/// A store that maps part of an object for an HTTP Range header (`map_range(obj, range, ec)`;
+/// the mapping's base() says where its region starts): the server's ranged GET uses it instead
+/// of map, so an object not held whole need not be fetched whole.
+template <class S>
+concept range_mapping_store = mappable_store<S> &&
+    requires(S& s, const object_ref& obj, std::string_view range, error_code& ec) {
+  { s.map_range(obj, range, ec) } -> object_mapping;
+};
+
+/// A store that answers a map before all bytes are there (`map_streaming(obj, ec)`, a
+/// growing_mapping): the server's GET uses it instead of map and sends bytes as they arrive.
+template <class S>
+concept streaming_store = mappable_store<S> && requires(S& s, const object_ref& obj, error_code& ec) {
+  { s.map_streaming(obj, ec) } -> object_mapping;
+};
+
+/// A store that lends a copy it has not checked yet (`map_unconfirmed(obj)`, nullopt when it has
+/// none) and checks it later (`confirm(obj, mapping)`): the server moves the bytes while the store
+/// asks whether they are current, and answers only once confirm says so (else it retries by map).
+template <class S>
+concept speculating_store = mappable_store<S> &&
+    requires(S& s, const object_ref& obj, const typename S::mapping_type& m) {
+  { s.map_unconfirmed(obj) } -> std::same_as<std::optional<typename S::mapping_type>>;
+  { s.confirm(obj, m) } -> std::convertible_to<bool>;
+};
+
+/// A multipart store that checks a write precondition (If-Match, If-None-Match) when it publishes
+/// a completed upload (`complete_upload(..., ec, precondition)`): atomically with the publish,
+/// where otherwise the server checks it before.
+template <class S>
+concept conditional_upload_store = multipart_store<S> &&
+    requires(S& s, const object_ref& obj, std::string_view upload_id, std::span<const part_info> chosen,
+             const object_attributes& attrs, error_code& ec, const write_precondition& precondition) {
+  { s.complete_upload(obj, upload_id, chosen, attrs, ec, precondition) } -> std::same_as<object_info>;
+};
+
+/// A writer that checks a write precondition at commit (`require(precondition)`, before the
+/// first write): the server's conditional PUT then holds atomically with the publish.
+template <class W>
+concept conditional_writer = object_writer<W> && requires(W& w, const write_precondition& precondition) {
+  w.require(precondition);
+};
+
+/// A mapping that may hold only part of its object (`base()`: the object's offset where
+/// region() starts): the server's ranged GET reads the range at that offset.
+template <class M>
+concept partial_mapping = object_mapping<M> && requires(const M& m) {
+  { m.base() } -> std::convertible_to<std::uint64_t>;
+};
+
+/// A mapping whose bytes lie in a file (`native_handle()`: its descriptor, or -1): the server
+/// sends plain-HTTP bodies from it with sendfile, and keys registration caches by its inode.
+template <class M>
+concept file_backed_mapping = object_mapping<M> && requires(const M& m) {
+  { m.native_handle() } -> std::convertible_to<int>;
+};
+
+/// A file_backed_mapping whose object starts past the file's first byte (`data_offset()`, where
+/// byte 0 of the object is): the server's sendfile and RDMA file reads start there.
+template <class M>
+concept offset_file_mapping = file_backed_mapping<M> && requires(const M& m) {
+  { m.data_offset() } -> std::convertible_to<std::uint64_t>;
+};
+
+/// A mapping still being filled (a gateway's miss): `ready(end)` says whether bytes [0, end) of
+/// region() are there, `wait_until(end, ec)` blocks until they are or the fill failed. The server
+/// awaits each slice off its network threads before it sends it.
+template <class M>
+concept growing_mapping = object_mapping<M> && requires(const M& m, std::uint64_t end, error_code& ec) {
+  { m.ready(end) } -> std::convertible_to<bool>;
+  m.wait_until(end, ec);
+};
 
 }  // namespace sluice

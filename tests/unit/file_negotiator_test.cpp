@@ -1,5 +1,8 @@
 #include <sluice/file/negotiator.hpp>
 
+#include <sluice/file/transport.hpp>
+#include <sluice/host_registrar.hpp>
+
 #include <doctest/doctest.h>
 
 #include <boost/asio/bind_executor.hpp>
@@ -14,6 +17,8 @@
 #include <vector>
 
 #include "conformance/file_fixtures.hpp"
+#include "conformance/host_fixtures.hpp"
+#include "conformance/negotiator_conformance.hpp"
 #include "conformance/transport_conformance.hpp"
 
 namespace {
@@ -57,7 +62,33 @@ std::pair<error_code, transfer_result> complete(negotiator::session s, error_cod
 
 bool open_descriptor(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 
+/// The file negotiator in the negotiator conformance suite, with io_uring reads: files in the
+/// temporary directory, the key their path.
+struct file_negotiator_fixture {
+  using negotiator_type = sluice::file::negotiator;
+  using transport_type = sluice::file::uring_transport;
+  using registrar_type = sluice::host_registrar;
+  static constexpr bool reads_only = true;        // files are read only
+  static constexpr bool missing_is_errno = true;  // ENOENT from open
+  sluice::object_ref seed(std::span<const std::byte> data) {
+    files.push_back(std::make_unique<sluice::testing::file_on_disk>(data));
+    return {"", files.back()->path().string()};
+  }
+  static sluice::object_ref absent() {
+    return {"",
+            (std::filesystem::temp_directory_path() / ("sluice-no-such-file-" + std::to_string(::getpid()))).string()};
+  }
+  static sluice::testing::host_buffer make_local(std::size_t size) { return sluice::testing::host_buffer(size); }
+  negotiator_type negotiator;
+  transport_type transport{sluice::file::uring_config{.queue_depth = 2, .chunk_bytes = 64 * 1024}};
+  registrar_type registrar;
+  std::vector<std::unique_ptr<sluice::testing::file_on_disk>> files;
+};
+
 }  // namespace
+
+TYPE_TO_STRING(file_negotiator_fixture);
+TEST_CASE_TEMPLATE_INVOKE(negotiator_conformance, file_negotiator_fixture);
 
 TEST_CASE("file negotiator: opens the file, resolves the range, closes the file when the session ends") {
   const auto data = sluice::testing::random_bytes(10000, 3);

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include "conformance/host_fixtures.hpp"
+#include "conformance/negotiator_conformance.hpp"
 #include "conformance/transport_conformance.hpp"
 
 namespace {
@@ -45,7 +47,56 @@ static_assert(mappable_store<memory_store>);
 static_assert(negotiator<local_negotiator<memory_store>>);
 static_assert(negotiator<local_negotiator<unmappable_store>>);
 
+// The negotiator conformance suite over a memory_store, lent in place or (unmappable_store) staged.
+struct local_fixture_base {
+  using transport_type = loopback_transport;
+  using registrar_type = host_registrar;
+  local_fixture_base() {
+    error_code ec;
+    inner.create_bucket("bucket", ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+  }
+  object_ref seed(std::span<const std::byte> data) {
+    const object_ref obj = absent();
+    error_code ec;
+    auto w = inner.begin_put(obj, ec);
+    w.write(data, ec);
+    (void)w.commit({}, ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+    return obj;
+  }
+  object_ref absent() { return {"bucket", "key-" + std::to_string(next++)}; }
+  std::optional<std::vector<std::byte>> published(const object_ref& obj) {
+    error_code ec;
+    const object_info info = inner.head(obj, ec);
+    if (ec) return std::nullopt;
+    std::vector<std::byte> out(static_cast<std::size_t>(info.size));
+    out.resize(inner.read(obj, 0, out, ec));
+    REQUIRE_MESSAGE(!ec, ec.message());
+    return out;
+  }
+  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+
+  memory_store inner;
+  int next = 0;
+  loopback_transport transport;
+  host_registrar registrar;
+};
+struct local_mapped_fixture : local_fixture_base {
+  using negotiator_type = local_negotiator<memory_store>;
+  negotiator_type negotiator{inner};
+};
+struct local_staged_fixture : local_fixture_base {
+  using negotiator_type = local_negotiator<unmappable_store>;
+  unmappable_store store{inner};
+  negotiator_type negotiator{store};
+};
+
 }  // namespace
+
+TYPE_TO_STRING(local_mapped_fixture);
+TYPE_TO_STRING(local_staged_fixture);
+TEST_CASE_TEMPLATE_INVOKE(negotiator_conformance, local_mapped_fixture, local_staged_fixture);
 
 TEST_CASE("a store without map is read through a staging buffer, with the same results") {
   memory_store inner;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "conformance/host_fixtures.hpp"
+#include "conformance/negotiator_conformance.hpp"
 #include "conformance/registrar_conformance.hpp"
 #include "conformance/s3_fixtures.hpp"
 #include "conformance/transport_conformance.hpp"
@@ -68,8 +69,45 @@ struct token_registrar_fixture {
   }
 };
 
+/// s3::negotiator (a HEAD per get) in the negotiator conformance suite, with the HTTP transport.
+struct s3_negotiator_fixture : testing::s3_memory_server {
+  using negotiator_type = s3::negotiator;
+  using transport_type = s3::http_transport;
+  using registrar_type = host_registrar;
+  object_ref seed(std::span<const std::byte> data) {
+    const object_ref obj = absent();
+    std::vector<std::byte> copy(data.begin(), data.end());
+    s3::put_options options;
+    options.via = s3::transfer_via::http;
+    error_code ec;
+    client->put_object(obj.bucket, obj.key, host_region(copy), options, ec);
+    REQUIRE_MESSAGE(!ec, ec.message());
+    return obj;
+  }
+  object_ref absent() { return {"bkt", "negotiated-" + std::to_string(next++)}; }
+  std::optional<std::vector<std::byte>> published(const object_ref& obj) {
+    error_code ec;
+    const object_info info = client->head_object(obj.bucket, obj.key, ec);
+    if (ec) return std::nullopt;
+    std::vector<std::byte> out(static_cast<std::size_t>(info.size));
+    if (!out.empty()) {
+      s3::get_options options;
+      options.via = s3::transfer_via::http;
+      client->get_object(obj.bucket, obj.key, host_region(out), options, ec);
+      REQUIRE_MESSAGE(!ec, ec.message());
+    }
+    return out;
+  }
+  static testing::host_buffer make_local(std::size_t size) { return testing::host_buffer(size); }
+  negotiator_type negotiator{*client};
+  transport_type transport{*client};
+  registrar_type registrar;
+};
+
 }  // namespace
 
+TYPE_TO_STRING(s3_negotiator_fixture);
+TEST_CASE_TEMPLATE_INVOKE(negotiator_conformance, s3_negotiator_fixture);
 TEST_CASE_TEMPLATE_INVOKE(transport_conformance, http_fixture, auto_fixture);
 TEST_CASE_TEMPLATE_INVOKE(registrar_conformance, token_registrar_fixture);
 

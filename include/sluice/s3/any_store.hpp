@@ -1,8 +1,8 @@
 // sluice::s3::any_store: any servable_store behind one interface, so that the S3 server is
 // compiled once, in the library, whatever store it serves. Wrap a store with
 // any_store::wrap(store) (s3::server's constructor does it for you), or derive from any_store
-// directly. The optional capabilities of docs/requirements/object_store.md become virtual
-// members whose defaults do what the server does for a store without them.
+// directly. The optional capabilities (concepts.hpp: describing_store, growing_mapping, ...)
+// become virtual members whose defaults do what the server does for a store without them.
 #pragma once
 
 #include <sluice/concepts.hpp>
@@ -78,27 +78,25 @@ class any_mapping {
     [[nodiscard]] const_region region() const noexcept override { return mapping.region(); }
     [[nodiscard]] const object_info& info() const noexcept override { return mapping.info(); }
     [[nodiscard]] std::uint64_t base() const noexcept override {
-      if constexpr (requires { mapping.base(); }) return mapping.base();
+      if constexpr (partial_mapping<M>) return mapping.base();
       return 0;
     }
     [[nodiscard]] int native_handle() const noexcept override {
-      if constexpr (requires { mapping.native_handle(); }) return mapping.native_handle();
+      if constexpr (file_backed_mapping<M>) return mapping.native_handle();
       return -1;
     }
     [[nodiscard]] std::uint64_t data_offset() const noexcept override {
-      if constexpr (requires { mapping.data_offset(); }) return mapping.data_offset();
+      if constexpr (offset_file_mapping<M>) return mapping.data_offset();
       return 0;
     }
-    [[nodiscard]] bool growing() const noexcept override {
-      return requires(error_code & ec) { mapping.wait_until(std::uint64_t{}, ec); };
-    }
+    [[nodiscard]] bool growing() const noexcept override { return growing_mapping<M>; }
     [[nodiscard]] bool ready(std::uint64_t end) const noexcept override {
-      if constexpr (requires { mapping.ready(end); }) return mapping.ready(end);
+      if constexpr (growing_mapping<M>) return mapping.ready(end);
       return true;
     }
     void wait_until(std::uint64_t end, error_code& ec) const override {
       ec = {};
-      if constexpr (requires { mapping.wait_until(end, ec); }) mapping.wait_until(end, ec);
+      if constexpr (growing_mapping<M>) mapping.wait_until(end, ec);
     }
     M mapping;
   };
@@ -143,7 +141,7 @@ class any_writer {
       return writer.commit(attributes, ec);
     }
     void require(const write_precondition& precondition) override {
-      if constexpr (requires { writer.require(precondition); }) writer.require(precondition);
+      if constexpr (conditional_writer<W>) writer.require(precondition);
     }
     W writer;
   };
@@ -224,18 +222,16 @@ class store_adapter final : public any_store {
  public:
   explicit store_adapter(Store& store) noexcept : store_(store) {}
 
-  [[nodiscard]] bool remote() const noexcept override {
-    return requires { requires Store::remote; };
-  }
+  [[nodiscard]] bool remote() const noexcept override { return remote_store<Store>; }
   void create_bucket(std::string_view bucket, std::string_view owner, error_code& ec) override {
-    if constexpr (requires { store_.create_bucket(bucket, owner, ec); }) {
+    if constexpr (owner_recording_store<Store>) {
       store_.create_bucket(bucket, owner, ec);
     } else {
       store_.create_bucket(bucket, ec);
     }
   }
   [[nodiscard]] std::optional<std::string> bucket_owner(std::string_view bucket) const override {
-    if constexpr (requires { store_.bucket_owner(bucket); }) return store_.bucket_owner(bucket);
+    if constexpr (owner_reporting_store<Store>) return store_.bucket_owner(bucket);
     return std::nullopt;
   }
   void remove_bucket(std::string_view bucket, error_code& ec) override { store_.remove_bucket(bucket, ec); }
@@ -254,26 +250,24 @@ class store_adapter final : public any_store {
     return any_mapping::from(store_.map(object, ec));
   }
   any_mapping describe(const object_ref& object, error_code& ec) override {
-    if constexpr (requires { store_.describe(object, ec); }) return any_mapping::from(store_.describe(object, ec));
+    if constexpr (describing_store<Store>) return any_mapping::from(store_.describe(object, ec));
     return map(object, ec);
   }
   any_mapping map_range(const object_ref& object, std::string_view range, error_code& ec) override {
-    if constexpr (requires { store_.map_range(object, range, ec); }) {
+    if constexpr (range_mapping_store<Store>) {
       return any_mapping::from(store_.map_range(object, range, ec));
     }
     return map(object, ec);
   }
   any_mapping map_streaming(const object_ref& object, error_code& ec) override {
-    if constexpr (requires { store_.map_streaming(object, ec); }) {
+    if constexpr (streaming_store<Store>) {
       return any_mapping::from(store_.map_streaming(object, ec));
     }
     return map(object, ec);
   }
-  [[nodiscard]] bool speculates() const noexcept override {
-    return requires(const object_ref& object) { store_.map_unconfirmed(object); };
-  }
+  [[nodiscard]] bool speculates() const noexcept override { return speculating_store<Store>; }
   std::optional<any_mapping> map_unconfirmed(const object_ref& object) override {
-    if constexpr (requires { store_.map_unconfirmed(object); }) {
+    if constexpr (speculating_store<Store>) {
       auto mapped = store_.map_unconfirmed(object);
       if (!mapped) return std::nullopt;
       return any_mapping::from(std::move(*mapped));
@@ -281,9 +275,8 @@ class store_adapter final : public any_store {
     return std::nullopt;
   }
   bool confirm(const object_ref& object, const any_mapping& mapping) override {
-    using own_mapping = typename Store::mapping_type;
-    if constexpr (requires(const own_mapping& m) { store_.confirm(object, m); }) {
-      const auto* own = mapping.get<own_mapping>();
+    if constexpr (speculating_store<Store>) {
+      const auto* own = mapping.get<typename Store::mapping_type>();
       return own != nullptr && store_.confirm(object, *own);
     }
     return true;
@@ -305,7 +298,7 @@ class store_adapter final : public any_store {
   object_info complete_upload(const object_ref& object, std::string_view upload_id, std::span<const part_info> chosen,
                               const object_attributes& attributes, error_code& ec,
                               const write_precondition& precondition) override {
-    if constexpr (requires { store_.complete_upload(object, upload_id, chosen, attributes, ec, precondition); }) {
+    if constexpr (conditional_upload_store<Store>) {
       return store_.complete_upload(object, upload_id, chosen, attributes, ec, precondition);
     }
     return store_.complete_upload(object, upload_id, chosen, attributes, ec);

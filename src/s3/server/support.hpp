@@ -127,7 +127,7 @@ class payload_digests {
 /// inode when the store's mapping has a descriptor (fs_store), else none.
 template <class Mapping>
 object_version_id version_of(const Mapping& mapping) {
-  if constexpr (requires { mapping.native_handle(); }) {
+  if constexpr (file_backed_mapping<Mapping>) {
     struct stat st {};
     if (mapping.native_handle() >= 0 && ::fstat(mapping.native_handle(), &st) == 0) {
       return {static_cast<std::uint64_t>(st.st_dev) + 1, static_cast<std::uint64_t>(st.st_ino)};

@@ -1,0 +1,17 @@
+// A copy lent by map_unconfirmed is answered with only once confirm() said it is current: a
+// store without confirm does not speculate.
+#include <sluice/memory_store.hpp>
+
+#include <optional>
+
+struct candidate : sluice::memory_store {
+  std::optional<mapping> map_unconfirmed(const sluice::object_ref& /*obj*/) { return {}; }
+#ifdef SLUICE_CF_CONTROL
+  bool confirm(const sluice::object_ref& /*obj*/, const mapping& /*m*/) { return true; }
+#endif
+};
+
+static_assert(sluice::servable_store<candidate>);
+static_assert(sluice::speculating_store<candidate>);
+
+int main() {}
