@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config git liburing-dev  # build (liburing: the file tier)
-  libboost-dev libboost-system-dev           # Asio, Beast, System (core, s3)
+  libboost1.81-dev                           # Asio, Beast, System (core, s3); not libboost-dev (1.74)
   libsimdjson-dev                            # JSON config and metadata
   libpugixml-dev                             # S3 XML bodies
   libisal-dev                                # CRC32/CRC32C (S3 flexible checksums)
