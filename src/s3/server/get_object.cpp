@@ -151,12 +151,16 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
     file = when == http_sendfile::always || (when == http_sendfile::remote && !peer_on_this_host());
   }
   const body_route route = route_body(*answer, {req.head, tls, file, growing, asked != nullptr});
-  if (route != body_route::with_head) co_return co_await send_body(req, *answer, mapping, route, head, asked, keep);
-  // One slice from memory goes with its head in one write (get_plan.hpp's route_body).
-  const std::byte* first_byte = sluice::detail::readable_as_region(mapping.region()).bytes() + at;
-  const auto length = static_cast<std::size_t>(answer->length);
+  if (route != body_route::with_head && route != body_route::none) {
+    co_return co_await send_body(req, *answer, mapping, route, head, asked, keep);
+  }
+  // The head alone (a HEAD, an empty body), or one slice from memory in the head's write
+  // (get_plan.hpp's route_body): one write, and no further coroutine frame.
+  const std::size_t length = route == body_route::none ? 0 : static_cast<std::size_t>(answer->length);
+  const std::byte* first_byte =
+      length == 0 ? nullptr : sluice::detail::readable_as_region(mapping.region()).bytes() + at;
   if constexpr (tls) {
-    const std::string_view whole = head_.append_body(first_byte, length);
+    const std::string_view whole = length == 0 ? head : head_.append_body(first_byte, length);
     co_await asio::async_write(stream_, asio::buffer(whole.data(), whole.size()),
                                asio::redirect_error(asio::use_awaitable, ec));
   } else {
