@@ -232,7 +232,15 @@ void endpoint::close() noexcept {
     if (closed_) return;
     closed_ = true;
   }
-  if (progress_.joinable()) progress_.join();
+  if (progress_.joinable()) {
+    // On the progress thread itself (a completion let go of the endpoint's last owner, or closed
+    // it), the thread cannot wait for itself: it ends its loop when finish() returns (progress_loop).
+    if (progress_.get_id() == std::this_thread::get_id()) {
+      progress_.detach();
+    } else {
+      progress_.join();
+    }
+  }
   ep_.reset();  // no completion is reported and no byte moves after this
   std::vector<operation*> left;
   {
@@ -512,6 +520,16 @@ void endpoint::progress_loop() {
   std::array<fi_cq_entry, 32> entries{};
   fid_cq* cq = cq_.native_handle();
   int idle_polls = 0;
+  // A completion may let go of the last owner of this endpoint (a transfer's state holding it):
+  // the completions are finished holding it here, and when that hold was the last, the endpoint
+  // is gone (destroyed on this thread, which close() then detached) and the loop ends at once.
+  const std::weak_ptr<endpoint> weak = weak_from_this();
+  const auto finish_held = [&](auto&& finish_all) {
+    const std::shared_ptr<endpoint> held = weak.lock();
+    if (held == nullptr) return false;  // being destroyed on another thread, which waits for this one
+    finish_all();
+    return true;
+  };
   while (!stopping_.load(std::memory_order_relaxed)) {
     const bool busy = in_flight_.load(std::memory_order_relaxed) != 0;
     const bool attentive = busy || remote_access_.load(std::memory_order_relaxed) != 0;
@@ -533,16 +551,22 @@ void endpoint::progress_loop() {
     const ssize_t n = fi_cq_read(cq, entries.data(), entries.size());
     if (n > 0) {
       idle_polls = 0;
-      for (ssize_t i = 0; i < n; ++i) {
-        finish(static_cast<operation*>(entries[static_cast<std::size_t>(i)].op_context), {});
-      }
+      const bool held = finish_held([&] {
+        for (ssize_t i = 0; i < n; ++i) {
+          finish(static_cast<operation*>(entries[static_cast<std::size_t>(i)].op_context), {});
+        }
+      });
+      if (!held || weak.expired()) return;  // nothing of `this` is touched after it is gone
       continue;
     }
     if (n == -FI_EAVAIL) {
       idle_polls = 0;
       fi_cq_err_entry error{};
       if (fi_cq_readerr(cq, &error, 0) > 0 && error.op_context != nullptr) {
-        finish(static_cast<operation*>(error.op_context), make_fabric_error(-static_cast<long>(error.err)));
+        const bool held = finish_held([&] {
+          finish(static_cast<operation*>(error.op_context), make_fabric_error(-static_cast<long>(error.err)));
+        });
+        if (!held || weak.expired()) return;
       }
       continue;
     }
