@@ -572,11 +572,18 @@ class Watched:
         self.lines = []
         self.peak_rss = 0
         self.killed_for_rss = False
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
+
+    def _settle(self):
+        """Once the server has exited, waits for the reader to take its last lines (it ends at EOF):
+        what it said is then all there, however loaded the machine."""
+        if self.proc.poll() is not None:
+            self.reader.join(timeout=10)
 
     def rss(self):
         try:
@@ -589,6 +596,7 @@ class Watched:
         return 0
 
     def output(self):
+        self._settle()
         return "\n".join(self.lines)
 
     def wait(self, seconds, until, rss_limit=None):
@@ -608,6 +616,7 @@ class Watched:
         return until()
 
     def said(self, needle):
+        self._settle()
         return any(needle in line for line in self.lines)
 
     def wait_for_line(self, needle, seconds=5, rss_limit=None):
@@ -615,7 +624,7 @@ class Watched:
 
     def exited_within(self, seconds, rss_limit=None):
         if self.wait(seconds, lambda: self.proc.poll() is not None, rss_limit) and not self.killed_for_rss:
-            time.sleep(0.1)  # the reader thread takes the last lines
+            self._settle()
             return True
         return False
 
