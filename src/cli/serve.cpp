@@ -25,7 +25,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <pthread.h>
@@ -304,15 +303,18 @@ int run_server(Store& store, const serve_options& o, const s3::server_config& co
     std::fflush(stdout);
     // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm
     // spins on a lock in the shared region of a peer that died holding it. Such a thread can
-    // never be joined; after a grace period the process exits and the kernel reclaims it all
-    // (every object is already published or absent: PUTs write a temporary file and rename).
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::seconds(10));
-      std::fprintf(stderr,
-                   "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric "
-                   "provider); exiting\n");
-      std::_Exit(0);
-    }).detach();
+    // never be joined; after a grace period SIGALRM ends the process and the kernel reclaims it
+    // all (every object is already published or absent: PUTs write a temporary file and rename).
+    struct sigaction on_alarm {};
+    on_alarm.sa_handler = [](int) {
+      static constexpr char said[] =
+          "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric provider); exiting\n";
+      static_cast<void>(::write(STDERR_FILENO, said, sizeof said - 1));  // async-signal-safe, as _exit is
+      ::_exit(0);
+    };
+    sigemptyset(&on_alarm.sa_mask);
+    ::sigaction(SIGALRM, &on_alarm, nullptr);
+    ::alarm(10);
     server.stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice serve: %s\n", e.what());

@@ -22,9 +22,11 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 namespace sluice::fabric {
 
@@ -44,6 +46,38 @@ class fabric_category_impl final : public boost::system::error_category {
 };
 
 constexpr std::uint32_t api_version = FI_VERSION(1, 14);
+
+/// Progress threads that closed their own endpoint (a completion let go of its last owner, or
+/// closed it): each ends its loop right after, and is joined by the next thread handed over, or
+/// at exit. None is detached.
+class thread_reaper {
+ public:
+  thread_reaper() = default;
+  thread_reaper(const thread_reaper&) = delete;
+  thread_reaper& operator=(const thread_reaper&) = delete;
+  ~thread_reaper() {
+    for (std::thread& t : threads_) t.join();
+  }
+  /// Called on `t` itself; joins the threads handed over before (they have ended or are ending).
+  void adopt(std::thread t) {
+    std::vector<std::thread> ended;
+    {
+      const std::lock_guard lock(mutex_);
+      ended.swap(threads_);
+      threads_.push_back(std::move(t));
+    }
+    for (std::thread& e : ended) e.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::thread> threads_;
+};
+
+thread_reaper& finished_progress_threads() {
+  static thread_reaper reaper;
+  return reaper;
+}
 
 }  // namespace
 
@@ -234,9 +268,10 @@ void endpoint::close() noexcept {
   }
   if (progress_.joinable()) {
     // On the progress thread itself (a completion let go of the endpoint's last owner, or closed
-    // it), the thread cannot wait for itself: it ends its loop when finish() returns (progress_loop).
+    // it), the thread cannot wait for itself: it ends its loop when finish() returns (progress_loop),
+    // and another thread joins it.
     if (progress_.get_id() == std::this_thread::get_id()) {
-      progress_.detach();
+      finished_progress_threads().adopt(std::move(progress_));
     } else {
       progress_.join();
     }
@@ -522,7 +557,7 @@ void endpoint::progress_loop() {
   int idle_polls = 0;
   // A completion may let go of the last owner of this endpoint (a transfer's state holding it):
   // the completions are finished holding it here, and when that hold was the last, the endpoint
-  // is gone (destroyed on this thread, which close() then detached) and the loop ends at once.
+  // is gone (destroyed on this thread, which close() handed to another to join) and the loop ends at once.
   const std::weak_ptr<endpoint> weak = weak_from_this();
   const auto finish_held = [&](auto&& finish_all) {
     const std::shared_ptr<endpoint> held = weak.lock();
