@@ -13,6 +13,7 @@
 #pragma once
 
 #include <sluice/fabric/endpoint.hpp>
+#include <sluice/detail/registration_cache.hpp>
 #include <sluice/fabric/registrar.hpp>
 #include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>
@@ -172,32 +173,30 @@ class mapping_cache {
     std::uint64_t bytes = 0;
   };
 
-  mapping_cache(std::uint64_t max_bytes, std::size_t max_entries) noexcept
-      : max_bytes_(max_bytes), max_entries_(max_entries) {}
+  mapping_cache(std::uint64_t max_bytes, std::size_t max_entries) noexcept : kept_(max_bytes, max_entries) {}
 
   /// Whether `source` may be cached: a cache with room, a version id, and its file (bytes are
   /// matched by their place in the file).
   [[nodiscard]] bool takes(const s3::rdma_source& source) const noexcept {
-    return max_entries_ > 0 && source.version.cacheable() && source.file >= 0 && source.mapping.size > 0 &&
-           source.mapping.size <= max_bytes_;
+    return source.version.cacheable() && source.file >= 0 && source.mapping.size > 0 &&
+           kept_.takes(source.mapping.size);
   }
 
   /// The cached registration holding bytes [at, at + length) of `version`'s file, with those
   /// bytes' place in its mapping; null when none.
   std::shared_ptr<const shared_registration::held> find(const s3::object_version_id& version, std::uint64_t at,
                                                         std::uint64_t length, sluice::region& memory) {
-    const std::lock_guard lock(mutex_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      const region& have = it->held->reg.region();
-      if (it->version == version && at >= it->file_offset && length <= have.size &&
-          at - it->file_offset <= have.size - length) {
-        entries_.splice(entries_.begin(), entries_, it);  // most recently used first
-        ++hits_;
-        memory = {have.bytes() + (at - it->file_offset), static_cast<std::size_t>(length), have.kind, have.device};
-        return entries_.front().held;
-      }
+    std::uint64_t first = 0;  // the found mapping's first byte in the file
+    auto found = kept_.find([&](const key& k, const shared_registration::held& h) {
+      const std::uint64_t size = h.reg.region().size;
+      first = k.file_offset;
+      return k.version == version && at >= k.file_offset && length <= size && at - k.file_offset <= size - length;
+    });
+    if (found) {
+      const region& have = found->reg.region();
+      memory = {have.bytes() + (at - first), static_cast<std::size_t>(length), have.kind, have.device};
     }
-    return nullptr;
+    return found;
   }
 
   /// Keeps `held`, the registration of a mapping whose first byte is at `file_offset` of
@@ -205,55 +204,27 @@ class mapping_cache {
   /// missed at the same time kept its own first.
   void insert(const s3::object_version_id& version, std::uint64_t file_offset,
               std::shared_ptr<const shared_registration::held> held) {
-    std::vector<entry> evicted;  // closed outside the lock
-    {
-      const std::lock_guard lock(mutex_);
-      ++misses_;
-      const bool kept = std::any_of(entries_.begin(), entries_.end(), [&](const entry& e) {
-        return e.version == version && e.file_offset == file_offset &&
-               e.held->reg.region().size == held->reg.region().size;
-      });
-      if (kept) return;
-      bytes_ += held->reg.region().size;
-      entries_.push_front({version, file_offset, std::move(held)});
-      while (bytes_ > max_bytes_ || entries_.size() > max_entries_) {
-        auto victim =
-            std::find_if(entries_.rbegin(), entries_.rend(), [](const entry& e) { return e.held.use_count() == 1; });
-        if (victim == entries_.rend()) break;  // all in use: the bounds are exceeded only while they are
-        auto at = std::next(victim).base();
-        bytes_ -= at->held->reg.region().size;
-        evicted.push_back(std::move(*at));
-        entries_.erase(at);
-      }
-    }
+    const std::uint64_t size = held->reg.region().size;
+    kept_.insert(key{version, file_offset}, std::move(held), size,
+                 [&](const key& k, const shared_registration::held& h) {
+                   return k.version == version && k.file_offset == file_offset && h.reg.region().size == size;
+                 });
   }
 
   /// Drops every entry (transfers still using one keep it until they complete).
-  void clear() {
-    std::list<entry> dropped;
-    const std::lock_guard lock(mutex_);
-    dropped.swap(entries_);
-    bytes_ = 0;
-  }
+  void clear() { kept_.clear(); }
 
   [[nodiscard]] statistics stats() const {
-    const std::lock_guard lock(mutex_);
-    return {hits_, misses_, entries_.size(), bytes_};
+    const auto s = kept_.stats();
+    return {s.hits, s.insertions, s.entries, s.bytes};
   }
 
  private:
-  struct entry {
+  struct key {
     s3::object_version_id version;
     std::uint64_t file_offset = 0;
-    std::shared_ptr<const shared_registration::held> held;
   };
-  const std::uint64_t max_bytes_;
-  const std::size_t max_entries_;
-  mutable std::mutex mutex_;
-  std::list<entry> entries_;  // most recently used first
-  std::uint64_t bytes_ = 0;
-  std::uint64_t hits_ = 0;
-  std::uint64_t misses_ = 0;
+  sluice::detail::registration_cache<key, const shared_registration::held> kept_;
 };
 
 /// Registers a store's mapping for RMA writes (access::write_source) on one endpoint, keeping

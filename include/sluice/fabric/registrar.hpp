@@ -3,13 +3,14 @@
 #pragma once
 
 #include <sluice/concepts.hpp>
+#include <sluice/detail/registration_cache.hpp>
 #include <sluice/fabric/endpoint.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
+#include <limits>
 #include <memory>
-#include <mutex>
+#include <utility>
 
 namespace sluice::fabric {
 
@@ -65,7 +66,7 @@ class registrar {
   using registration_type = registration;
 
   registrar(std::shared_ptr<endpoint> ep, access what, std::size_t capacity = 64)
-      : endpoint_(std::move(ep)), access_(what), capacity_(capacity) {}
+      : endpoint_(std::move(ep)), access_(what), cache_(std::numeric_limits<std::uint64_t>::max(), capacity) {}
 
   /// Registers `memory` (or finds it in the cache). Errors: those of endpoint::register_memory.
   registration_type register_region(const region& memory, error_code& ec) {
@@ -73,57 +74,36 @@ class registrar {
       ec = {};
       return {memory, std::make_shared<memory_region>()};
     }
-    const std::lock_guard lock(mutex_);
-    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      const region& have = (*it)->region();
-      const bool covered = have.kind == memory.kind && have.device == memory.device && memory.bytes() >= have.bytes() &&
-                           memory.bytes() + memory.size <= have.bytes() + have.size;
-      if (covered) {
-        cache_.splice(cache_.begin(), cache_, it);  // most recently used first
-        ++hits_;
-        ec = {};
-        return {memory, cache_.front()};
-      }
+    ec = {};
+    if (auto mr = cache_.find([&](const region& have, const memory_region&) {
+          return have.kind == memory.kind && have.device == memory.device && memory.bytes() >= have.bytes() &&
+                 memory.bytes() + memory.size <= have.bytes() + have.size;
+        })) {
+      return {memory, std::move(mr)};
     }
     auto mr = std::make_shared<const memory_region>(endpoint_->register_memory(memory, access_, ec));
     if (ec) return {};
-    if (capacity_ == 0) return {memory, std::move(mr)};  // not kept: it closes with the registration
-    cache_.push_front(mr);
-    evict();
+    // Not kept with capacity 0: it closes with the registration. Two misses of the same range at
+    // once keep both (each is found by what it covers; the bound evicts the spare).
+    cache_.insert(memory, mr, memory.size, [](const region&, const memory_region&) { return false; });
     return {memory, std::move(mr)};
   }
 
   /// Drops every cached MR that overlaps `memory` (registrations still held keep theirs).
   void invalidate(const region& memory) {
-    const std::lock_guard lock(mutex_);
-    cache_.remove_if([&](const auto& mr) {
-      const region& have = mr->region();
+    cache_.erase_if([&](const region& have, const memory_region&) {
       return have.bytes() < memory.bytes() + memory.size && memory.bytes() < have.bytes() + have.size;
     });
   }
 
   [[nodiscard]] const std::shared_ptr<endpoint>& get_endpoint() const noexcept { return endpoint_; }
   /// Registrations answered from the cache.
-  [[nodiscard]] std::uint64_t cache_hits() const {
-    const std::lock_guard lock(mutex_);
-    return hits_;
-  }
+  [[nodiscard]] std::uint64_t cache_hits() const { return cache_.stats().hits; }
 
  private:
-  void evict() {
-    while (cache_.size() > capacity_) {
-      auto victim = std::find_if(cache_.rbegin(), cache_.rend(), [](const auto& mr) { return mr.use_count() == 1; });
-      if (victim == cache_.rend()) return;  // all in use: the bound is exceeded only while they are
-      cache_.erase(std::next(victim).base());
-    }
-  }
-
   std::shared_ptr<endpoint> endpoint_;
   access access_;
-  std::size_t capacity_;
-  mutable std::mutex mutex_;
-  std::list<std::shared_ptr<const memory_region>> cache_;
-  std::uint64_t hits_ = 0;
+  sluice::detail::registration_cache<region, const memory_region> cache_;  // keyed by the registered range
 };
 
 }  // namespace sluice::fabric
