@@ -40,7 +40,7 @@ namespace s3 = sluice::s3;
 // ($XDG_RUNTIME_DIR/sluice/, else /tmp/sluice-UID/); clients on this host compute the same path
 // with s3::default_grant_socket. The library reads no environment: the CLI passes it.
 std::string default_grant_socket(std::uint16_t port) {
-  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");  // NOLINT(concurrency-mt-unsafe): before any thread
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");  // NOLINT(concurrency-mt-unsafe): read once
   return s3::default_grant_socket(port, runtime_dir != nullptr ? runtime_dir : "").string();
 }
 
@@ -442,6 +442,7 @@ int serve(const serve_options& o) {
     error_code cuda_ec;
     cuda::grant_opener_config opener;
     if (o.grant_copy_threads) opener.copy_threads = *o.grant_copy_threads;
+    opener.trace = std::getenv("SLUICE_GRANT_TRACE") != nullptr;  // NOLINT(concurrency-mt-unsafe): read once
     grants.device = cuda::make_grant_opener(opener, cuda_ec);
     if (grants.device) {
       config.metrics_sources.push_back(grant_opener_metrics(grants.device));

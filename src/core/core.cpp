@@ -3,6 +3,8 @@
 #include <sluice/config.hpp>
 #include <sluice/detail/regular_file.hpp>
 
+#include "common/json_fields.hpp"
+
 #include <simdjson.h>
 
 #include <fcntl.h>
@@ -89,60 +91,6 @@ std::optional<std::uint64_t> parse_size(std::string_view text) noexcept {
   return value * scale;
 }
 
-namespace {
-
-using simdjson::dom::element;
-using simdjson::dom::object;
-
-// One section's fields: name → reader that stores the value or returns the reason it cannot.
-using field_reader = std::function<std::optional<std::string>(element)>;
-using field_table = std::vector<std::pair<std::string_view, field_reader>>;
-
-field_reader size_field(std::uint64_t& target) {
-  return [&target](element value) -> std::optional<std::string> {
-    if (value.is_uint64()) {
-      target = value.get_uint64().value_unsafe();
-      return std::nullopt;
-    }
-    if (value.is_string()) {
-      if (auto parsed = parse_size(value.get_string().value_unsafe())) {
-        target = *parsed;
-        return std::nullopt;
-      }
-      return "expected a size such as 4096, \"512 KiB\" or \"8 MiB\"";
-    }
-    return "expected a non-negative integer or a size string";
-  };
-}
-
-field_reader count_field(std::uint32_t& target) {
-  return [&target](element value) -> std::optional<std::string> {
-    if (!value.is_uint64()) return "expected a non-negative integer";
-    const std::uint64_t v = value.get_uint64().value_unsafe();
-    if (v > std::numeric_limits<std::uint32_t>::max()) return "too large";
-    target = static_cast<std::uint32_t>(v);
-    return std::nullopt;
-  };
-}
-
-// Reads the members of `section` through `fields`; unknown names are errors.
-std::optional<config_error> read_section(element section, std::string_view path, const field_table& fields) {
-  object members;
-  if (section.get(members) != simdjson::SUCCESS) return config_error{std::string(path), "expected an object"};
-  for (auto member : members) {
-    // Named copies, not structured bindings: lambdas capture them (clang 14 cannot capture bindings).
-    const std::string_view key = member.key;
-    const element value = member.value;
-    const std::string field = std::string(path) + "." + std::string(key);
-    auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
-    if (it == fields.end()) return config_error{field, "unknown field"};
-    if (auto reason = it->second(value)) return config_error{field, *reason};
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 config parse_config(std::string_view json, error_code& ec, config_error& error) {
   config result;
   auto fail = [&](config_error e) {
@@ -151,14 +99,12 @@ config parse_config(std::string_view json, error_code& ec, config_error& error) 
     return config{};
   };
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
-  element root;
-  if (auto err = parser.parse(padded).get(root); err != simdjson::SUCCESS) {
-    return fail({"", std::string("malformed JSON: ") + simdjson::error_message(err)});
-  }
-  object top;
+  detail::json::element root;
+  if (auto e = detail::json::parse(parser, json, root)) return fail(std::move(*e));
+  simdjson::dom::object top;
   if (root.get(top) != simdjson::SUCCESS) return fail({"", "the configuration must be a JSON object"});
 
+  using namespace detail::json;
   const std::vector<std::pair<std::string_view, field_table>> sections{
       {"transfer",
        {{"part_size", size_field(result.transfer.part_size)},
@@ -170,10 +116,9 @@ config parse_config(std::string_view json, error_code& ec, config_error& error) 
   };
   for (auto member : top) {
     const std::string_view key = member.key;
-    const element value = member.value;
     auto it = std::find_if(sections.begin(), sections.end(), [&](const auto& s) { return s.first == key; });
     if (it == sections.end()) return fail({std::string(key), "unknown section"});
-    if (auto e = read_section(value, key, it->second)) return fail(std::move(*e));
+    if (auto e = read_fields(member.value, std::string(key) + ".", it->second)) return fail(std::move(*e));
   }
   if (auto e = result.validate()) return fail(std::move(*e));
   ec = {};

@@ -275,7 +275,7 @@ error_code ipc_opener::write(int device, std::byte* to, const s3::rdma_source& s
   const auto queued = std::chrono::steady_clock::now();
   if (const error_code synced = streams.synchronize(); synced && !failure) failure = synced;
   release(entry);
-  if (trace_) {
+  if (config_.trace) {
     const auto done = std::chrono::steady_clock::now();
     std::fprintf(stderr,
                  "sluice grant: write %.1f MiB from offset %llu: %llu chunks (%llu registered already, %llu "

@@ -256,14 +256,13 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   std::uint64_t registered_bytes_ = 0;
   std::atomic<std::uint64_t> registrations_{0}, hits_{0}, pageable_copies_{0}, evictions_{0}, open_handles_{0},
       register_ns_{0}, copied_chunks_{0};
-  // Copy threads' time (SLUICE_GRANT_TRACE): reading into pinned slots, inside cudaMemcpyAsync and
+  // Copy threads' time (config_.trace): reading into pinned slots, inside cudaMemcpyAsync and
   // cudaEventRecord, waiting for a slot's DMA.
   std::atomic<std::uint64_t> copy_read_ns_{0}, copy_call_ns_{0}, copy_sync_ns_{0};
   // Rates that decide which chunks the copy threads take, measured as they go; the first values
   // are the H100 host's: registering 4 GiB in ~0.13 s, pread into pinned slots ~6 GiB/s a thread.
   std::atomic<double> register_ns_per_mib_{30'000}, copy_ns_per_mib_{160'000};
-  const bool trace_ = std::getenv("SLUICE_GRANT_TRACE") != nullptr;  // NOLINT(concurrency-mt-unsafe): read once
-  std::mutex jobs_mutex_;                                            // jobs_
+  std::mutex jobs_mutex_;  // jobs_
   std::condition_variable_any jobs_ready_;
   std::deque<job> jobs_;        // chunks transfers wait for
   std::deque<job> ahead_jobs_;  // chunks after a transfer's range (register_ahead_bytes)

@@ -12,8 +12,8 @@
 // Internal to sluice::fabric (src/fabric/s3_plane.cpp builds it per request).
 #pragma once
 
-#include <sluice/fabric/endpoint.hpp>
 #include <sluice/detail/registration_cache.hpp>
+#include <sluice/fabric/endpoint.hpp>
 #include <sluice/fabric/registrar.hpp>
 #include <sluice/path.hpp>
 #include <sluice/s3/error.hpp>

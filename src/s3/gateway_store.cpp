@@ -10,6 +10,8 @@
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/gateway_store.hpp>
 
+#include "common/json_fields.hpp"
+
 #include <simdjson.h>
 
 #include <algorithm>
@@ -37,84 +39,42 @@ std::optional<config_error> gateway_store_config::validate() const {
 std::optional<gateway_store_config> parse_gateway_config(std::string_view json, gateway_store_config base,
                                                          error_code& ec, config_error& error) {
   ec = {};
-  const auto fail = [&](const std::string& field, std::string reason) -> std::optional<gateway_store_config> {
-    error = {field.empty() ? std::string("gateway") : "gateway." + field, std::move(reason)};
-    ec = sluice::errc::invalid_config;
-    return std::nullopt;
-  };
   simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (auto err = parser.parse(simdjson::padded_string(json)).get(root); err != simdjson::SUCCESS) {
-    error = {"", std::string("malformed JSON: ") + simdjson::error_message(err)};
+  sluice::detail::json::element root;
+  if (auto e = sluice::detail::json::parse(parser, json, root)) {
+    error = std::move(*e);
     ec = sluice::errc::invalid_config;
     return std::nullopt;
   }
   if (!root.is_object()) return std::nullopt;  // parse_server_config says what is wrong with it
   // Beside the server's settings, or among them when those are under "server".
-  simdjson::dom::element found;
-  if (root["gateway"].get(found) != simdjson::SUCCESS && root["server"]["gateway"].get(found) != simdjson::SUCCESS) {
+  simdjson::dom::element section;
+  if (root["gateway"].get(section) != simdjson::SUCCESS &&
+      root["server"]["gateway"].get(section) != simdjson::SUCCESS) {
     return std::nullopt;
   }
-  simdjson::dom::object section;
-  if (found.get(section) != simdjson::SUCCESS) return fail("", "expected an object");
+  using namespace sluice::detail::json;
   gateway_store_config config = std::move(base);
-  for (auto member : section) {
-    const std::string key(member.key);
-    const simdjson::dom::element value = member.value;
-    std::string_view text;
-    std::uint64_t number = 0;
-    bool flag = false;
-    const auto string_field = [&](std::string& into) {
-      if (value.get(text) != simdjson::SUCCESS) return false;
-      into = std::string(text);
-      return true;
-    };
-    const auto size_field = [&](std::uint64_t& into) {
-      if (value.get(number) == simdjson::SUCCESS) {
-        into = number;
-        return true;
-      }
-      if (value.get(text) != simdjson::SUCCESS) return false;
-      const auto parsed = parse_size(text);
-      if (parsed) into = *parsed;
-      return parsed.has_value();
-    };
-    const auto seconds_field = [&](std::chrono::seconds& into) {
-      if (value.get(number) != simdjson::SUCCESS || number > 366ULL * 24 * 3600) return false;
-      into = std::chrono::seconds(number);
-      return true;
-    };
-    bool ok = true;
-    if (key == "upstream") {
-      ok = string_field(config.upstream.endpoint);
-    } else if (key == "upstream_access_key_id") {
-      ok = string_field(config.upstream.creds.access_key_id);
-    } else if (key == "upstream_secret_access_key") {
-      ok = string_field(config.upstream.creds.secret_access_key);
-    } else if (key == "upstream_region") {
-      ok = string_field(config.upstream.region);
-    } else if (key == "upstream_ca_bundle") {
-      std::string path;
-      ok = string_field(path);
-      config.upstream.ca_bundle = path;
-    } else if (key == "upstream_timeout_s") {
-      ok = seconds_field(config.upstream.request_timeout) && config.upstream.request_timeout.count() > 0;
-    } else if (key == "cache_bytes") {
-      ok = size_field(config.cache_bytes);
-    } else if (key == "chunk_bytes") {
-      ok = size_field(config.chunk_bytes);
-    } else if (key == "revalidate_after_s") {
-      ok = seconds_field(config.revalidate_after);
-    } else if (key == "stale_if_error") {
-      ok = value.get(flag) == simdjson::SUCCESS;
-      if (ok) config.stale_if_error = flag;
-    } else if (key == "fetch_streams") {
-      ok = value.get(number) == simdjson::SUCCESS && number >= 1 && number <= 64;
-      if (ok) config.fetch_streams = static_cast<std::uint32_t>(number);
-    } else {
-      return fail(key, "unknown field");
-    }
-    if (!ok) return fail(key, "unexpected value");
+  const field_table fields{
+      {"upstream", string_field(config.upstream.endpoint)},
+      {"upstream_access_key_id", string_field(config.upstream.creds.access_key_id)},
+      {"upstream_secret_access_key", string_field(config.upstream.creds.secret_access_key)},
+      {"upstream_region", string_field(config.upstream.region)},
+      {"upstream_ca_bundle", text_field([&](std::string_view path) -> std::optional<std::string> {
+         config.upstream.ca_bundle = std::string(path);
+         return std::nullopt;
+       })},
+      {"upstream_timeout_s", seconds_field(config.upstream.request_timeout, 1)},
+      {"cache_bytes", size_field(config.cache_bytes)},
+      {"chunk_bytes", size_field(config.chunk_bytes)},
+      {"revalidate_after_s", seconds_field(config.revalidate_after)},
+      {"stale_if_error", flag_field(config.stale_if_error)},
+      {"fetch_streams", count_field(config.fetch_streams, 1, 64)},
+  };
+  if (auto e = read_fields(section, "gateway.", fields)) {
+    error = std::move(*e);
+    ec = sluice::errc::invalid_config;
+    return std::nullopt;
   }
   return config;
 }

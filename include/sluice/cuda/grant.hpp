@@ -54,6 +54,9 @@ struct grant_opener_config {
   /// registration alone reaches ~28 GiB/s). The CPU is spent only on a version's first GET.
   std::size_t copy_threads = default_copy_threads();
   std::size_t copy_slot_bytes = 8 << 20;  ///< each of a copy thread's two pinned slots
+  /// One line on stderr per grant copy (registration waits, copy threads' times); `sluice serve`
+  /// sets it from the environment variable SLUICE_GRANT_TRACE.
+  bool trace = false;
 
   /// The first problem, or nullopt.
   [[nodiscard]] std::optional<config_error> validate() const;

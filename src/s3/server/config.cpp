@@ -1,6 +1,8 @@
 // The S3 server's configuration: server_config::validate and parse_server_config.
 #include <sluice/s3/server.hpp>
 
+#include "common/json_fields.hpp"
+
 #include <simdjson.h>
 
 #include <charconv>
@@ -32,118 +34,117 @@ std::optional<config_error> server_config::validate() const {
   return std::nullopt;
 }
 
+namespace {
+
+/// "host:port" → its parts; nullopt when there is no colon or the port is not a number.
+std::optional<std::pair<std::string, std::uint16_t>> host_port(std::string_view text) {
+  const auto colon = text.rfind(':');
+  std::uint16_t port = 0;
+  if (colon == std::string_view::npos ||
+      std::from_chars(text.data() + colon + 1, text.data() + text.size(), port).ec != std::errc{}) {
+    return std::nullopt;
+  }
+  return std::pair{std::string(text.substr(0, colon)), port};
+}
+
+sluice::detail::json::field_reader users_field(std::vector<user>& users) {
+  return [&users](sluice::detail::json::element value) -> std::optional<std::string> {
+    simdjson::dom::array all;
+    if (value.get(all) != simdjson::SUCCESS) return "expected an array of users";
+    std::size_t index = 0;
+    for (auto u : all) {
+      std::string_view ak;
+      std::string_view sk;
+      if (u["access_key_id"].get(ak) != simdjson::SUCCESS || u["secret_access_key"].get(sk) != simdjson::SUCCESS) {
+        return "users[" + std::to_string(index) + "] needs access_key_id and secret_access_key strings";
+      }
+      users.push_back({std::string(ak), std::string(sk)});
+      ++index;
+    }
+    return std::nullopt;
+  };
+}
+
+sluice::detail::json::field_reader strings_field(std::vector<std::string>& into) {
+  return [&into](sluice::detail::json::element value) -> std::optional<std::string> {
+    simdjson::dom::array all;
+    if (value.get(all) != simdjson::SUCCESS) return "expected an array of strings";
+    for (auto one : all) {
+      std::string_view text;
+      if (one.get(text) != simdjson::SUCCESS) return "expected an array of strings";
+      into.emplace_back(text);
+    }
+    return std::nullopt;
+  };
+}
+
+}  // namespace
+
 server_config parse_server_config(std::string_view json, error_code& ec, config_error& error) {
   server_config config;
-  auto fail = [&](std::string field, std::string reason) {
-    error = {std::move(field), std::move(reason)};
+  auto fail = [&](config_error e) {
+    error = std::move(e);
     ec = sluice::errc::invalid_config;
     return server_config{};
   };
   simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (auto err = parser.parse(simdjson::padded_string(json)).get(root); err != simdjson::SUCCESS) {
-    return fail("", std::string("malformed JSON: ") + simdjson::error_message(err));
-  }
-  simdjson::dom::object top;
-  if (root.get(top) != simdjson::SUCCESS) return fail("", "the configuration must be a JSON object");
-  if (simdjson::dom::object inner; top["server"].get(inner) == simdjson::SUCCESS) top = inner;
-  for (auto member : top) {
-    const std::string key(member.key);
-    const simdjson::dom::element value = member.value;
-    std::string_view text;
-    std::uint64_t number = 0;
-    bool flag = false;
-    if (key == "listen") {
-      if (value.get(text) != simdjson::SUCCESS || text.rfind(':') == std::string_view::npos) {
-        return fail(key, "expected \"host:port\"");
-      }
-      const auto colon = text.rfind(':');
-      config.listen_address = std::string(text.substr(0, colon));
-      std::uint16_t port = 0;
-      if (std::from_chars(text.data() + colon + 1, text.data() + text.size(), port).ec != std::errc{}) {
-        return fail(key, "invalid port");
-      }
-      config.port = port;
-    } else if (key == "region") {
-      if (value.get(text) != simdjson::SUCCESS) return fail(key, "expected a string");
-      config.region = std::string(text);
-    } else if (key == "anonymous") {
-      if (value.get(flag) != simdjson::SUCCESS) return fail(key, "expected true or false");
-      config.allow_anonymous = flag;
-    } else if (key == "users") {
-      simdjson::dom::array users;
-      if (value.get(users) != simdjson::SUCCESS) return fail(key, "expected an array of users");
-      std::size_t index = 0;
-      for (auto u : users) {
-        const std::string where = "users[" + std::to_string(index++) + "]";
-        std::string_view ak;
-        std::string_view sk;
-        if (u["access_key_id"].get(ak) != simdjson::SUCCESS || u["secret_access_key"].get(sk) != simdjson::SUCCESS) {
-          return fail(where, "needs access_key_id and secret_access_key strings");
-        }
-        config.users.push_back({std::string(ak), std::string(sk)});
-      }
-    } else if (key == "virtual_host_suffixes") {
-      simdjson::dom::array suffixes;
-      if (value.get(suffixes) != simdjson::SUCCESS) return fail(key, "expected an array of strings");
-      for (auto one : suffixes) {
-        if (one.get(text) != simdjson::SUCCESS) return fail(key, "expected an array of strings");
-        config.virtual_host_suffixes.emplace_back(text);
-      }
-    } else if (key == "access_log") {
-      if (value.get(text) != simdjson::SUCCESS || text.empty())
-        return fail(key, "expected \"off\", \"stderr\" or a path");
-      config.access_log.target = text == "off"      ? access_log_target::off
-                                 : text == "stderr" ? access_log_target::standard_error
-                                                    : access_log_target::file;
-      if (config.access_log.target == access_log_target::file) config.access_log.path = std::string(text);
-    } else if (key == "sendfile") {
-      if (value.get(text) != simdjson::SUCCESS || (text != "remote" && text != "always" && text != "never")) {
-        return fail(key, "expected \"remote\", \"always\" or \"never\"");
-      }
-      config.sendfile = text == "remote"   ? http_sendfile::remote
-                        : text == "always" ? http_sendfile::always
-                                           : http_sendfile::never;
-    } else if (key == "access_log_format") {
-      if (value.get(text) != simdjson::SUCCESS || (text != "text" && text != "json")) {
-        return fail(key, "expected \"text\" or \"json\"");
-      }
-      config.access_log.format = text == "json" ? access_log_format::json : access_log_format::text;
-    } else if (key == "admin_listen") {
-      if (value.get(text) != simdjson::SUCCESS) return fail(key, "expected \"host:port\" or \"off\"");
-      if (text == "off") {
-        config.admin_listen.reset();
-        continue;
-      }
-      const auto colon = text.rfind(':');
-      std::uint16_t port = 0;
-      if (colon == std::string_view::npos ||
-          std::from_chars(text.data() + colon + 1, text.data() + text.size(), port).ec != std::errc{}) {
-        return fail(key, "expected \"host:port\" or \"off\"");
-      }
-      config.admin_listen = admin_listener{std::string(text.substr(0, colon)), port};
-    } else if (key == "max_object_bytes") {
-      if (value.get(number) == simdjson::SUCCESS) {
-        config.max_object_bytes = number;
-      } else if (value.get(text) == simdjson::SUCCESS && parse_size(text)) {
-        config.max_object_bytes = *parse_size(text);
-      } else {
-        return fail(key, "expected a size");
-      }
-    } else if (key == "max_connections" || key == "max_connections_per_address" || key == "read_timeout_s" ||
-               key == "idle_timeout_s" || key == "io_threads") {
-      if (value.get(number) != simdjson::SUCCESS) return fail(key, "expected a non-negative integer");
-      if (key == "max_connections") config.max_connections = number;
-      if (key == "max_connections_per_address") config.max_connections_per_address = number;
-      if (key == "read_timeout_s") config.read_timeout = std::chrono::seconds(number);
-      if (key == "idle_timeout_s") config.idle_timeout = std::chrono::seconds(number);
-      if (key == "io_threads") config.io_threads = number;
-    } else if (key == "gateway") {
-      continue;  // gateway_store's settings (parse_gateway_config)
-    } else {
-      return fail(key, "unknown field");
-    }
-  }
+  sluice::detail::json::element root;
+  if (auto e = sluice::detail::json::parse(parser, json, root)) return fail(std::move(*e));
+  if (!root.is_object()) return fail({"", "the configuration must be a JSON object"});
+  if (simdjson::dom::element inner; root["server"].get(inner) == simdjson::SUCCESS && inner.is_object()) root = inner;
+
+  using namespace sluice::detail::json;
+  std::uint64_t read_timeout_s = static_cast<std::uint64_t>(config.read_timeout.count());
+  std::uint64_t idle_timeout_s = static_cast<std::uint64_t>(config.idle_timeout.count());
+  const field_table fields{
+      {"listen", text_field([&](std::string_view text) -> std::optional<std::string> {
+         auto parts = host_port(text);
+         if (!parts) return "expected \"host:port\"";
+         config.listen_address = std::move(parts->first);
+         config.port = parts->second;
+         return std::nullopt;
+       })},
+      {"region", text_field([&](std::string_view text) -> std::optional<std::string> {
+         config.region = std::string(text);
+         return std::nullopt;
+       })},
+      {"anonymous", flag_field(config.allow_anonymous)},
+      {"users", users_field(config.users)},
+      {"virtual_host_suffixes", strings_field(config.virtual_host_suffixes)},
+      {"access_log", text_field([&](std::string_view text) -> std::optional<std::string> {
+         if (text.empty()) return "expected \"off\", \"stderr\" or a path";
+         config.access_log.target = text == "off"      ? access_log_target::off
+                                    : text == "stderr" ? access_log_target::standard_error
+                                                       : access_log_target::file;
+         if (config.access_log.target == access_log_target::file) config.access_log.path = std::string(text);
+         return std::nullopt;
+       })},
+      {"sendfile", choice_field(config.sendfile, {{"remote", http_sendfile::remote},
+                                                  {"always", http_sendfile::always},
+                                                  {"never", http_sendfile::never}})},
+      {"access_log_format",
+       choice_field(config.access_log.format, {{"text", access_log_format::text}, {"json", access_log_format::json}})},
+      {"admin_listen", text_field([&](std::string_view text) -> std::optional<std::string> {
+         if (text == "off") {
+           config.admin_listen.reset();
+           return std::nullopt;
+         }
+         auto parts = host_port(text);
+         if (!parts) return "expected \"host:port\" or \"off\"";
+         config.admin_listen = admin_listener{std::move(parts->first), parts->second};
+         return std::nullopt;
+       })},
+      {"max_object_bytes", size_field(config.max_object_bytes)},
+      {"max_connections", count_field(config.max_connections)},
+      {"max_connections_per_address", count_field(config.max_connections_per_address)},
+      {"read_timeout_s", count_field(read_timeout_s)},
+      {"idle_timeout_s", count_field(idle_timeout_s)},
+      {"io_threads", count_field(config.io_threads)},
+      {"gateway", {}},  // gateway_store's settings (parse_gateway_config)
+  };
+  if (auto e = read_fields(root, "", fields)) return fail(std::move(*e));
+  config.read_timeout = std::chrono::seconds(read_timeout_s);
+  config.idle_timeout = std::chrono::seconds(idle_timeout_s);
   // Whole-configuration rules (at least one user, ...) are checked when the server is built,
   // after the caller merged in what else it knows (the CLI's --access-key, say).
   ec = {};
