@@ -539,7 +539,9 @@ int main(int argc, char** argv) {
       // cache holds it: it was just written).
       unsigned cold_run = 0;
       std::string why;
-      const auto first_get = [&](s3::client& by) {
+      // `pause`: between the PUT and the GET (the server registers a new version when it is
+      // written: after a pause, the first GET finds it registered).
+      const auto first_get = [&](s3::client& by, std::chrono::milliseconds pause) {
         return median_of(
             opt.repeat,
             [&](measured& m) {
@@ -551,6 +553,7 @@ int main(int argc, char** argv) {
                 m.note = e.message();
                 return false;
               }
+              std::this_thread::sleep_for(pause);
               // Only the GET is timed, not the PUT before it.
               const double cpu = cpu_now();
               const auto start = std::chrono::steady_clock::now();
@@ -568,14 +571,21 @@ int main(int argc, char** argv) {
             },
             why);
       };
-      auto cold = first_get(*granted);
+      using std::chrono::milliseconds;
+      auto cold = first_get(*granted, milliseconds(0));
       results.push_back({group, "first GET of the version (client default: one request)", cold, why});
       // The same object range split by the caller: concurrent ranged GETs, each one request.
       const std::string parts_name = std::to_string(opt.grant_in_flight) + " concurrent ranged GETs of " +
                                      std::to_string(std::min(opt.size, opt.grant_part) >> 20) + " MiB";
       in_parts = true;
-      auto split = first_get(*granted);
+      auto split = first_get(*granted, milliseconds(0));
       results.push_back({group, "first GET, " + parts_name, split, why});
+      in_parts = false;
+      auto later = first_get(*granted, milliseconds(1000));
+      results.push_back({group, "first GET, 1 s after its PUT (one request)", later, why});
+      in_parts = true;
+      auto later_split = first_get(*granted, milliseconds(1000));
+      results.push_back({group, "first GET, 1 s after its PUT, " + parts_name, later_split, why});
       in_parts = false;
       {
         // "object" has not been read through a grant yet: one untimed GET, then a pause for

@@ -269,6 +269,10 @@ void add_serve(CLI::App& app, serve_options& o) {
       "Same-host grants (memfd, CUDA IPC) on this Unix socket (default: $XDG_RUNTIME_DIR/sluice/sluice-PORT.sock, "
       "else /tmp/sluice-UID/sluice-PORT.sock, in a 0700 directory of this user; a PATH given here is mode 0666)")
       ->type_name("PATH|off");
+  serve.add_flag("--grant-register-on-write,!--no-grant-register-on-write", o.grant_register_on_write,
+                 "CUDA builds: register a new object version of 8 MiB or more (PUT, CompleteMultipartUpload, "
+                 "CopyObject) with CUDA in the background when it is written, so that its first GET into GPU "
+                 "memory finds it registered (default on)");
   optional_option(serve, "--grant-copy-threads", o.grant_copy_threads,
                   "CUDA builds: CPU threads that copy cold objects into GPU memory while the rest registers "
                   "(default: half the cores, at most 8; 0: registration only)")

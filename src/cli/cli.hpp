@@ -33,6 +33,7 @@ struct serve_options {
   std::optional<double> fabric_connect_timeout;            ///< seconds a transfer waits for its peer's first completion
   std::optional<std::string> grant_socket;                 ///< PATH or off; default s3::default_grant_socket
   std::optional<std::size_t> grant_copy_threads;
+  bool grant_register_on_write = true;           ///< CUDA builds: new versions are registered when written
   std::optional<std::string> access_log;         ///< off, stderr or FILE
   std::optional<std::string> access_log_format;  ///< text or json
   std::optional<std::string> admin_listen;       ///< HOST:PORT or off

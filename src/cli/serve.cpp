@@ -137,6 +137,9 @@ s3::metrics_source grant_opener_metrics(std::shared_ptr<s3::device_grant_opener>
         "Chunks the copy threads moved through pinned buffers while others registered.", stats.copied_chunks);
     one("sluice_grant_pageable_copies_total", metric_type::counter,
         "Ranges copied unregistered because registration failed.", stats.pageable_copies);
+    one("sluice_grant_registered_on_write_total", metric_type::counter,
+        "Object versions queued for registration when a PUT, CompleteMultipartUpload or CopyObject published them.",
+        stats.registered_on_write);
     one("sluice_grant_open_handles", metric_type::gauge, "Client GPU allocations opened (CUDA IPC) now.",
         stats.open_handles);
     one("sluice_grant_registration_context", metric_type::gauge,
@@ -442,6 +445,7 @@ int serve(const serve_options& o) {
     error_code cuda_ec;
     cuda::grant_opener_config opener;
     if (o.grant_copy_threads) opener.copy_threads = *o.grant_copy_threads;
+    opener.register_on_write = o.grant_register_on_write;
     opener.trace = std::getenv("SLUICE_GRANT_TRACE") != nullptr;  // NOLINT(concurrency-mt-unsafe): read once
     grants.device = cuda::make_grant_opener(opener, cuda_ec);
     if (grants.device) {

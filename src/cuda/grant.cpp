@@ -340,6 +340,26 @@ error_code ipc_opener::read(int device, const std::byte* from, std::uint64_t len
   return failure;
 }
 
+std::uint64_t ipc_opener::published_min_bytes() const noexcept {
+  return config_.register_on_write ? std::max<std::uint64_t>(1, config_.register_on_write_min_bytes)
+                                   : std::numeric_limits<std::uint64_t>::max();
+}
+
+void ipc_opener::published(const s3::rdma_source& source) {
+  if (!config_.register_on_write || !source.version.cacheable() || source.mapping.size < published_min_bytes() ||
+      source.mapping.size > config_.registration_budget) {
+    return;
+  }
+  const std::shared_ptr<cached_source> entry = acquire(source);
+  if (entry->cached) {
+    // All of it "ahead": the registering thread takes these when no GET waits for a chunk, and a
+    // GET that comes meanwhile moves the chunks it needs to the front.
+    (void)queue_registrations(entry, 0, 0, static_cast<std::uint64_t>(entry->chunks.size()));
+    ++registered_on_write_;
+  }
+  release(entry);
+}
+
 grant_opener_stats ipc_opener::stats() {
   const std::lock_guard lock(mutex_);
   grant_opener_stats s;
@@ -350,6 +370,7 @@ grant_opener_stats ipc_opener::stats() {
   s.copied_chunks = copied_chunks_.load();
   s.evictions = evictions_.load();
   s.open_handles = open_handles_.load();
+  s.registered_on_write = registered_on_write_.load();
   s.registration_context = registrar_->separate();
   return s;
 }
@@ -396,6 +417,7 @@ std::optional<config_error> grant_opener_config::validate() const {
   if (copy_slot_bytes < (1u << 20) || copy_slot_bytes > (std::size_t{1} << 30)) {
     return config_error{"grants.copy_slot_bytes", "must be between 1 MiB and 1 GiB"};
   }
+  if (register_on_write_min_bytes == 0) return config_error{"grants.register_on_write_min_bytes", "must be at least 1"};
   return std::nullopt;
 }
 

@@ -165,6 +165,9 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   ~ipc_opener() override;
 
   std::shared_ptr<s3::device_grant> open(std::span<const std::byte> description, error_code& ec) override;
+  [[nodiscard]] std::uint64_t published_min_bytes() const noexcept override;
+  /// Queues every chunk of a new version for registration behind the chunks GETs wait for.
+  void published(const s3::rdma_source& source) override;
 
   /// Copies source.bytes() to `to` (device memory of `device`) by DMA from registered chunks.
   error_code write(int device, std::byte* to, const s3::rdma_source& source);
@@ -255,7 +258,7 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   std::map<std::string, std::weak_ptr<void>> handles_;
   std::uint64_t registered_bytes_ = 0;
   std::atomic<std::uint64_t> registrations_{0}, hits_{0}, pageable_copies_{0}, evictions_{0}, open_handles_{0},
-      register_ns_{0}, copied_chunks_{0};
+      register_ns_{0}, copied_chunks_{0}, registered_on_write_{0};
   // Copy threads' time (config_.trace): reading into pinned slots, inside cudaMemcpyAsync and
   // cudaEventRecord, waiting for a slot's DMA.
   std::atomic<std::uint64_t> copy_read_ns_{0}, copy_call_ns_{0}, copy_sync_ns_{0};

@@ -264,6 +264,15 @@ void local_server_plane::close() noexcept {
   state_->grants.clear();  // transfers in flight hold their entry until they end
 }
 
+std::uint64_t local_server_plane::published_min_bytes() const noexcept {
+  if (state_->closed || !state_->config.device) return std::numeric_limits<std::uint64_t>::max();
+  return state_->config.device->published_min_bytes();
+}
+
+void local_server_plane::published(const rdma_source& source) {
+  if (!state_->closed && state_->config.device) state_->config.device->published(source);
+}
+
 std::size_t local_server_plane::grant_count() const {
   const std::lock_guard lock(state_->mutex);
   return state_->grants.size();

@@ -6,7 +6,11 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <limits>
+#include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 // Runs everywhere: without a GPU the opener answers no_device and the exporter refuses; with one,
@@ -61,4 +65,48 @@ TEST_CASE("cuda grants: opener and exporter on this host") {
   CHECK(!opener->open(wrong_uuid, ec));
   CHECK(ec == s3::errc::rdma_not_supported);
   CHECK(cuda::stats_of(*opener).open_handles == 0);
+}
+
+// Register on write: a version a store publishes is registered in the background, before its
+// first GET; one under the least size, one without a version, or with the feature off, is not.
+TEST_CASE("cuda grants: a published version is registered before its first GET") {
+  using namespace sluice;
+  error_code ec;
+  if (cuda::device_count(ec) == 0) {
+    MESSAGE("skipped: no CUDA device here: " << cuda::no_device_reason());
+    return;
+  }
+  const auto source_of = [](std::size_t bytes, std::uint64_t version) {
+    auto owner = std::make_shared<std::vector<std::byte>>(bytes, std::byte{7});
+    s3::rdma_source source;
+    source.mapping = {owner->data(), owner->size(), memory_kind::host_pageable, -1};
+    source.length = owner->size();
+    source.owner = owner;
+    source.version = {1, version};
+    return source;
+  };
+  cuda::grant_opener_config config;
+  config.chunk_bytes = 4 << 20;
+  config.copy_threads = 0;
+  auto opener = cuda::make_grant_opener(config, ec);
+  REQUIRE(opener);
+  CHECK(opener->published_min_bytes() == config.register_on_write_min_bytes);
+  opener->published(source_of(1 << 20, 1));   // under 8 MiB
+  opener->published(source_of(16 << 20, 0));  // no version: nothing to find it by later
+  CHECK(cuda::stats_of(*opener).registered_on_write == 0);
+  opener->published(source_of(16 << 20, 2));
+  CHECK(cuda::stats_of(*opener).registered_on_write == 1);
+  // Registered by the registering thread meanwhile (16 MiB: well under a second).
+  for (int i = 0; i < 500 && cuda::stats_of(*opener).registered_bytes < (16u << 20); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(cuda::stats_of(*opener).registered_bytes >= (16u << 20));
+  CHECK(cuda::stats_of(*opener).registrations >= 4);
+
+  config.register_on_write = false;
+  auto off = cuda::make_grant_opener(config, ec);
+  REQUIRE(off);
+  CHECK(off->published_min_bytes() == std::numeric_limits<std::uint64_t>::max());
+  off->published(source_of(16 << 20, 3));
+  CHECK(cuda::stats_of(*off).registered_on_write == 0);
 }

@@ -54,6 +54,12 @@ struct grant_opener_config {
   /// registration alone reaches ~28 GiB/s). The CPU is spent only on a version's first GET.
   std::size_t copy_threads = default_copy_threads();
   std::size_t copy_slot_bytes = 8 << 20;  ///< each of a copy thread's two pinned slots
+  /// Register on write: a version a PUT, CompleteMultipartUpload or CopyObject publishes, of at
+  /// least register_on_write_min_bytes, is registered in the background (as the chunks registered
+  /// ahead of a GET: behind every chunk a GET waits for, within registration_budget, least
+  /// recently used out first), so that its first GET finds it registered.
+  bool register_on_write = true;
+  std::uint64_t register_on_write_min_bytes = 8 << 20;
   /// One line on stderr per grant copy (registration waits, copy threads' times); `sluice serve`
   /// sets it from the environment variable SLUICE_GRANT_TRACE.
   bool trace = false;
@@ -64,13 +70,14 @@ struct grant_opener_config {
 
 /// What a grant opener did since it was made (for reports and tests).
 struct grant_opener_stats {
-  std::uint64_t registered_bytes = 0;  ///< page cache registered now
-  std::uint64_t registrations = 0;     ///< chunks registered since start
-  std::uint64_t cache_hits = 0;        ///< chunks a GET found registered already
-  std::uint64_t pageable_copies = 0;   ///< ranges copied unregistered (registration failed)
-  std::uint64_t copied_chunks = 0;     ///< chunks the copy threads moved through pinned slots
-  std::uint64_t evictions = 0;         ///< chunks unregistered to stay within the budget
-  std::uint64_t open_handles = 0;      ///< client allocations opened now
+  std::uint64_t registered_bytes = 0;     ///< page cache registered now
+  std::uint64_t registrations = 0;        ///< chunks registered since start
+  std::uint64_t cache_hits = 0;           ///< chunks a GET found registered already
+  std::uint64_t pageable_copies = 0;      ///< ranges copied unregistered (registration failed)
+  std::uint64_t copied_chunks = 0;        ///< chunks the copy threads moved through pinned slots
+  std::uint64_t evictions = 0;            ///< chunks unregistered to stay within the budget
+  std::uint64_t open_handles = 0;         ///< client allocations opened now
+  std::uint64_t registered_on_write = 0;  ///< versions queued for registration when published
   /// Page cache is registered in a CUDA context of its own, so that registering does not stall
   /// the copies (false: the driver gave no such context; registrations and copies alternate).
   bool registration_context = false;

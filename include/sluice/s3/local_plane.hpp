@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -67,6 +68,12 @@ class device_grant_opener {
   /// GPU this process does not see, a handle of another host or boot), invalid_argument when
   /// malformed.
   [[nodiscard]] virtual std::shared_ptr<device_grant> open(std::span<const std::byte> description, error_code& ec) = 0;
+  /// As rdma_server_plane::published_min_bytes and published: an opener that registers the
+  /// store's mappings may register a new version before its first GET.
+  [[nodiscard]] virtual std::uint64_t published_min_bytes() const noexcept {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  virtual void published(const rdma_source& /*source*/) {}
 };
 
 /// An allocation of device memory, described for a server on this host.
@@ -154,6 +161,9 @@ class local_server_plane final : public rdma_server_plane {
                                 const rdma_sink& sink) override;
   /// Stops accepting, closes every session and drops the grants (transfers in flight finish).
   void close() noexcept override;
+  /// The device opener's (register on write).
+  [[nodiscard]] std::uint64_t published_min_bytes() const noexcept override;
+  void published(const rdma_source& source) override;
   /// Grants held now, over all sessions.
   [[nodiscard]] std::size_t grant_count() const;
   /// Authenticated sessions open now.

@@ -11,9 +11,11 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -110,6 +112,16 @@ class rdma_server_plane {
   /// rdma_not_supported) and declines every later token. server::stop() calls it, so that a
   /// stop never waits out the operation timeout of a transfer to a peer that vanished.
   virtual void close() noexcept {}
+  /// The least size of a new object version that published() wants to hear of; the maximum (the
+  /// default): none. The server maps a version only when it is at least this large.
+  [[nodiscard]] virtual std::uint64_t published_min_bytes() const noexcept {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  /// A store published `source.version` (a PUT, CompleteMultipartUpload or CopyObject; `source`
+  /// covers the whole object): a plane that keeps registrations may register it now, so that its
+  /// first GET finds it registered. Queues that work and returns; keeps `source.owner` as long as
+  /// it needs the mapping.
+  virtual void published(const rdma_source& /*source*/) {}
 };
 
 /// Several server planes as one: a token goes to the first plane that serves its provider
@@ -143,6 +155,16 @@ class rdma_server_planes final : public rdma_server_plane {
   }
   void close() noexcept override {
     for (const auto& p : planes_) p->close();
+  }
+  [[nodiscard]] std::uint64_t published_min_bytes() const noexcept override {
+    std::uint64_t least = std::numeric_limits<std::uint64_t>::max();
+    for (const auto& p : planes_) least = std::min(least, p->published_min_bytes());
+    return least;
+  }
+  void published(const rdma_source& source) override {
+    for (const auto& p : planes_) {
+      if (source.mapping.size >= p->published_min_bytes()) p->published(source);
+    }
   }
   [[nodiscard]] const std::vector<std::shared_ptr<rdma_server_plane>>& planes() const noexcept { return planes_; }
 

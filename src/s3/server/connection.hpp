@@ -154,6 +154,9 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   asio::awaitable<bool> list_objects(request& req);
   asio::awaitable<bool> delete_objects(request& req);
   asio::awaitable<bool> put_object(request& req);
+  // A new version of `object` (`size` bytes) is published: the RDMA planes that keep registrations
+  // of store mappings hear of it (register on write), when one wants a version that large.
+  asio::awaitable<void> announce(const object_ref& object, std::uint64_t size);
   asio::awaitable<bool> copy_object(request& req);
   // `speculate`: a gateway's cached copy may be sent into a token's memory while its upstream is
   // asked whether it is current (false: the retry after it was not).

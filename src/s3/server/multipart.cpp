@@ -98,6 +98,7 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
         if (const auto before = co_await store_call(completed_before)) co_return co_await completed(*before);
       }
       if (ec) co_return co_await send_error(req, to_s3(ec));
+      co_await announce(object, info.size);
       co_return co_await completed(info);
     }
     case operation::abort_multipart_upload: {

@@ -22,6 +22,8 @@ asio::awaitable<bool> connection<Stream>::put_object(request& req) {
   if (!attributes) co_return false;  // answered (or the connection is gone); nothing published
   const object_info info = co_await offload([&] { return writer.commit(*attributes, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec));
+  const object_ref written{req.where.bucket, req.where.key};  // named: GCC 12 destroys a co_await's temporaries twice
+  co_await announce(written, info.size);
   string_response res{http::status::ok, 11};
   res.set(http::field::etag, "\"" + info.attributes.etag + "\"");
   for (const auto& [algorithm, value] : info.attributes.checksums) {
@@ -68,7 +70,27 @@ asio::awaitable<bool> connection<Stream>::copy_object(request& req) {
     return ec ? object_info{} : writer.commit(attributes, ec);
   });
   if (ec) co_return co_await send_error(req, to_s3(ec));
+  const object_ref written{req.where.bucket, req.where.key};  // named: GCC 12 destroys a co_await's temporaries twice
+  co_await announce(written, info.size);
   co_return co_await send_xml(req, xml::copy_object_result(info.attributes.etag, info.last_modified));
+}
+
+template <class Stream>
+asio::awaitable<void> connection<Stream>::announce(const object_ref& object, std::uint64_t size) {
+  const auto& plane = state_->config.rdma;
+  // A remote store's map() would fetch the object: its versions are not announced.
+  if (!plane || size == 0 || size < plane->published_min_bytes() || state_->store->remote()) co_return;
+  error_code ec;
+  auto mapping = state_->store->map(object, ec);  // a local store: in place, as GET's
+  if (ec) co_return;                              // replaced or deleted meanwhile
+  auto owner = std::make_shared<const any_mapping>(std::move(mapping));
+  const const_region whole = owner->region();
+  rdma_source source{whole, 0, whole.size, owner, version_of(*owner)};
+  if (owner->native_handle() >= 0) {
+    source.file = owner->native_handle();
+    source.file_offset = owner->data_offset();
+  }
+  plane->published(source);
 }
 
 template <class Stream>
@@ -128,10 +150,11 @@ asio::awaitable<bool> connection<Stream>::object_tagging(request& req) {
       req, req.where.op == operation::put_object_tagging ? http::status::ok : http::status::no_content);
 }
 
-#define SLUICE_CONNECTION_MEMBERS(S)                                                    \
-  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);    \
-  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);   \
-  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&); \
+#define SLUICE_CONNECTION_MEMBERS(S)                                                        \
+  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);        \
+  template asio::awaitable<void> connection<S>::announce(const object_ref&, std::uint64_t); \
+  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);       \
+  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&);     \
   template asio::awaitable<bool> connection<S>::object_tagging(connection<S>::request&);
 SLUICE_CONNECTION_MEMBERS(plain_stream)
 SLUICE_CONNECTION_MEMBERS(tls_stream)
