@@ -20,8 +20,9 @@
 //   A signal of any type (terminal, partial or total) aborts that operation alone: all its
 //   requests, the parts of a parallel GET or multipart upload included; others go on. What it
 //   did before stays done (an object a PUT's request already published stays). The slot is
-//   cleared before the handler runs; a signal after that does nothing. A handler without a
-//   connected slot costs nothing more.
+//   cleared on the handler's executor just before the handler runs, so emit the signal there
+//   too (Asio's rule: a signal and its slot are not thread-safe); a signal after the completion
+//   does nothing. A handler without a connected slot costs nothing more.
 // - Everything: client::cancel() aborts every operation in flight. Operations started after
 //   cancel() run normally.
 //
