@@ -124,9 +124,12 @@ client_statistics client::statistics() const noexcept {
 
 void client::cancel() { state_->cancel_all(); }
 
+// Each operation's op_context is made before spawn() takes the handler (the order in which a
+// call's arguments are evaluated is unspecified): it carries the handler's cancellation group.
 void client::start_head_object(std::string bucket, std::string key, detail::client_handler<object_info> handler) {
   using namespace detail::client_impl;
-  spawn(state_, head_object_op(make_op(state_), std::move(bucket), std::move(key)), std::move(handler));
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, head_object_op(std::move(op), std::move(bucket), std::move(key)), std::move(handler));
 }
 
 // GET and PUT from memory: one path each, negotiate → register → move → complete, over the parts
@@ -147,8 +150,9 @@ void get_by_path(client& c, std::string bucket, std::string key, region destinat
   agreed.up_to = destination.size;
   agreed.if_match = options.if_match;
   const byte_range range = options.range;
-  auto p = std::make_shared<object_path<Via>>(c.get_executor(), negotiator(c, std::move(agreed)), token_registrar(Via),
-                                              object_transport<Via>(c, std::move(options), put_options{}));
+  auto p = std::make_shared<object_path<Via>>(
+      c.get_executor(), negotiator(c, std::move(agreed)), token_registrar(Via),
+      object_transport<Via>(c, std::move(options), put_options{}, handler.cancellation()));
   object_path<Via>& running = *p;
   running.async_get(object_ref{std::move(bucket), std::move(key)}, destination, range,
                     [keep = std::move(p), h = std::move(handler)](error_code ec, const transfer_result& r) mutable {
@@ -160,8 +164,9 @@ void get_by_path(client& c, std::string bucket, std::string key, region destinat
 template <transfer_via Via>
 void put_by_path(client& c, std::string bucket, std::string key, const_region source, put_options options,
                  detail::client_handler<std::string> handler) {
-  auto p = std::make_shared<object_path<Via>>(c.get_executor(), negotiator(c), token_registrar(Via),
-                                              object_transport<Via>(c, get_options{}, std::move(options)));
+  auto p = std::make_shared<object_path<Via>>(
+      c.get_executor(), negotiator(c), token_registrar(Via),
+      object_transport<Via>(c, get_options{}, std::move(options), handler.cancellation()));
   object_path<Via>& running = *p;
   running.async_put(object_ref{std::move(bucket), std::move(key)}, source,
                     [keep = std::move(p), h = std::move(handler)](error_code ec, transfer_result r) mutable {
@@ -202,51 +207,58 @@ void client::start_put_object(std::string bucket, std::string key, const_region 
 void client::start_read_object(std::string bucket, std::string key, region destination, get_options options,
                                detail::client_handler<std::uint64_t> handler) {
   using namespace detail::client_impl;
-  spawn(state_, get_object_op(make_op(state_), std::move(bucket), std::move(key), destination, std::move(options)),
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, get_object_op(std::move(op), std::move(bucket), std::move(key), destination, std::move(options)),
         std::move(handler));
 }
 
 void client::start_write_object(std::string bucket, std::string key, const_region source, put_options options,
                                 detail::client_handler<std::string> handler) {
   using namespace detail::client_impl;
-  spawn(state_, put_region_op(make_op(state_), std::move(bucket), std::move(key), source, std::move(options)),
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, put_region_op(std::move(op), std::move(bucket), std::move(key), source, std::move(options)),
         std::move(handler));
 }
 
 void client::start_put_source(std::string bucket, std::string key, std::shared_ptr<upload_source> source,
                               put_options options, detail::client_handler<std::string> handler) {
   using namespace detail::client_impl;
-  spawn(state_,
-        put_source_op(make_op(state_), std::move(bucket), std::move(key), std::move(source), std::move(options)),
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, put_source_op(std::move(op), std::move(bucket), std::move(key), std::move(source), std::move(options)),
         std::move(handler));
 }
 
 void client::start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,
                             detail::client_handler<std::string> handler) {
   using namespace detail::client_impl;
-  spawn(state_, put_file_op(make_op(state_), std::move(bucket), std::move(key), std::move(file), std::move(options)),
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, put_file_op(std::move(op), std::move(bucket), std::move(key), std::move(file), std::move(options)),
         std::move(handler));
 }
 
 void client::start_delete_object(std::string bucket, std::string key, detail::client_handler<> handler) {
   using namespace detail::client_impl;
-  spawn(state_, delete_object_op(make_op(state_), std::move(bucket), std::move(key)), std::move(handler));
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, delete_object_op(std::move(op), std::move(bucket), std::move(key)), std::move(handler));
 }
 
 void client::start_list_objects(std::string bucket, list_options options, bool all,
                                 detail::client_handler<list_objects_result> handler) {
   using namespace detail::client_impl;
-  spawn(state_, list_objects_op(make_op(state_), std::move(bucket), std::move(options), all), std::move(handler));
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, list_objects_op(std::move(op), std::move(bucket), std::move(options), all), std::move(handler));
 }
 
 void client::start_bucket_request(std::string bucket, bool create, detail::client_handler<> handler) {
   using namespace detail::client_impl;
-  spawn(state_, bucket_op(make_op(state_), std::move(bucket), create), std::move(handler));
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, bucket_op(std::move(op), std::move(bucket), create), std::move(handler));
 }
 
 void client::start_list_buckets(detail::client_handler<std::vector<bucket_info>> handler) {
   using namespace detail::client_impl;
-  spawn(state_, list_buckets_op(make_op(state_)), std::move(handler));
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, list_buckets_op(std::move(op)), std::move(handler));
 }
 
 // -- Blocking overloads --------------------------------------------------------------------------

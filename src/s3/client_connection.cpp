@@ -82,22 +82,37 @@ bool still_open(tcp::socket& socket) {
   return open;
 }
 
-bool op_context::aborted() const noexcept { return state->epoch.load() != epoch; }
+bool op_context::aborted() const noexcept {
+  return state->epoch.load() != epoch || (cancellation && cancellation->cancelled.load());
+}
 const client_config& op_context::config() const noexcept { return state->config; }
 
-op_context make_op(const std::shared_ptr<client_state>& state) { return {state, state->epoch.load()}; }
+op_context make_op(const std::shared_ptr<client_state>& state, op_cancellation_ptr cancellation) {
+  return {state, state->epoch.load(), std::move(cancellation)};
+}
 
 cancel_scope::cancel_scope(const op_context& op, const asio::any_io_executor& executor, std::function<void()> action)
-    : state_(op.state.get()), slot_(std::make_shared<cancel_slot>()) {
+    : state_(op.state.get()), group_(op.cancellation.get()), slot_(std::make_shared<cancel_slot>()) {
   slot_->executor = executor;
   slot_->action = std::move(action);
-  std::lock_guard lock(state_->cancel_mutex);
-  id_ = state_->next_slot++;
-  state_->cancel_slots.emplace(id_, slot_);
+  {
+    std::lock_guard lock(state_->cancel_mutex);
+    id_ = state_->next_slot++;
+    state_->cancel_slots.emplace(id_, slot_);
+  }
+  if (group_ != nullptr) {
+    // Registered before the caller checks aborted(): a signal either finds it or is seen then.
+    std::lock_guard lock(group_->mutex);
+    group_->slots.emplace(id_, slot_);
+  }
 }
 
 cancel_scope::~cancel_scope() {
   slot_->armed = false;
+  if (group_ != nullptr) {
+    std::lock_guard lock(group_->mutex);
+    group_->slots.erase(id_);
+  }
   std::lock_guard lock(state_->cancel_mutex);
   state_->cancel_slots.erase(id_);
 }
@@ -213,3 +228,19 @@ asio::awaitable<connection_pool::lease> connection_pool::acquire(const op_contex
 }
 
 }  // namespace sluice::s3::detail::client_impl
+
+namespace sluice::s3::detail {
+
+op_cancellation_ptr make_op_cancellation() { return std::make_shared<client_impl::op_cancellation>(); }
+
+void op_cancel_handler::operator()(boost::asio::cancellation_type type) const {
+  using boost::asio::cancellation_type;
+  // Aborting the whole operation satisfies every type.
+  if ((type & (cancellation_type::terminal | cancellation_type::partial | cancellation_type::total)) ==
+      cancellation_type::none) {
+    return;
+  }
+  if (const op_cancellation_ptr group = group_.lock()) group->cancel();
+}
+
+}  // namespace sluice::s3::detail

@@ -80,17 +80,42 @@ struct cancel_slot {
   bool armed = true;  // read and written on `executor` only
 };
 
-/// The state of one top-level operation: its client and the cancel() generation it started in.
+/// Posts `slot`'s action to its strand, where it runs unless its scope ended meanwhile.
+inline void fire(const std::shared_ptr<cancel_slot>& slot) {
+  asio::post(slot->executor, [slot] {
+    if (slot->armed) slot->action();
+  });
+}
+
+/// The cancellation group of one operation whose handler has a connected cancellation slot: the
+/// cancel_scopes of all its coroutines (its workers, the requests of the path's transport). A
+/// signal on the slot (op_cancel_handler) aborts them, as client_state::cancel_all() aborts all.
+struct op_cancellation {
+  std::mutex mutex;  // guards slots and cancelled's change
+  std::atomic<bool> cancelled{false};
+  std::map<std::uint64_t, std::shared_ptr<cancel_slot>> slots;
+
+  void cancel() {
+    std::lock_guard lock(mutex);
+    cancelled.store(true);
+    for (const auto& [id, slot] : slots) fire(slot);
+  }
+};
+
+/// The state of one top-level operation: its client, the cancel() generation it started in and
+/// its own cancellation group, if any (shared by every coroutine of the operation).
 struct op_context {
   std::shared_ptr<client_state> state;
   std::uint64_t epoch = 0;
-  /// True once cancel() was called after the operation started.
+  op_cancellation_ptr cancellation;
+  /// True once cancel() was called after the operation started, or its group was cancelled.
   [[nodiscard]] bool aborted() const noexcept;
   [[nodiscard]] const client_config& config() const noexcept;
 };
 
-/// Registers `action` with the client while alive: cancel() posts it to `executor`, which must
-/// be the strand of the coroutine that owns this scope (so the action never outlives what it
+/// Registers `action` with the client, and with the operation's group if it has one, while
+/// alive: cancel() (or a signal on the operation's slot) posts it to `executor`, which must be
+/// the strand of the coroutine that owns this scope (so the action never outlives what it
 /// touches). Check op_context::aborted() after building one, before the operation it guards.
 class cancel_scope {
  public:
@@ -101,6 +126,7 @@ class cancel_scope {
 
  private:
   client_state* state_;
+  op_cancellation* group_;  // owned by the op_context, which outlives the scope
   std::uint64_t id_;
   std::shared_ptr<cancel_slot> slot_;
 };
@@ -275,18 +301,15 @@ struct client_state {
   void cancel_all() {
     std::lock_guard lock(cancel_mutex);
     epoch.fetch_add(1);
-    for (const auto& [id, slot] : cancel_slots) {
-      boost::asio::post(slot->executor, [slot = slot] {
-        if (slot->armed) slot->action();
-      });
-    }
+    for (const auto& [id, slot] : cancel_slots) client_impl::fire(slot);
   }
 };
 
 namespace client_impl {
 
-/// A new operation of `state`, in the current cancel() generation.
-op_context make_op(const std::shared_ptr<client_state>& state);
+/// A new operation of `state`, in the current cancel() generation, aborted with `cancellation`
+/// too when given (the group of the handler's slot, or of the operation it is part of).
+op_context make_op(const std::shared_ptr<client_state>& state, op_cancellation_ptr cancellation = {});
 
 // ---------------------------------------------------------------------------------------------
 // One HTTP exchange, with retries

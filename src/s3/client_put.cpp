@@ -188,7 +188,8 @@ asio::awaitable<void> upload_parts(const op_context& op, upload& job) {
 }
 
 /// Best effort: AbortMultipartUpload, so that a failed upload leaves nothing. Runs in a fresh
-/// cancel() generation (the failure may be a cancel()), with a short deadline.
+/// cancel() generation and outside the operation's cancellation group (the failure may be a
+/// cancellation), with a short deadline.
 asio::awaitable<void> abort_upload(const op_context& op, const upload& job) {
   const op_context fresh = make_op(op.state);
   request_spec spec;

@@ -6,9 +6,12 @@
 
 #include <doctest/doctest.h>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -17,6 +20,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -845,6 +849,201 @@ TEST_CASE("s3 client: no answer times out after request_timeout, and cancel() en
   REQUIRE(result.wait_for(5s) == std::future_status::ready);
   CHECK(result.get() == asio::error::operation_aborted);
   CHECK(seconds_since(cancel_at) < 1.0);
+}
+
+// The caller of operations cancelled one at a time: a thread that runs their handlers and emits
+// their signals, since Asio asks that a slot be cleared (on the handler's executor) and its
+// signal emitted without a race.
+struct caller_thread {
+  caller_thread() = default;
+  caller_thread(const caller_thread&) = delete;
+  caller_thread& operator=(const caller_thread&) = delete;
+  ~caller_thread() {
+    work.reset();
+    thread.join();
+  }
+  template <class Handler>
+  auto bind(asio::cancellation_signal& signal, Handler handler) {
+    return asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, std::move(handler)));
+  }
+  void emit(asio::cancellation_signal& signal, asio::cancellation_type type = asio::cancellation_type::terminal) {
+    asio::post(io, [&signal, type] { signal.emit(type); });
+  }
+
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread{[this] { io.run(); }};
+};
+
+template <class Condition>
+bool eventually(Condition condition) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+TEST_CASE("s3 client: a cancellation slot aborts one stalled GET or PUT, not the others on the client") {
+  // The first request (a GET) and the third (a PUT) get no answer; the others get one.
+  raw_server raw([](std::size_t n) {
+    return n == 1 || n == 3 ? raw_server::action{raw_server::kind::hang, {}}
+                            : raw_server::action{raw_server::kind::respond, raw_server::hello()};
+  });
+  s3::client_config config = config_for(raw.endpoint());
+  config.request_timeout = 60s;
+  s3::client client(config);
+  caller_thread caller;
+
+  asio::cancellation_signal signal;
+  std::vector<std::byte> stalled(16);
+  std::promise<error_code> aborted;
+  client.async_get_object("b", "k", sluice::host_region(stalled), {},
+                          caller.bind(signal, [&](error_code ec, std::uint64_t) { aborted.set_value(ec); }));
+  REQUIRE(eventually([&] { return raw.requests() == 1; }));
+
+  // Another GET on the same client, while the first waits: answered, on a second connection.
+  std::vector<std::byte> out(16);
+  std::promise<std::pair<error_code, std::uint64_t>> other;
+  client.async_get_object("b", "k", sluice::host_region(out), {}, [&](error_code ec, std::uint64_t n) {
+    other.set_value({ec, n});
+  });
+  auto other_result = other.get_future();
+  REQUIRE(other_result.wait_for(5s) == std::future_status::ready);
+  const auto [other_ec, other_bytes] = other_result.get();
+  CHECK_FALSE(other_ec);
+  CHECK(other_bytes == 5);
+
+  auto result = aborted.get_future();
+  CHECK(result.wait_for(100ms) == std::future_status::timeout);  // still waiting for its answer
+  const auto cancel_at = std::chrono::steady_clock::now();
+  caller.emit(signal);
+  REQUIRE(result.wait_for(5s) == std::future_status::ready);
+  CHECK(result.get() == asio::error::operation_aborted);
+  CHECK(seconds_since(cancel_at) < 1.0);
+  caller.emit(signal);  // after the completion: nothing left to cancel
+
+  // A PUT, cancelled with a partial cancellation this time (any type aborts the operation).
+  asio::cancellation_signal put_signal;
+  std::promise<error_code> put_aborted;
+  const std::vector<std::byte> body(10, std::byte{1});
+  client.async_put_object(
+      "b", "k", sluice::host_region(body), {},
+      caller.bind(put_signal, [&](error_code ec, const std::string&) { put_aborted.set_value(ec); }));
+  REQUIRE(eventually([&] { return raw.requests() == 3; }));
+  auto put_result = put_aborted.get_future();
+  CHECK(put_result.wait_for(100ms) == std::future_status::timeout);
+  caller.emit(put_signal, asio::cancellation_type::partial);
+  REQUIRE(put_result.wait_for(5s) == std::future_status::ready);
+  CHECK(put_result.get() == asio::error::operation_aborted);
+
+  // The client goes on working; a signal bound to an operation that succeeded does nothing after it.
+  std::promise<error_code> fine;
+  client.async_get_object("b", "k", sluice::host_region(out), {},
+                          caller.bind(signal, [&](error_code ec, std::uint64_t) { fine.set_value(ec); }));
+  auto fine_result = fine.get_future();
+  REQUIRE(fine_result.wait_for(5s) == std::future_status::ready);
+  CHECK_FALSE(fine_result.get());
+  caller.emit(signal);
+  caller.emit(put_signal, asio::cancellation_type::total);
+  CHECK(client.get_object("b", "k", sluice::host_region(out)) == 5);
+}
+
+TEST_CASE("s3 client: a cancellation slot aborts a parallel ranged GET and a multipart upload part way") {
+  live_server live;
+  s3::client_config config = config_for(live.endpoint());
+  config.multipart_threshold = 5 * mib;
+  config.parts_in_flight = 1;
+  s3::client client(config);
+  client.create_bucket("slot");
+  const auto data = pattern(40 * mib, 9);
+  client.put_object("slot", "big", sluice::host_region(data));
+  caller_thread caller;
+
+  // Two 40 MiB GETs at once (5 MiB, then seven ranged GETs of 5 MiB); the first is cancelled
+  // after 6 MiB, from its progress callback, the second reads everything.
+  asio::cancellation_signal signal;
+  std::atomic<bool> emitted{false};
+  s3::get_options cancelled_get;
+  cancelled_get.progress = [&](std::uint64_t bytes, std::uint64_t) {
+    // On the operation's strand: it cannot complete (and clear the slot) meanwhile.
+    if (bytes > 6 * mib && !emitted.exchange(true)) signal.emit(asio::cancellation_type::terminal);
+  };
+  std::vector<std::byte> first(data.size());
+  std::vector<std::byte> second(data.size());
+  std::promise<error_code> aborted;
+  std::promise<std::pair<error_code, std::uint64_t>> whole;
+  client.async_get_object("slot", "big", sluice::host_region(first), cancelled_get,
+                          caller.bind(signal, [&](error_code ec, std::uint64_t) { aborted.set_value(ec); }));
+  client.async_get_object("slot", "big", sluice::host_region(second), {}, [&](error_code ec, std::uint64_t n) {
+    whole.set_value({ec, n});
+  });
+  auto result = aborted.get_future();
+  REQUIRE(result.wait_for(10s) == std::future_status::ready);
+  CHECK(result.get() == asio::error::operation_aborted);
+  CHECK(emitted);
+  auto whole_result = whole.get_future();
+  REQUIRE(whole_result.wait_for(10s) == std::future_status::ready);
+  const auto [whole_ec, whole_bytes] = whole_result.get();
+  CHECK_FALSE(whole_ec);
+  CHECK(whole_bytes == data.size());
+  CHECK(second == data);
+
+  // A multipart upload cancelled after 6 MiB: aborted on the server too (the abort is not part of
+  // the cancelled operation), and the client goes on working.
+  asio::cancellation_signal put_signal;
+  std::atomic<bool> put_emitted{false};
+  s3::put_options put;
+  put.progress = [&](std::uint64_t bytes, std::uint64_t) {
+    if (bytes > 6 * mib && !put_emitted.exchange(true)) put_signal.emit(asio::cancellation_type::terminal);
+  };
+  std::promise<error_code> put_aborted;
+  client.async_put_object(
+      "slot", "upload", sluice::host_region(data), put,
+      caller.bind(put_signal, [&](error_code ec, const std::string&) { put_aborted.set_value(ec); }));
+  auto put_result = put_aborted.get_future();
+  REQUIRE(put_result.wait_for(10s) == std::future_status::ready);
+  CHECK(put_result.get() == asio::error::operation_aborted);
+  error_code store_ec;
+  CHECK(live.store.list_uploads("slot", "", store_ec).empty());
+  error_code ec;
+  (void)client.head_object("slot", "upload", ec);
+  CHECK(ec == s3::errc::no_such_key);
+  std::vector<std::byte> back(data.size());
+  CHECK(client.get_object("slot", "big", sluice::host_region(back)) == data.size());
+  CHECK(back == data);
+}
+
+TEST_CASE("s3 client: a co_await'ed GET that loses a race to a timer is cancelled") {
+  using namespace asio::experimental::awaitable_operators;
+  raw_server raw([](std::size_t n) {
+    return n == 1 ? raw_server::action{raw_server::kind::hang, {}}
+                  : raw_server::action{raw_server::kind::respond, raw_server::hello()};
+  });
+  s3::client_config config = config_for(raw.endpoint());
+  config.request_timeout = 60s;
+  s3::client client(config);
+  asio::io_context context;
+  std::vector<std::byte> out(16);
+  std::size_t winner = 99;
+  std::uint64_t bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  asio::co_spawn(
+      context,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor, 200ms);
+        auto first = co_await (client.async_get_object("b", "k", sluice::host_region(out), {}, asio::use_awaitable) ||
+                               timer.async_wait(asio::use_awaitable));
+        winner = first.index();
+        // The next GET on the same client is answered.
+        bytes = co_await client.async_get_object("b", "k", sluice::host_region(out), {}, asio::use_awaitable);
+      },
+      asio::detached);
+  context.run();
+  CHECK(winner == 1);
+  CHECK(bytes == 5);
+  CHECK(seconds_since(start) < 3.0);
 }
 
 TEST_CASE("s3 client: https round trips of 0 B to 12 MiB with the CA bundle, sessions kept alive per host") {

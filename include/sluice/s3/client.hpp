@@ -12,10 +12,19 @@
 // (sluice::detail::run_blocking), so they work from any plain thread. Do not call them from a
 // handler that runs on the client's own threads.
 //
-// Cancellation. Boost 1.74 has no per-operation cancellation slots (they came with Boost 1.77),
-// so an operation cannot be cancelled on its own: client::cancel() aborts every operation in
-// flight, and they complete with boost::asio::error::operation_aborted. Operations started after
-// cancel() run normally.
+// Cancellation, in two forms; either way an aborted operation completes with
+// boost::asio::error::operation_aborted (unless it had already finished), its requests' sockets
+// are closed and a multipart upload it interrupts is aborted on the server, best effort.
+// - One operation: every async_* honours the completion handler's associated cancellation slot
+//   (asio::bind_cancellation_slot, a co_await'ed operation's coroutine, awaitable operators).
+//   A signal of any type (terminal, partial or total) aborts that operation alone: all its
+//   requests, the parts of a parallel GET or multipart upload included; others go on. What it
+//   did before stays done (an object a PUT's request already published stays). The slot is
+//   cleared on the handler's executor just before the handler runs, so emit the signal there
+//   too (Asio's rule: a signal and its slot are not thread-safe); a signal after the completion
+//   does nothing. A handler without a connected slot costs nothing more.
+// - Everything: client::cancel() aborts every operation in flight. Operations started after
+//   cancel() run normally.
 //
 // Errors (error_code):
 // - the "s3" category (s3::errc) for what the server answered: the <Code> of its error body, or
@@ -57,8 +66,10 @@
 #include <sluice/s3/sigv4.hpp>
 #include <sluice/s3/xml_client.hpp>
 
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -201,6 +212,34 @@ namespace detail {
 
 struct client_state;
 
+namespace client_impl {
+struct op_cancellation;
+}
+
+/// The cancellation group of one operation, shared by its coroutines (src/s3/client_internal.hpp);
+/// null for an operation whose handler has no connected cancellation slot.
+using op_cancellation_ptr = std::shared_ptr<client_impl::op_cancellation>;
+
+/// A new, empty group.
+[[nodiscard]] op_cancellation_ptr make_op_cancellation();
+
+/// What an operation puts in its handler's cancellation slot: a signal aborts the group, if the
+/// operation has not released it yet (a weak reference: the slot may outlive the operation).
+class op_cancel_handler {
+ public:
+  explicit op_cancel_handler(const op_cancellation_ptr& group) noexcept : group_(group) {}
+  void operator()(boost::asio::cancellation_type type) const;
+
+ private:
+  std::weak_ptr<client_impl::op_cancellation> group_;
+};
+
+/// Tag of client_handler's constructor for a public operation: honour the handler's slot.
+struct with_slot_t {
+  explicit with_slot_t() = default;
+};
+inline constexpr with_slot_t with_slot{};
+
 /// A completion handler of signature void(error_code, Values...), erased, that keeps its
 /// executor's work outstanding until it is invoked and then runs the handler through that
 /// executor (never inline). Move-only; invoked at most once.
@@ -212,15 +251,19 @@ class client_handler {
   };
   template <class Handler, class Executor>
   struct holder final : base {
-    holder(Handler&& h, const Executor& ex) : handler(std::move(h)), work(ex) {}
+    holder(Handler&& h, const Executor& ex, bool slot) : handler(std::move(h)), work(ex), clears_slot(slot) {}
     void complete(error_code ec, Values... values) override {
-      boost::asio::post(work.get_executor(), [h = std::move(handler), ec, ... v = std::move(values)]() mutable {
-        std::move(h)(ec, std::move(v)...);
-      });
+      boost::asio::post(work.get_executor(),
+                        [h = std::move(handler), clear = clears_slot, ec, ... v = std::move(values)]() mutable {
+                          // Asio's rule: the slot is cleared before the handler runs.
+                          if (clear) boost::asio::get_associated_cancellation_slot(h).clear();
+                          std::move(h)(ec, std::move(v)...);
+                        });
       work.reset();
     }
     Handler handler;
     boost::asio::executor_work_guard<Executor> work;
+    bool clears_slot;
   };
 
  public:
@@ -228,19 +271,45 @@ class client_handler {
   template <class Handler, class Fallback>
   requires(!std::is_same_v<std::decay_t<Handler>, client_handler>)
       client_handler(Handler&& handler, const Fallback& fallback) {
-    auto executor = boost::asio::get_associated_executor(handler, fallback);
-    impl_ =
-        std::make_unique<holder<std::decay_t<Handler>, decltype(executor)>>(std::forward<Handler>(handler), executor);
+    wrap(std::forward<Handler>(handler), fallback, false);
   }
+
+  /// As above, for a public operation: when the handler's cancellation slot is connected, the
+  /// operation gets a group of its own (cancellation()) that a signal on the slot aborts.
+  template <class Handler, class Fallback>
+  client_handler(Handler&& handler, const Fallback& fallback, with_slot_t) {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+    const bool connected = slot.is_connected();
+    if (connected) {
+      cancellation_ = make_op_cancellation();
+      slot.template emplace<op_cancel_handler>(cancellation_);
+    }
+    wrap(std::forward<Handler>(handler), fallback, connected);
+  }
+
+  /// The operation's cancellation group; null when nothing but client::cancel() can abort it.
+  [[nodiscard]] const op_cancellation_ptr& cancellation() const noexcept { return cancellation_; }
+  /// Makes this the handler of an operation inside another (the path's transport): the inner
+  /// one is aborted with `group`.
+  void join(op_cancellation_ptr group) noexcept { cancellation_ = std::move(group); }
 
   /// Completes the operation: posts the handler with these arguments to its executor.
   void operator()(error_code ec, Values... values) {
     auto impl = std::move(impl_);  // exactly once
+    cancellation_.reset();
     impl->complete(ec, std::move(values)...);
   }
 
  private:
+  template <class Handler, class Fallback>
+  void wrap(Handler&& handler, const Fallback& fallback, bool clears_slot) {
+    auto executor = boost::asio::get_associated_executor(handler, fallback);
+    impl_ = std::make_unique<holder<std::decay_t<Handler>, decltype(executor)>>(std::forward<Handler>(handler),
+                                                                                executor, clears_slot);
+  }
+
   std::unique_ptr<base> impl_;
+  op_cancellation_ptr cancellation_;
 };
 
 }  // namespace detail
@@ -291,7 +360,8 @@ class client {
 
   /// Aborts every operation in flight: each completes with boost::asio::error::operation_aborted
   /// (and a multipart upload it interrupts is aborted on the server, best effort). Operations
-  /// started afterwards are not affected.
+  /// started afterwards are not affected. One operation is aborted through its handler's
+  /// cancellation slot (see "Cancellation" above).
   void cancel();
 
   // -- HeadObject ----------------------------------------------------------------------------
@@ -304,7 +374,7 @@ class client {
     return boost::asio::async_initiate<CompletionToken, void(error_code, object_info)>(
         [this](auto handler, std::string b, std::string k) {
           start_head_object(std::move(b), std::move(k),
-                            detail::client_handler<object_info>(std::move(handler), get_executor()));
+                            detail::client_handler<object_info>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(key));
   }
@@ -334,8 +404,9 @@ class client {
                         CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::uint64_t)>(
         [this](auto handler, std::string b, std::string k, region d, get_options o) {
-          start_get_object(std::move(b), std::move(k), d, std::move(o),
-                           detail::client_handler<std::uint64_t>(std::move(handler), get_executor()));
+          start_get_object(
+              std::move(b), std::move(k), d, std::move(o),
+              detail::client_handler<std::uint64_t>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(key), destination, std::move(options));
   }
@@ -363,7 +434,7 @@ class client {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
         [this](auto handler, std::string b, std::string k, const_region s, put_options o) {
           start_put_object(std::move(b), std::move(k), s, std::move(o),
-                           detail::client_handler<std::string>(std::move(handler), get_executor()));
+                           detail::client_handler<std::string>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(key), source, std::move(options));
   }
@@ -376,7 +447,7 @@ class client {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
         [this](auto handler, std::string b, std::string k, std::filesystem::path f, put_options o) {
           start_put_file(std::move(b), std::move(k), std::move(f), std::move(o),
-                         detail::client_handler<std::string>(std::move(handler), get_executor()));
+                         detail::client_handler<std::string>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(key), std::move(file), std::move(options));
   }
@@ -388,7 +459,7 @@ class client {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
         [this](auto handler, std::string b, std::string k, std::shared_ptr<upload_source> s, put_options o) {
           start_put_source(std::move(b), std::move(k), std::move(s), std::move(o),
-                           detail::client_handler<std::string>(std::move(handler), get_executor()));
+                           detail::client_handler<std::string>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(key), std::move(source), std::move(options));
   }
@@ -416,7 +487,8 @@ class client {
   auto async_delete_object(std::string bucket, std::string key, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(
         [this](auto handler, std::string b, std::string k) {
-          start_delete_object(std::move(b), std::move(k), detail::client_handler<>(std::move(handler), get_executor()));
+          start_delete_object(std::move(b), std::move(k),
+                              detail::client_handler<>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(key));
   }
@@ -434,8 +506,9 @@ class client {
   auto async_list_objects(std::string bucket, list_options options, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, list_objects_result)>(
         [this](auto handler, std::string b, list_options o) {
-          start_list_objects(std::move(b), std::move(o), false,
-                             detail::client_handler<list_objects_result>(std::move(handler), get_executor()));
+          start_list_objects(
+              std::move(b), std::move(o), false,
+              detail::client_handler<list_objects_result>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(options));
   }
@@ -446,8 +519,9 @@ class client {
   auto async_list_all_objects(std::string bucket, list_options options, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, list_objects_result)>(
         [this](auto handler, std::string b, list_options o) {
-          start_list_objects(std::move(b), std::move(o), true,
-                             detail::client_handler<list_objects_result>(std::move(handler), get_executor()));
+          start_list_objects(
+              std::move(b), std::move(o), true,
+              detail::client_handler<list_objects_result>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket), std::move(options));
   }
@@ -468,7 +542,8 @@ class client {
   auto async_create_bucket(std::string bucket, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(
         [this](auto handler, std::string b) {
-          start_bucket_request(std::move(b), true, detail::client_handler<>(std::move(handler), get_executor()));
+          start_bucket_request(std::move(b), true,
+                               detail::client_handler<>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket));
   }
@@ -483,7 +558,8 @@ class client {
   auto async_delete_bucket(std::string bucket, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code)>(
         [this](auto handler, std::string b) {
-          start_bucket_request(std::move(b), false, detail::client_handler<>(std::move(handler), get_executor()));
+          start_bucket_request(std::move(b), false,
+                               detail::client_handler<>(std::move(handler), get_executor(), detail::with_slot));
         },
         token, std::move(bucket));
   }
@@ -497,7 +573,8 @@ class client {
   auto async_list_buckets(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, std::vector<bucket_info>)>(
         [this](auto handler) {
-          start_list_buckets(detail::client_handler<std::vector<bucket_info>>(std::move(handler), get_executor()));
+          start_list_buckets(
+              detail::client_handler<std::vector<bucket_info>>(std::move(handler), get_executor(), detail::with_slot));
         },
         token);
   }

@@ -269,9 +269,10 @@ class object_transport {
   }
   /// Every GET with `get`'s progress and report, every PUT with `put`'s attributes, progress and
   /// report (s3::client's own GET and PUT: a transport per call). Their range, via and if_match
-  /// come from the path and `Via`.
-  object_transport(client& c, get_options get, put_options put)
-      : client_(&c), get_(std::move(get)), put_(std::move(put)) {}
+  /// come from the path and `Via`. Every request is aborted with `cancellation`, the call's
+  /// cancellation group (when its handler has a connected cancellation slot).
+  object_transport(client& c, get_options get, put_options put, detail::op_cancellation_ptr cancellation = {})
+      : client_(&c), get_(std::move(get)), put_(std::move(put)), cancellation_(std::move(cancellation)) {}
 
   /// Reads `span.length` bytes of `remote` at `span.remote_offset` into `local` at
   /// `span.local_offset` (a remote agreed `up_to`: at most that many, as many as the object
@@ -293,9 +294,10 @@ class object_transport {
           options.via = Via;
           options.if_match = std::move(there.etag);
           const region into = here.subregion(s.local_offset, s.length, ec);
-          client_->start_read_object(
-              std::move(there.bucket), std::move(there.key), into, std::move(options),
-              detail::client_handler<std::uint64_t>(forward_bytes(std::move(handler)), client_->get_executor()));
+          detail::client_handler<std::uint64_t> read(forward_bytes(std::move(handler)), client_->get_executor());
+          read.join(cancellation_);
+          client_->start_read_object(std::move(there.bucket), std::move(there.key), into, std::move(options),
+                                     std::move(read));
         },
         token, local.region(), remote, span);
   }
@@ -314,11 +316,12 @@ class object_transport {
           put_options options = put_;
           options.via = Via;
           const region from = here.subregion(s.local_offset, s.length, ec);
-          client_->start_write_object(
-              std::move(there.bucket), std::move(there.key), from, std::move(options),
-              detail::client_handler<std::string>(
-                  report_created(std::move(handler), client_->get_executor(), std::move(there.created), s.length),
-                  client_->get_executor()));
+          detail::client_handler<std::string> write(
+              report_created(std::move(handler), client_->get_executor(), std::move(there.created), s.length),
+              client_->get_executor());
+          write.join(cancellation_);
+          client_->start_write_object(std::move(there.bucket), std::move(there.key), from, std::move(options),
+                                      std::move(write));
         },
         token, local.region(), remote, span);
   }
@@ -336,6 +339,7 @@ class object_transport {
   client* client_;
   get_options get_;
   put_options put_;
+  detail::op_cancellation_ptr cancellation_;
 };
 
 /// What a token_registrar hands out: the region, checked; nothing to undo (the client's plane
