@@ -462,7 +462,8 @@ class gateway_store {
   /// As head(), as a mapping: the cached copy when it is valid, else one with the info only
   /// (an empty region); nothing is fetched. The server answers a HEAD with it.
   mapping describe(const object_ref& object, error_code& ec);
-  /// Starts a write-through PUT. Errors: invalid_name, I/O errors of the spool.
+  /// Starts a write-through PUT. Errors: no_such_bucket (the upstream is asked when the cache
+  /// does not have the bucket yet), invalid_name, upstream failures, I/O errors of the spool.
   writer begin_put(const object_ref& object, error_code& ec);
   /// Deletes on the upstream, then the cached copy. Deleting a missing key succeeds as in S3.
   void remove(const object_ref& object, error_code& ec);
@@ -494,7 +495,10 @@ class gateway_store {
   // Says through config_.log why the upstream failed, when that made the answer 503 or 502.
   void log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
                             const error_code& answered) const;
-  // Makes sure the cache has `bucket` (asking the upstream whether it exists first).
+  // Whether the upstream has `bucket` (a one-key listing): ec clear, else its answer as the store
+  // reports it (no_such_bucket, service_unavailable, ...).
+  void probe_bucket(std::string_view bucket, error_code& ec) const;
+  // Makes sure the cache has `bucket`, which the upstream said it has.
   void ensure_cache_bucket(std::string_view bucket, error_code& ec);
   // Drops the cached copy of `object` (index and file).
   void drop(const object_ref& object);
