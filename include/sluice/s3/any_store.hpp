@@ -44,7 +44,10 @@ class any_mapping {
     [[nodiscard]] virtual bool ready(std::uint64_t /*end*/) const noexcept { return true; }
     /// Calls `done` once: with no error when bytes [0, end) of region() are there, else with the
     /// error that ended the fill; at once when it knows, else on the filling thread.
-    virtual void async_wait_until(std::uint64_t /*end*/, std::function<void(error_code)> done) const { done({}); }
+    virtual void async_wait_until(std::uint64_t /*end*/, std::function<void(error_code)> done) const {
+      const std::function<void(error_code)> now = std::move(done);
+      now({});
+    }
   };
 
   /// Empty: only assigned to or destroyed.
