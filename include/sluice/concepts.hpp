@@ -9,6 +9,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -274,12 +275,14 @@ concept offset_file_mapping = file_backed_mapping<M> && requires(const M& m) {
 };
 
 /// A mapping still being filled (a gateway's miss): `ready(end)` says whether bytes [0, end) of
-/// region() are there, `wait_until(end, ec)` blocks until they are or the fill failed. The server
-/// awaits each slice off its network threads before it sends it.
+/// region() are there; `async_wait_until(end, done)` calls `done` once, with no error when they
+/// are or with the error that ended the fill first, on any thread (at once when it knows). The
+/// server awaits each slice before it sends it, and no thread waits meanwhile.
 template <class M>
-concept growing_mapping = object_mapping<M> && requires(const M& m, std::uint64_t end, error_code& ec) {
+concept growing_mapping = object_mapping<M> &&
+    requires(const M& m, std::uint64_t end, std::function<void(error_code)> done) {
   { m.ready(end) } -> std::convertible_to<bool>;
-  m.wait_until(end, ec);
+  m.async_wait_until(end, std::move(done));
 };
 
 }  // namespace sluice

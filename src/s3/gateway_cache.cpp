@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <boost/asio/error.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <utility>
@@ -108,27 +110,55 @@ std::uint64_t fetch_plan::length(std::uint64_t step) const noexcept {
 
 // -- a copy being fetched ---------------------------------------------------------------------
 
-void fill_progress::wait_until(std::uint64_t end, error_code& ec) const {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return error_ || ready(end); });
-  ec = ready(end) ? error_code{} : error_;
+fill_progress::~fill_progress() {
+  // Nobody else holds the fill now: no lock.
+  for (auto& waiting : waiters_) waiting.second(boost::asio::error::operation_aborted);
+}
+
+void fill_progress::async_wait_until(std::uint64_t end, waiter done) {
+  error_code answer;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!ready(end)) {
+      if (!ended_) {
+        waiters_.emplace(end, std::move(done));
+        return;
+      }
+      answer = error_;
+    }
+  }
+  done(answer);
 }
 
 void fill_progress::advance(std::uint64_t ready) {
+  // The waiters it satisfies move here, node by node (no allocation), and are answered unlocked.
+  std::multimap<std::uint64_t, waiter> due;
   {
     const std::lock_guard lock(mutex_);
-    if (ready <= ready_.load(std::memory_order_relaxed)) return;
+    if (ended_ || ready <= ready_.load(std::memory_order_relaxed)) return;
     ready_.store(ready, std::memory_order_release);
+    const auto last = waiters_.upper_bound(ready);
+    while (waiters_.begin() != last) due.insert(waiters_.extract(waiters_.begin()));
   }
-  changed_.notify_all();
+  for (auto& satisfied : due) satisfied.second({});
 }
 
-void fill_progress::fail(error_code ec) {
+void fill_progress::finish(std::uint64_t size) { settle(size, sluice::errc::protocol_violation); }
+
+void fill_progress::fail(error_code ec) { settle(0, ec ? ec : error_code(sluice::errc::protocol_violation)); }
+
+void fill_progress::settle(std::uint64_t size, error_code error) {
+  std::multimap<std::uint64_t, waiter> due;
   {
     const std::lock_guard lock(mutex_);
-    error_ = ec ? ec : error_code(sluice::errc::protocol_violation);
+    if (ended_) return;
+    ended_ = true;
+    error_ = error;
+    if (size > ready_.load(std::memory_order_relaxed)) ready_.store(size, std::memory_order_release);
+    due.swap(waiters_);
   }
-  changed_.notify_all();
+  // error_ and ready_ no longer change.
+  for (auto& [wanted, done] : due) done(ready(wanted) ? error_code{} : error_);
 }
 
 std::shared_ptr<growing_file> growing_file::open(int fd, std::uint64_t data_offset, std::uint64_t size,

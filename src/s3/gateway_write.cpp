@@ -92,6 +92,16 @@ gateway_store::writer gateway_store::begin_put(const object_ref& object, error_c
     ec = sluice::errc::invalid_name;
     return {};
   }
+  // The bucket must exist. One in the cache was the upstream's (ensure_cache_bucket follows an
+  // upstream answer), so only the first PUT into a bucket asks; a bucket removed upstream since
+  // then fails the commit instead.
+  error_code cached;
+  (void)cache_->list({object.bucket, {}, {}, 1}, cached);
+  if (cached == sluice::errc::no_such_bucket) {
+    probe_bucket(object.bucket, ec);
+    if (!ec) ensure_cache_bucket(object.bucket, ec);
+    if (ec) return {};
+  }
   std::uint64_t number = 0;
   {
     std::lock_guard lock(mutex_);
@@ -142,6 +152,19 @@ void gateway_store::remove(const object_ref& object, error_code& ec) {
     return;
   }
   drop(object);
+}
+
+void gateway_store::probe_bucket(std::string_view bucket, error_code& ec) const {
+  ec = {};
+  if (!is_valid_bucket_name(bucket)) {
+    ec = sluice::errc::no_such_bucket;
+    return;
+  }
+  list_options probe;  // a one-key listing: the upstream's answer for a missing bucket is NoSuchBucket
+  probe.max_keys = 1;
+  error_code upstream_error;
+  (void)upstream_->list_objects(std::string(bucket), probe, upstream_error);
+  if (upstream_error) ec = from_upstream(upstream_error);
 }
 
 void gateway_store::create_bucket(std::string_view name, error_code& ec) {
@@ -201,15 +224,8 @@ std::string gateway_store::create_upload(const object_ref& object, const object_
     ec = sluice::errc::no_such_bucket;
     return {};
   }
-  // The bucket must exist upstream: a one-key listing says so.
-  list_options probe;
-  probe.max_keys = 1;
-  error_code upstream_error;
-  (void)upstream_->list_objects(object.bucket, probe, upstream_error);
-  if (upstream_error) {
-    ec = from_upstream(upstream_error);
-    return {};
-  }
+  probe_bucket(object.bucket, ec);
+  if (ec) return {};
   ensure_cache_bucket(object.bucket, ec);
   if (ec) return {};
   return cache_->create_upload(object, attributes, ec);
@@ -229,8 +245,9 @@ std::vector<upload_info> gateway_store::list_uploads(std::string_view bucket, st
                                                      error_code& ec) const {
   std::vector<upload_info> out = cache_->list_uploads(bucket, prefix, ec);
   if (ec == sluice::errc::no_such_bucket) {
-    ec = {};  // a bucket of the upstream that no upload went through here yet
+    // Not in the cache: no upload went through here yet, if the upstream has the bucket at all.
     out.clear();
+    probe_bucket(bucket, ec);
   }
   return out;
 }

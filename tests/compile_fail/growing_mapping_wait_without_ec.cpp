@@ -1,6 +1,8 @@
-// wait_until(end, ec) reports a fill that failed; a wait_until without the error_code is not
-// the capability (the server would send bytes that never came).
+// async_wait_until(end, done) reports a fill that failed to `done`; a `done` without the
+// error_code is not the capability (the server would send bytes that never came).
 #include <sluice/concepts.hpp>
+
+#include <functional>
 
 // What every mapping has: its bytes and its info.
 struct mapping_base {
@@ -12,9 +14,9 @@ struct mapping_base {
 struct candidate : mapping_base {
   [[nodiscard]] bool ready(std::uint64_t /*end*/) const { return true; }
 #ifdef SLUICE_CF_CONTROL
-  void wait_until(std::uint64_t /*end*/, sluice::error_code& /*ec*/) const {}
+  void async_wait_until(std::uint64_t /*end*/, std::function<void(sluice::error_code)> done) const { done({}); }
 #else
-  void wait_until(std::uint64_t /*end*/) const {}
+  void async_wait_until(std::uint64_t /*end*/, std::function<void()> done) const { done(); }
 #endif
 };
 

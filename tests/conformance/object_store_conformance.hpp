@@ -42,14 +42,6 @@ struct object_store_traits {
   /// head, read and map in a missing bucket are errc::no_such_bucket. False: no_such_object
   /// (gateway_store: the upstream's answer to a HEAD has no body to tell the two apart).
   static constexpr bool reads_tell_missing_bucket = true;
-  /// begin_put in a missing bucket is errc::no_such_bucket. False: begin_put does not ask, and the
-  /// commit fails with no_such_bucket, publishing nothing. A deviation from the requirements page
-  /// (gateway_store: it would cost every PUT a round trip to the upstream).
-  static constexpr bool begin_put_checks_bucket = true;
-  /// list_uploads of a missing bucket is errc::no_such_bucket. False: it is empty. A deviation
-  /// from the requirements page (gateway_store lists its local uploads without asking the
-  /// upstream whether the bucket exists).
-  static constexpr bool list_uploads_checks_bucket = true;
 };
 
 /// `n` bytes of seeded random data.
@@ -183,16 +175,8 @@ TEST_CASE_TEMPLATE_DEFINE("object_store conformance: buckets", Fixture, object_s
     CHECK(ec == on_read);
     (void)s.map(missing, ec);
     CHECK(ec == on_read);
-    auto w = s.begin_put(missing, ec);
-    if constexpr (traits::begin_put_checks_bucket) {
-      CHECK(ec == errc::no_such_bucket);
-    } else {  // a deviation (see object_store_traits): the commit says it
-      REQUIRE_MESSAGE(!ec, ec.message());
-      w.write(out, ec);
-      REQUIRE_MESSAGE(!ec, ec.message());
-      (void)w.commit({}, ec);
-      CHECK(ec == errc::no_such_bucket);
-    }
+    (void)s.begin_put(missing, ec);
+    CHECK(ec == errc::no_such_bucket);
     s.remove(missing, ec);
     CHECK(ec == errc::no_such_bucket);
     (void)s.list(testing::listing("conf-missing"), ec);
@@ -511,13 +495,8 @@ TEST_CASE_TEMPLATE_DEFINE("object_store conformance: multipart", Fixture, object
   SUBCASE("a missing bucket is no_such_bucket") {
     (void)s.create_upload({"conf-missing", "k"}, attrs, ec);
     CHECK(ec == errc::no_such_bucket);
-    const auto uploads = s.list_uploads("conf-missing", "", ec);
-    if constexpr (traits::list_uploads_checks_bucket) {
-      CHECK(ec == errc::no_such_bucket);
-    } else {  // a deviation (see object_store_traits)
-      CHECK_MESSAGE(!ec, ec.message());
-      CHECK(uploads.empty());
-    }
+    CHECK(s.list_uploads("conf-missing", "", ec).empty());
+    CHECK(ec == errc::no_such_bucket);
   }
 }
 

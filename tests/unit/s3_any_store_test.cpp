@@ -39,6 +39,13 @@ TEST_CASE("any_store: the shipped stores keep their capabilities behind the eras
   CHECK(mapped.base() == 0);
   CHECK(mapped.native_handle() == -1);  // memory_store's mapping has no file
   CHECK_FALSE(mapped.growing());
+  CHECK(mapped.ready(text.size()));
+  int answers = 0;
+  mapped.async_wait_until(text.size(), [&](sluice::error_code e) {  // a whole mapping: at once
+    ++answers;
+    CHECK_FALSE(e);
+  });
+  CHECK(answers == 1);
   CHECK(std::string_view(reinterpret_cast<const char*>(mapped.region().bytes()), mapped.region().size) == text);
   CHECK(mapped.get<sluice::memory_store::mapping_type>() != nullptr);
 

@@ -1,11 +1,12 @@
 #include <sluice/s3/gateway_store.hpp>
 
 #include <doctest/doctest.h>
+#include <boost/asio/error.hpp>
 
 #include <chrono>
 #include <filesystem>
-#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -102,36 +103,136 @@ TEST_CASE("gateway cache_index: names split back into bucket and key, slashes in
   CHECK(cache_index::object_of("bucket/dir/sub/key") == object);
 }
 
-TEST_CASE("gateway fill_progress: readers wait for their bytes, and a failure wakes them with its error") {
+namespace {
+
+// What a waiter was answered, and on which thread.
+struct answered {
+  int calls = 0;
+  sluice::error_code ec;
+  std::thread::id thread;
+  sluice::s3::detail::fill_progress::waiter waiter() {
+    return [this](sluice::error_code e) {
+      ++calls;
+      ec = e;
+      thread = std::this_thread::get_id();
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("gateway fill_progress: a wait for bytes already written is answered at once") {
   sluice::s3::detail::fill_progress fill;
   CHECK(fill.ready(0));
   CHECK_FALSE(fill.ready(1));
-  auto reader = std::async(std::launch::async, [&] {
-    sluice::error_code ec;
-    fill.wait_until(100, ec);
-    return ec;
-  });
-  CHECK(reader.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  answered nothing;
+  fill.async_wait_until(0, nothing.waiter());
+  CHECK(nothing.calls == 1);
+  CHECK(!nothing.ec);
   fill.advance(60);
-  CHECK(fill.ready(60));
-  CHECK(reader.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
-  fill.advance(40);  // never backwards
-  CHECK(fill.ready(60));
-  fill.finish(100);
-  CHECK(reader.get() == sluice::error_code{});
+  answered some;
+  fill.async_wait_until(60, some.waiter());
+  CHECK(some.calls == 1);
+  CHECK(!some.ec);
+  CHECK(some.thread == std::this_thread::get_id());
+}
 
-  sluice::s3::detail::fill_progress failing;
-  failing.advance(10);
-  auto waiting = std::async(std::launch::async, [&] {
-    sluice::error_code ec;
-    failing.wait_until(20, ec);
-    return ec;
+TEST_CASE("gateway fill_progress: waiters are answered by the advance that reaches their end, in any order") {
+  sluice::s3::detail::fill_progress fill;
+  std::vector<answered> waiting(5);
+  const std::uint64_t ends[] = {100, 10, 50, 50, 101};
+  for (std::size_t i = 0; i < waiting.size(); ++i) fill.async_wait_until(ends[i], waiting[i].waiter());
+  for (const answered& a : waiting) CHECK(a.calls == 0);
+  fill.advance(50);
+  CHECK(waiting[0].calls == 0);
+  CHECK(waiting[1].calls == 1);
+  CHECK(waiting[2].calls == 1);
+  CHECK(waiting[3].calls == 1);
+  CHECK(waiting[4].calls == 0);
+  fill.advance(40);  // never backwards, and nobody is answered twice
+  CHECK(fill.ready(50));
+  CHECK(waiting[1].calls == 1);
+  // From the filling thread, as the fetch's advance() on an upstream client thread would.
+  std::thread([&] { fill.advance(100); }).join();
+  CHECK(waiting[0].calls == 1);
+  CHECK(!waiting[0].ec);
+  CHECK(waiting[0].thread != std::this_thread::get_id());
+  CHECK(waiting[4].calls == 0);
+  fill.finish(101);
+  CHECK(waiting[4].calls == 1);
+  for (const answered& a : waiting) CHECK(!a.ec);
+}
+
+TEST_CASE("gateway fill_progress: a fill that finishes short of a waiter's end answers it with an error") {
+  sluice::s3::detail::fill_progress fill;
+  answered within;
+  answered beyond;
+  fill.async_wait_until(80, within.waiter());
+  fill.async_wait_until(120, beyond.waiter());
+  fill.finish(100);
+  CHECK(within.calls == 1);
+  CHECK(!within.ec);
+  CHECK(beyond.calls == 1);
+  CHECK(beyond.ec == sluice::errc::protocol_violation);
+  answered later;  // after the end: at once
+  fill.async_wait_until(101, later.waiter());
+  CHECK(later.calls == 1);
+  CHECK(later.ec == sluice::errc::protocol_violation);
+  fill.advance(200);  // ignored once ended
+  CHECK_FALSE(fill.ready(101));
+}
+
+TEST_CASE("gateway fill_progress: a failure answers the waiters with its error; bytes written before stay readable") {
+  sluice::s3::detail::fill_progress fill;
+  fill.advance(10);
+  answered waiting;
+  fill.async_wait_until(20, waiting.waiter());
+  fill.fail(sluice::errc::no_such_object);
+  CHECK(waiting.calls == 1);
+  CHECK(waiting.ec == sluice::errc::no_such_object);
+  answered before;
+  fill.async_wait_until(10, before.waiter());
+  CHECK(before.calls == 1);
+  CHECK(!before.ec);
+  answered after;
+  fill.async_wait_until(11, after.waiter());
+  CHECK(after.ec == sluice::errc::no_such_object);
+  fill.finish(100);  // the first end stands
+  CHECK_FALSE(fill.ready(11));
+
+  sluice::s3::detail::fill_progress unexplained;
+  answered told;
+  unexplained.async_wait_until(1, told.waiter());
+  unexplained.fail({});
+  CHECK(told.ec == sluice::errc::protocol_violation);
+}
+
+TEST_CASE("gateway fill_progress: a fill dropped with waiters answers them operation_aborted") {
+  answered waiting;
+  {
+    sluice::s3::detail::fill_progress fill;
+    fill.advance(5);
+    fill.async_wait_until(10, waiting.waiter());
+    CHECK(waiting.calls == 0);
+  }
+  CHECK(waiting.calls == 1);
+  CHECK(waiting.ec == boost::asio::error::operation_aborted);
+}
+
+TEST_CASE("gateway fill_progress: a waiter may wait again from its callback") {
+  sluice::s3::detail::fill_progress fill;
+  answered second;
+  int first_calls = 0;
+  fill.async_wait_until(10, [&](sluice::error_code ec) {
+    ++first_calls;
+    CHECK(!ec);
+    fill.async_wait_until(20, second.waiter());  // not under the fill's lock
   });
-  failing.fail(sluice::errc::protocol_violation);
-  CHECK(waiting.get() == sluice::errc::protocol_violation);
-  sluice::error_code ec;
-  failing.wait_until(10, ec);  // bytes written before the failure stay readable
-  CHECK(!ec);
+  fill.advance(10);
+  CHECK(first_calls == 1);
+  CHECK(second.calls == 0);
+  fill.advance(20);
+  CHECK(second.calls == 1);
 }
 
 TEST_CASE("gateway fetch_plan: steps cover the object once, in order, a ramp starts small and doubles") {

@@ -11,6 +11,7 @@
 #include <sluice/request.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -38,11 +39,15 @@ class any_mapping {
     [[nodiscard]] virtual int native_handle() const noexcept { return -1; }
     /// Where the object's first byte lies in native_handle()'s file.
     [[nodiscard]] virtual std::uint64_t data_offset() const noexcept { return 0; }
-    /// True when bytes may still be arriving (a gateway's miss): see ready and wait_until.
+    /// True when bytes may still be arriving (a gateway's miss): see ready and async_wait_until.
     [[nodiscard]] virtual bool growing() const noexcept { return false; }
     [[nodiscard]] virtual bool ready(std::uint64_t /*end*/) const noexcept { return true; }
-    /// Blocks until bytes [0, end) of region() are there, or the fetch failed (`ec`).
-    virtual void wait_until(std::uint64_t /*end*/, error_code& ec) const { ec = {}; }
+    /// Calls `done` once: with no error when bytes [0, end) of region() are there, else with the
+    /// error that ended the fill; at once when it knows, else on the filling thread.
+    virtual void async_wait_until(std::uint64_t /*end*/, std::function<void(error_code)> done) const {
+      const std::function<void(error_code)> now = std::move(done);
+      now({});
+    }
   };
 
   /// Empty: only assigned to or destroyed.
@@ -62,7 +67,9 @@ class any_mapping {
   [[nodiscard]] std::uint64_t data_offset() const noexcept { return held_->data_offset(); }
   [[nodiscard]] bool growing() const noexcept { return held_->growing(); }
   [[nodiscard]] bool ready(std::uint64_t end) const noexcept { return held_->ready(end); }
-  void wait_until(std::uint64_t end, error_code& ec) const { held_->wait_until(end, ec); }
+  void async_wait_until(std::uint64_t end, std::function<void(error_code)> done) const {
+    held_->async_wait_until(end, std::move(done));
+  }
 
   /// The store's own mapping, when this holds an M (how a store's confirm() gets its type back).
   template <class M>
@@ -94,9 +101,12 @@ class any_mapping {
       if constexpr (growing_mapping<M>) return mapping.ready(end);
       return true;
     }
-    void wait_until(std::uint64_t end, error_code& ec) const override {
-      ec = {};
-      if constexpr (growing_mapping<M>) mapping.wait_until(end, ec);
+    void async_wait_until(std::uint64_t end, std::function<void(error_code)> done) const override {
+      if constexpr (growing_mapping<M>) {
+        mapping.async_wait_until(end, std::move(done));
+      } else {
+        done({});
+      }
     }
     M mapping;
   };

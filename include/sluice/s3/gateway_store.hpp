@@ -26,11 +26,11 @@
 //   into an fs_store writer, published atomically, then
 //   served. map_streaming (the server's GET) serves an object larger than chunk_bytes while it
 //   arrives: the fetch runs as a composed operation on the upstream client's executor (no thread
-//   of its own), and the mapping (of the file being written) says how much of it is there (ready, wait_until); 404 →
-//   the cached copy is dropped and the answer is NoSuchKey. head() of an uncached object answers the upstream's HEAD
-//   and fetches nothing. map_unconfirmed and confirm split a read in two for the server's GET into a token's memory or
-//   with If-Match: the copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the HEAD does
-//   not confirm is read again through map() (or its HTTP answer is cut short).
+//   of its own), and the mapping (of the file being written) says how much of it is there (ready, async_wait_until);
+//   404 → the cached copy is dropped and the answer is NoSuchKey. head() of an uncached object answers the upstream's
+//   HEAD and fetches nothing. map_unconfirmed and confirm split a read in two for the server's GET into a token's
+//   memory or with If-Match: the copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the
+//   HEAD does not confirm is read again through map() (or its HTTP answer is cut short).
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -71,7 +71,8 @@
 // blocking pool, so a slow upstream never holds a network thread. A fetch runs as a composed
 // operation on the upstream client's executor (chains of async_get_object, one ranged step each,
 // writing the cache file as the steps land; no thread of its own): the calling thread waits for
-// it, or, for map_streaming, only for its first step. Do not call the store from the upstream
+// it, or, for map_streaming, only for its first step; readers of the rest are called back as it
+// lands (async_wait_until), no thread waits for them. Do not call the store from the upstream
 // client's threads. Every member may be called from several threads at once. What the client
 // sees only as a 502 or 503 is said through gateway_store_config::log.
 #pragma once
@@ -238,23 +239,45 @@ class fetch_plan {
   std::uint64_t steps_ = 0;
 };
 
-/// How much of a copy being fetched is written: readers of a streaming mapping wait here for the
-/// bytes they need. The fetch calls advance() as it writes and finish() or fail() once.
+/// How much of a copy being fetched is written: readers of a streaming mapping ask here to be
+/// told when the bytes they need are there (no thread of theirs waits). The fetch calls advance()
+/// as it writes and finish() or fail() once.
 class fill_progress {
  public:
+  /// Called once with the outcome of a wait; it may run on the fetch's thread, so it must not block.
+  using waiter = std::function<void(error_code)>;
+
+  fill_progress() = default;
+  fill_progress(const fill_progress&) = delete;
+  fill_progress& operator=(const fill_progress&) = delete;
+  /// Waiters the fetch never answered get operation_aborted.
+  ~fill_progress();
+
   /// Whether bytes [0, end) are written.
   [[nodiscard]] bool ready(std::uint64_t end) const noexcept { return end <= ready_.load(std::memory_order_acquire); }
-  /// Blocks until bytes [0, end) are written (ec clear), or the fetch failed (its error).
-  void wait_until(std::uint64_t end, error_code& ec) const;
+  /// Calls `done` once: with no error once bytes [0, end) are written; with the fetch's error when
+  /// it failed first, errc::protocol_violation when it finished short of `end`. At once, on this
+  /// thread, when that is known already; else on the thread of the advance(), finish() or fail()
+  /// that decides it. Never under the lock.
+  void async_wait_until(std::uint64_t end, waiter done);
+  /// Bytes [0, ready) are written (never backwards; ignored once the fetch ended).
   void advance(std::uint64_t ready);
-  void finish(std::uint64_t size) { advance(size); }
+  /// The copy is whole at `size` bytes: waiters for more get errc::protocol_violation.
+  void finish(std::uint64_t size);
+  /// The fetch failed with `ec` (errc::protocol_violation when empty): waiters for bytes not
+  /// written get it; the bytes written before stay readable.
   void fail(error_code ec);
 
  private:
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
+  // Ends the fill: bytes [0, size) written (or as many as were), `error` the answer for more;
+  // answers every waiter.
+  void settle(std::uint64_t size, error_code error);
+
+  std::mutex mutex_;
   std::atomic<std::uint64_t> ready_{0};
-  error_code error_;
+  bool ended_ = false;                            // finish() or fail() was called
+  error_code error_;                              // once ended_: the answer past ready_
+  std::multimap<std::uint64_t, waiter> waiters_;  // by the end they wait for
 };
 
 /// A read-only mapping of a cache file while it is written (the fs_store writer's temporary
@@ -360,10 +383,15 @@ class gateway_store {
     /// Whether bytes [0, end) of region() are there: always, but for a copy still being fetched
     /// (map_streaming).
     [[nodiscard]] bool ready(std::uint64_t end) const noexcept { return !fill_ || fill_->ready(end); }
-    /// Blocks until bytes [0, end) of region() are there; the fetch's error when it failed.
-    void wait_until(std::uint64_t end, error_code& ec) const {
-      ec = {};
-      if (fill_) fill_->wait_until(end, ec);
+    /// Calls `done` once: with no error when bytes [0, end) of region() are there, else with the
+    /// fetch's error (detail::fill_progress::async_wait_until). At once when they are; else on an
+    /// upstream client thread, so `done` must not block.
+    void async_wait_until(std::uint64_t end, std::function<void(error_code)> done) const {
+      if (fill_) {
+        fill_->async_wait_until(end, std::move(done));
+      } else {
+        done({});
+      }
     }
 
    private:
@@ -411,7 +439,7 @@ class gateway_store {
   /// The current version, cached first when it was not (see the top of this header).
   mapping map(const object_ref& object, error_code& ec);
   /// As map(), but a miss of an object larger than chunk_bytes answers as soon as the fetch has
-  /// started: the mapping's ready()/wait_until() say which bytes are there. The server's GET.
+  /// started: the mapping's ready()/async_wait_until() say which bytes are there. The server's GET.
   mapping map_streaming(const object_ref& object, error_code& ec);
   /// For a transfer that runs while the upstream is asked (the server's GET into an RDMA or grant
   /// token's memory, or with If-Match): the copy a streaming fetch is writing (as map_streaming
@@ -434,7 +462,8 @@ class gateway_store {
   /// As head(), as a mapping: the cached copy when it is valid, else one with the info only
   /// (an empty region); nothing is fetched. The server answers a HEAD with it.
   mapping describe(const object_ref& object, error_code& ec);
-  /// Starts a write-through PUT. Errors: invalid_name, I/O errors of the spool.
+  /// Starts a write-through PUT. Errors: no_such_bucket (the upstream is asked when the cache
+  /// does not have the bucket yet), invalid_name, upstream failures, I/O errors of the spool.
   writer begin_put(const object_ref& object, error_code& ec);
   /// Deletes on the upstream, then the cached copy. Deleting a missing key succeeds as in S3.
   void remove(const object_ref& object, error_code& ec);
@@ -466,7 +495,10 @@ class gateway_store {
   // Says through config_.log why the upstream failed, when that made the answer 503 or 502.
   void log_upstream_failure(const char* what, const object_ref& object, const error_code& upstream,
                             const error_code& answered) const;
-  // Makes sure the cache has `bucket` (asking the upstream whether it exists first).
+  // Whether the upstream has `bucket` (a one-key listing): ec clear, else its answer as the store
+  // reports it (no_such_bucket, service_unavailable, ...).
+  void probe_bucket(std::string_view bucket, error_code& ec) const;
+  // Makes sure the cache has `bucket`, which the upstream said it has.
   void ensure_cache_bucket(std::string_view bucket, error_code& ec);
   // Drops the cached copy of `object` (index and file).
   void drop(const object_ref& object);

@@ -179,16 +179,14 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     if (state_->store->remote()) co_return co_await offload(std::move(work));
     co_return work();
   }
-  // Awaits bytes [0, end) of a mapping still being filled (a gateway's miss), off the network
-  // threads; `ec` as the fetch's.
+  // Awaits bytes [0, end) of a mapping still being filled (a gateway's miss): no thread waits,
+  // the fill's answer resumes this coroutine on its own executor; `ec` as the fill's.
   template <class Mapping>
   asio::awaitable<void> await_bytes(Mapping& mapping, std::uint64_t end, error_code& ec) {
     ec = {};
     if (mapping.ready(end)) co_return;
-    (void)co_await store_call([&] {
-      mapping.wait_until(end, ec);
-      return 0;
-    });
+    ec = co_await await_done(
+        [&](std::function<void(error_code)> done) { mapping.async_wait_until(end, std::move(done)); });
   }
   // As offload, on `pool`. A coroutine spawned on the pool runs `work` there, and awaiting it
   // resumes this one on its own executor. (`co_await asio::post(pool, use_awaitable)` would not
@@ -207,18 +205,20 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // asynchronous form takes a pool thread). This coroutine resumes on its own executor.
   asio::awaitable<error_code> rdma_write(const rdma_requester& who, const rdma_token& token,
                                          const rdma_source& source) {
-    co_return co_await rdma_transfer([&](std::function<void(error_code)> done) {
+    co_return co_await await_done([&](std::function<void(error_code)> done) {
       state_->config.rdma->async_write_from(who, token, source, state_->rdma.get_executor(), std::move(done));
     });
   }
   asio::awaitable<error_code> rdma_read(const rdma_requester& who, const rdma_token& token, std::uint64_t length,
                                         const rdma_sink& sink) {
-    co_return co_await rdma_transfer([&](std::function<void(error_code)> done) {
+    co_return co_await await_done([&](std::function<void(error_code)> done) {
       state_->config.rdma->async_read(who, token, length, sink, state_->rdma.get_executor(), std::move(done));
     });
   }
+  // Runs `start(done)`, an operation that calls `done` once, on any thread, and resumes this
+  // coroutine on its own executor with the error it was called with.
   template <class Start>
-  asio::awaitable<error_code> rdma_transfer(Start start) {
+  asio::awaitable<error_code> await_done(Start start) {
     error_code moved;
     auto into_moved = asio::redirect_error(asio::use_awaitable, moved);
     co_await asio::async_initiate<decltype(into_moved), void(error_code)>(

@@ -50,7 +50,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   // A ranged GET of a store that can map part of an object (a gateway fetches only the range of
   // an uncached object) is asked for that part; the mapping's base() says where it starts.
   // A store that can answer before it has all the bytes (a gateway's miss, map_streaming) is
-  // asked so; the bytes are then awaited (mapping.wait_until) before they are sent.
+  // asked so; the bytes are then awaited (await_bytes) before they are sent.
   std::optional<any_mapping> mapped;
   // In place, as a local store's map(): it asks nobody.
   if (speculate) mapped = state_->store->map_unconfirmed(object);
@@ -90,7 +90,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   }
 
   // A mapping still being filled (a gateway's miss): bytes [0, end) of its region are awaited
-  // off the network threads. The RDMA and grant paths wait for the whole range; the HTTP body for
+  // without a thread waiting (await_bytes). The RDMA and grant paths wait for the whole range; the HTTP body for
   // its first slice before the answer's headers (so a fetch that fails early still answers with an
   // error), then slice by slice.
   const std::uint64_t at = answer->offset - mapping.base();  // where the extent starts in the region
