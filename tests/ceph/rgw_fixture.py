@@ -375,14 +375,21 @@ def main():
             cluster.down()
             write({"skip": None, "failed": str(e)})
             return 1
-        write(cluster.state())
+        try:
+            write(cluster.state())
+        except OSError:
+            cluster.down()
+            raise
         print(json.dumps(cluster.state()))
         print("rgw_fixture: ready in %.1f s at %s" % (cluster.ready_s, cluster.endpoint), file=sys.stderr)
         return 0
     state = load(a.state)
     if "dir" not in state:
         print("no cluster: %s" % (state.get("skip") or state.get("failed")))
-        return 0 if a.action == "down" else SKIP
+        if a.action == "down":
+            os.unlink(a.state)
+            return 0
+        return SKIP if state.get("skip") else 1
     cluster = Cluster.from_state(state)
     if a.action == "down":
         cluster.down()

@@ -50,8 +50,8 @@ Scenarios:
                  tells the truth the next GET reads right (nothing wrong was cached)
   quirks         (rgw upstream only) what Ceph RGW 16.2 does unlike S3, asked straight and through
                  the gateway: CompleteMultipartUpload's empty ETag, a PUT's If-Match compared
-                 unquoted, conditions ignored on CompleteMultipartUpload (docs/gateway.md, "Tested
-                 against Ceph RGW 16.2")
+                 unquoted, conditions ignored on CompleteMultipartUpload, a GET's If-Match: *
+                 refused (docs/gateway.md, "Tested against Ceph RGW 16.2")
 Exit 0: passed; 77: skipped (reason printed); anything else: failed."""
 import bisect
 import hashlib
@@ -192,8 +192,10 @@ class RgwUpstream:
         path = os.environ.get("SLUICE_RGW_STATE")
         if path and os.path.exists(path):
             state = rgw_fixture.load(path)
+            if state.get("skip"):
+                raise Skip(state["skip"])
             if "dir" not in state:
-                raise Skip(state.get("skip") or "the Ceph fixture failed: %s" % state.get("failed"))
+                raise RuntimeError("the Ceph fixture (ceph.rgw-up) failed: %s" % state.get("failed"))
             self.cluster = rgw_fixture.Cluster.from_state(state)
             print("  the shared Ceph cluster (%s), ready in %s s" % (state["dir"], state.get("ready_s")))
         else:
@@ -1335,8 +1337,15 @@ def rgw_quirks(h):
            "RGW: CompleteMultipartUpload with If-None-Match: * and a wrong If-Match of an existing key: 200, "
            "replaced (%d)" % code)
 
+    # 4. A GET's If-Match: * is taken for an ETag: 412 for an object that exists.
+    code, _, _ = rgw.request("GET", "/gw-rq/k", headers={"If-Match": "*"})
+    expect(code == 412, "RGW: GET If-Match: * of an existing object: 412 (%d)" % code)
+
     # Through the gateway.
     gw = h.gateway("gw")
+    # 4: the gateway asks the upstream with the ETag of its HEAD, never the client's *.
+    code, body, whole = ranged_get(gw.url + "/gw-rq/k", 0, 9, "*")
+    expect(code == 206 and whole and body == b"c" * 10, "through the gateway, a GET with If-Match: *: 206 (%d)" % code)
     # 1: a PutObject above 16 MiB is sent on as a multipart upload, whose empty ETag the gateway's
     #    upstream client takes for the object's: the gateway answers 502 although RGW stored it.
     big = h.file("rq-big", 17 * MIB + 5, 81)
