@@ -104,6 +104,10 @@ rgw thread pool size = 64
 rgw gc obj min wait = 10
 rgw gc processor period = 10
 rgw gc processor max time = 10
+
+[client]
+# The commands of tests running side by side (radosgw-admin user create) each have a socket.
+admin socket = {root}/run/$name.$pid.asok
 """
 
 
