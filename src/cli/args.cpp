@@ -307,16 +307,16 @@ void add_serve(CLI::App& app, serve_options& o) {
                                    "Gateway: serve this S3 service, --root caching its objects (docs/gateway.md)")
                        ->type_name("URL")
                        ->group("Gateway");
+  // Not tied to --upstream: the upstream may come from --config's "gateway" object, and the keys
+  // from the environment.
   serve.add_option("--upstream-access-key", o.upstream_access_key, "The upstream's access key")
       ->type_name("AK")
       ->envname("SLUICE_UPSTREAM_ACCESS_KEY_ID")
-      ->group("Gateway")
-      ->needs(upstream);
+      ->group("Gateway");
   serve.add_option("--upstream-secret-key", o.upstream_secret_key, "Its secret")
       ->type_name("SK")
       ->envname("SLUICE_UPSTREAM_SECRET_ACCESS_KEY")
-      ->group("Gateway")
-      ->needs(upstream);
+      ->group("Gateway");
   optional_option(serve, "--upstream-region", o.upstream_region, "The region upstream requests are signed for")
       ->type_name("R")
       ->group("Gateway")

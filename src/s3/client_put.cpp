@@ -319,6 +319,13 @@ asio::awaitable<outcome<std::string>> multipart_put(const op_context& op, const 
     }
   } else if (!out.ec) {
     out.value = xml::parse_complete_multipart_upload_result(res.body, out.ec).etag;
+    if (!out.ec && out.value.empty()) {
+      // Completed, but the answer names no ETag (Ceph RGW 16.2 sends <ETag></ETag>): the object's
+      // HEAD says it; when the HEAD fails, the ETag an S3 multipart upload has by definition.
+      error_code head_ec;
+      const object_info info = co_await head_request(op, bucket, key, head_ec);
+      out.value = !head_ec && !info.attributes.etag.empty() ? info.attributes.etag : expected;
+    }
   }
   if (out.ec) {
     co_await abort_upload(op, job);

@@ -1346,23 +1346,19 @@ def rgw_quirks(h):
     # 4: the gateway asks the upstream with the ETag of its HEAD, never the client's *.
     code, body, whole = ranged_get(gw.url + "/gw-rq/k", 0, 9, "*")
     expect(code == 206 and whole and body == b"c" * 10, "through the gateway, a GET with If-Match: *: 206 (%d)" % code)
-    # 1: a PutObject above 16 MiB is sent on as a multipart upload, whose empty ETag the gateway's
-    #    upstream client takes for the object's: the gateway answers 502 although RGW stored it.
+    # 1: a PutObject above 16 MiB is sent on as a multipart upload, whose completion names no ETag:
+    #    the gateway's upstream client asks the object's HEAD for it.
     big = h.file("rq-big", 17 * MIB + 5, 81)
     code = put(gw.url + "/gw-rq/big", big, {})
     back = h.out("rq-big-back")
     h.direct("get", "s3://gw-rq/big", back)
     expect(md5(back) == md5(big), "a 17 MiB PutObject through the gateway: RGW holds it")
-    if code == 502:
-        print("  KNOWN GATEWAY BUG (docs/gateway.md, \"Tested against Ceph RGW 16.2\"): the gateway answered 502 "
-              "BadGateway to a PutObject RGW stored (its CompleteMultipartUpload ETag is empty)")
-    else:
-        expect(code == 200, "and the gateway answered 200 (%d)" % code)
+    expect(code == 200, "and the gateway answered 200, the ETag from a HEAD (RGW's CompleteMultipartUpload names "
+           "none) (%d)" % code)
     code, body = status(gw.url + "/gw-rq/big")
     with open(big, "rb") as f:
         expect(code == 200 and body == f.read(), "a GET through the gateway reads it")
-    # The sluice client's multipart upload of 20 MiB through the gateway succeeds: the gateway's
-    # 502 is retried, the retry answers NoSuchUpload, and the client's HEAD finds its own ETag.
+    # The sluice client's multipart upload of 20 MiB through the gateway succeeds with its ETag.
     large = h.file("rq-large", 20 * MIB + 1, 82)
     r = h.via_gateway(gw, "put", large, "s3://gw-rq/large")
     expect("-3;" in r.stdout, "sluice put of 20 MiB through the gateway: the multipart ETag (%s)" % r.stdout.strip())

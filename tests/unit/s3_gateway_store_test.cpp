@@ -182,7 +182,7 @@ TEST_CASE("gateway fill_progress: a fill that finishes short of a waiter's end a
   CHECK_FALSE(fill.ready(101));
 }
 
-TEST_CASE("gateway fill_progress: a failure answers the waiters with its error; bytes written before stay readable") {
+TEST_CASE("gateway fill_progress: a failure answers the waiters with its error, bytes written before stay readable") {
   sluice::s3::detail::fill_progress fill;
   fill.advance(10);
   answered waiting;
