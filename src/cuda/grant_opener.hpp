@@ -238,6 +238,12 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   /// up to the end of the page holding the object's last byte (mmap maps whole pages).
   std::pair<void*, std::size_t> chunk_range(const cached_source& entry, std::uint64_t index) const;
 
+  /// Takes out of the cache the least recently used versions no transfer uses (never `keep`)
+  /// until `n` more bytes fit in the budget; the caller unregisters them (evict).
+  std::vector<std::shared_ptr<cached_source>> make_room(std::uint64_t n, const cached_source* keep);
+  /// Counts the evicted entries' registered chunks and unregisters them.
+  void evict(const std::vector<std::shared_ptr<cached_source>>& evicted);
+
   /// Marks the entry evicted and unregisters its registered chunks.
   void unregister_all(cached_source& entry);
 
@@ -248,6 +254,7 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   struct job {
     std::shared_ptr<cached_source> entry;
     std::uint64_t index = 0;
+    bool ahead = false;  // taken from ahead_jobs_ (no transfer waits for it)
   };
 
   grant_opener_config config_;

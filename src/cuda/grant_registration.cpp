@@ -100,20 +100,32 @@ void ipc_opener::release(const std::shared_ptr<cached_source>& entry) {
     --entry->users;
     const bool cached =
         std::any_of(cache_.begin(), cache_.end(), [&](const auto& c) { return c.second.entry == entry; });
+    // A transfer's own registration (a source without a version) goes with it. The budget is
+    // kept by the registering thread (make_room), so that no transfer, and no PUT that published
+    // a version, waits for cudaHostUnregister.
     if (!cached && entry->users == 0) evicted.push_back(entry);
-    // Stay within the budget: unregister the least recently used versions nobody uses.
-    for (auto it = lru_.begin(); it != lru_.end() && registered_bytes_ > config_.registration_budget;) {
-      auto found = cache_.find(*it);
-      if (found->second.entry->users == 0) {
-        evicted.push_back(found->second.entry);
-        registered_bytes_ -= std::min<std::uint64_t>(registered_bytes_, found->second.entry->registered_bytes.load());
-        cache_.erase(found);
-        it = lru_.erase(it);
-      } else {
-        ++it;
-      }
+  }
+  evict(evicted);
+}
+
+std::vector<std::shared_ptr<cached_source>> ipc_opener::make_room(std::uint64_t n, const cached_source* keep) {
+  std::vector<std::shared_ptr<cached_source>> evicted;
+  const std::lock_guard lock(mutex_);
+  for (auto it = lru_.begin(); it != lru_.end() && registered_bytes_ + n > config_.registration_budget;) {
+    auto found = cache_.find(*it);
+    if (found->second.entry->users == 0 && found->second.entry.get() != keep) {
+      evicted.push_back(found->second.entry);
+      registered_bytes_ -= std::min<std::uint64_t>(registered_bytes_, found->second.entry->registered_bytes.load());
+      cache_.erase(found);
+      it = lru_.erase(it);
+    } else {
+      ++it;
     }
   }
+  return evicted;
+}
+
+void ipc_opener::evict(const std::vector<std::shared_ptr<cached_source>>& evicted) {
   for (const auto& e : evicted) {
     {
       const std::lock_guard lock(e->mutex);
@@ -205,6 +217,7 @@ void ipc_opener::register_queued(const std::stop_token& stop) {
       if (jobs_.empty() && ahead_jobs_.empty()) return;  // stopping, nothing left
       auto& from = jobs_.empty() ? ahead_jobs_ : jobs_;
       next = std::move(from.front());
+      next.ahead = jobs_.empty();
       from.pop_front();
     }
     cached_source& entry = *next.entry;
@@ -221,6 +234,21 @@ void ipc_opener::register_queued(const std::stop_token& stop) {
       state = cached_source::chunk_state::registering;
     }
     const auto [p, n] = chunk_range(entry, next.index);
+    // Within the budget: the least recently used versions no transfer uses go first; when that
+    // is not enough (transfers hold the rest), the chunk is not registered (its transfer, if one
+    // waits, copies it unregistered; one queued ahead goes back to absent).
+    evict(make_room(n, &entry));
+    bool room = false;
+    {
+      const std::lock_guard lock(mutex_);
+      room = registered_bytes_ + n <= config_.registration_budget;
+    }
+    if (!room) {
+      const std::lock_guard lock(entry.mutex);
+      state = next.ahead ? cached_source::chunk_state::absent : cached_source::chunk_state::failed;
+      entry.settled.notify_all();
+      continue;
+    }
     const auto began = std::chrono::steady_clock::now();
     const bool ok = entry.registrar->register_range(p, n);
     const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - began).count();

@@ -82,7 +82,7 @@ TEST_CASE("cuda grants: a published version is registered before its first GET")
     source.mapping = {owner->data(), owner->size(), memory_kind::host_pageable, -1};
     source.length = owner->size();
     source.owner = owner;
-    source.version = {1, version};
+    source.version = {version == 0 ? 0 : 1, version};  // {0, 0}: no version
     return source;
   };
   cuda::grant_opener_config config;
@@ -102,6 +102,22 @@ TEST_CASE("cuda grants: a published version is registered before its first GET")
   }
   CHECK(cuda::stats_of(*opener).registered_bytes >= (16u << 20));
   CHECK(cuda::stats_of(*opener).registrations >= 4);
+
+  // The budget holds while versions keep coming: the least recently used one goes, on the
+  // registering thread, before more is registered.
+  cuda::grant_opener_config small = config;
+  small.registration_budget = 20 << 20;
+  auto bounded = cuda::make_grant_opener(small, ec);
+  REQUIRE(bounded);
+  for (std::uint64_t v = 10; v < 14; ++v) {
+    bounded->published(source_of(16 << 20, v));
+    for (int i = 0; i < 500 && cuda::stats_of(*bounded).registrations < (v - 9) * 4; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      CHECK(cuda::stats_of(*bounded).registered_bytes <= small.registration_budget);
+    }
+  }
+  CHECK(cuda::stats_of(*bounded).registered_bytes <= small.registration_budget);
+  CHECK(cuda::stats_of(*bounded).evictions > 0);
 
   config.register_on_write = false;
   auto off = cuda::make_grant_opener(config, ec);
