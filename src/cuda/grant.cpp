@@ -371,6 +371,7 @@ grant_opener_stats ipc_opener::stats() {
   s.evictions = evictions_.load();
   s.open_handles = open_handles_.load();
   s.registered_on_write = registered_on_write_.load();
+  s.cached_versions = cache_.size();
   s.registration_context = registrar_->separate();
   return s;
 }
@@ -417,6 +418,7 @@ std::optional<config_error> grant_opener_config::validate() const {
   if (copy_slot_bytes < (1u << 20) || copy_slot_bytes > (std::size_t{1} << 30)) {
     return config_error{"grants.copy_slot_bytes", "must be between 1 MiB and 1 GiB"};
   }
+  if (max_cached_versions == 0) return config_error{"grants.max_cached_versions", "must be at least 1"};
   if (register_on_write_min_bytes == 0) return config_error{"grants.register_on_write_min_bytes", "must be at least 1"};
   return std::nullopt;
 }

@@ -111,7 +111,11 @@ void ipc_opener::release(const std::shared_ptr<cached_source>& entry) {
 std::vector<std::shared_ptr<cached_source>> ipc_opener::make_room(std::uint64_t n, const cached_source* keep) {
   std::vector<std::shared_ptr<cached_source>> evicted;
   const std::lock_guard lock(mutex_);
-  for (auto it = lru_.begin(); it != lru_.end() && registered_bytes_ + n > config_.registration_budget;) {
+  // Bytes, and entries: each holds its version's mapping and file open.
+  const auto over = [&] {
+    return registered_bytes_ + n > config_.registration_budget || cache_.size() > config_.max_cached_versions;
+  };
+  for (auto it = lru_.begin(); it != lru_.end() && over();) {
     auto found = cache_.find(*it);
     if (found->second.entry->users == 0 && found->second.entry.get() != keep) {
       evicted.push_back(found->second.entry);

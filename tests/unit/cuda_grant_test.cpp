@@ -82,7 +82,7 @@ TEST_CASE("cuda grants: a published version is registered before its first GET")
     source.mapping = {owner->data(), owner->size(), memory_kind::host_pageable, -1};
     source.length = owner->size();
     source.owner = owner;
-    source.version = {version == 0 ? 0 : 1, version};  // {0, 0}: no version
+    source.version = {version == 0 ? std::uint64_t{0} : std::uint64_t{1}, version};  // {0, 0}: no version
     return source;
   };
   cuda::grant_opener_config config;
@@ -118,6 +118,18 @@ TEST_CASE("cuda grants: a published version is registered before its first GET")
   }
   CHECK(cuda::stats_of(*bounded).registered_bytes <= small.registration_budget);
   CHECK(cuda::stats_of(*bounded).evictions > 0);
+  // And the count of versions kept (each holds its file open): 3 published, at most 2 kept.
+  cuda::grant_opener_config few = config;
+  few.max_cached_versions = 2;
+  auto counted = cuda::make_grant_opener(few, ec);
+  REQUIRE(counted);
+  for (std::uint64_t v = 20; v < 23; ++v) {
+    counted->published(source_of(9 << 20, v));
+    for (int i = 0; i < 500 && cuda::stats_of(*counted).registrations < (v - 19) * 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  CHECK(cuda::stats_of(*counted).cached_versions <= 2);
 
   config.register_on_write = false;
   auto off = cuda::make_grant_opener(config, ec);

@@ -39,6 +39,9 @@ namespace sluice::cuda {
 struct grant_opener_config {
   /// Page cache kept registered (cudaHostRegister) across GETs, over all objects.
   std::uint64_t registration_budget = std::uint64_t{32} << 30;
+  /// Object versions kept registered at once (each keeps its mapping and file open); the least
+  /// recently used that no transfer uses go first.
+  std::size_t max_cached_versions = 256;
   std::size_t streams = 4;             ///< copy streams of one transfer (1..64)
   std::size_t chunk_bytes = 64 << 20;  ///< registration and copy unit (1 MiB..1 GiB)
   /// After a GET's range, this much more of the object version is registered while the
@@ -78,6 +81,7 @@ struct grant_opener_stats {
   std::uint64_t evictions = 0;            ///< chunks unregistered to stay within the budget
   std::uint64_t open_handles = 0;         ///< client allocations opened now
   std::uint64_t registered_on_write = 0;  ///< versions queued for registration when published
+  std::uint64_t cached_versions = 0;      ///< object versions in the registration cache now
   /// Page cache is registered in a CUDA context of its own, so that registering does not stall
   /// the copies (false: the driver gave no such context; registrations and copies alternate).
   bool registration_context = false;
