@@ -7,9 +7,13 @@
 
 #include <sluice/s3/error.hpp>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 
 namespace sluice::cuda {
 
@@ -105,6 +109,8 @@ class stream_set {
     for (cudaEvent_t e : done_) (void)cudaEventDestroy(e);
   }
   [[nodiscard]] bool empty() const noexcept { return streams_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return streams_.size(); }
+  [[nodiscard]] cudaStream_t at(std::size_t i) const { return streams_[i]; }
   cudaStream_t next() { return streams_[next_++ % streams_.size()]; }
   /// Waits for every stream's work, sleeping: cudaStreamSynchronize spins a core for the whole
   /// copy (measured: 8 parts in flight cost the server 0.157 CPU-s/GiB that way).
@@ -131,19 +137,18 @@ class stream_set {
 }  // namespace
 
 ipc_opener::ipc_opener(grant_opener_config config)
-    : config_(config),
-      registrar_(std::make_unique<registration_context>(0)),
-      registering_([this](const std::stop_token& stop) { register_queued(stop); }) {
-  for (std::size_t i = 0; i < config_.copy_threads; ++i) {
-    copiers_.emplace_back([this](const std::stop_token& stop) { copy_chunks(stop); });
-  }
+    : config_(config), registrar_(std::make_unique<registration_context>(0)) {
+  if (config_.copy_threads > 0) copying_.emplace(config_.copy_threads);
+  for (std::size_t i = 0; i < config_.copy_threads; ++i) idle_copiers_.push_back(std::make_unique<copier_state>());
 }
 
 ipc_opener::~ipc_opener() {
-  for (auto& c : copiers_) c.request_stop();  // wakes their waits; no transfer runs any more
-  copiers_.clear();
-  registering_.request_stop();  // wakes the thread's wait
+  // No transfer runs any more (each holds the opener). What is still queued (chunks registered
+  // ahead) fails at once; the pools end when their handlers have.
+  stopping_ = true;
+  if (copying_) copying_->join();
   registering_.join();
+  idle_copiers_.clear();  // their streams and pinned slots, while CUDA is up
   for (auto& [version, cached] : cache_) unregister_all(*cached.entry);
 }
 
@@ -204,95 +209,196 @@ std::shared_ptr<s3::device_grant> ipc_opener::open(std::span<const std::byte> de
   return std::make_shared<ipc_grant>(shared_from_this(), device, base, std::min(claimed, real_size), std::move(opened));
 }
 
-error_code ipc_opener::write(int device, std::byte* to, const s3::rdma_source& source) {
-  const auto start = std::chrono::steady_clock::now();
-  const device_scope scope(device);
-  stream_set streams(config_.streams);
-  if (streams.empty()) return errc::no_device;
-  const std::shared_ptr<cached_source> entry = acquire(source);
-  const std::uint64_t chunk = config_.chunk_bytes;
-  const std::uint64_t end_at = source.offset + source.length;
-  const std::uint64_t first = (source.offset + entry->lead) / chunk;
-  const std::uint64_t last = source.length == 0 ? first : (end_at - 1 + entry->lead) / chunk + 1;
-  // Every chunk of the range still absent goes to the registering thread at once, in order:
-  // one thread registers ahead (in the registration context) while this one queues each
-  // chunk's DMA as soon as the chunk is ready. One registering thread for all transfers: the
-  // probe measured concurrent registrations slower than one after the other.
-  // Chunks after the range are registered too when the thread has nothing else to do: the
-  // rest of a large object is usually asked for next (the next parts of the same GET).
-  const std::uint64_t ahead = source.version.cacheable() ? config_.register_ahead_bytes / chunk : 0;
-  const std::uint64_t hits = queue_registrations(entry, first, last, ahead);
-  // The copy threads take the chunks that registration would reach late (from the back).
+/// One transfer into device memory: queues the registration of its chunks, then DMAs each chunk
+/// once it is registered (or copies it pageable when it could not be, or leaves it to a copier
+/// that took it), going on from the chunk's waiter when one is not settled yet; ends from its
+/// streams' callbacks once the copy pool's copiers are done with its chunks.
+struct ipc_opener::write_op : std::enable_shared_from_this<write_op> {
+  std::shared_ptr<ipc_opener> opener;
+  int device = 0;
+  std::byte* to = nullptr;
+  s3::rdma_source source;
+  boost::asio::any_io_executor executor;
+  std::function<void(error_code)> done;
+  std::unique_ptr<stream_set> streams;
+  std::shared_ptr<cached_source> entry;
   std::shared_ptr<assisted_transfer> assisted;
-  if (!copiers_.empty() && hits < last - first) {
-    assisted = std::make_shared<assisted_transfer>();
-    assisted->entry = entry;
-    assisted->device = device;
-    assisted->to = to;
-    assisted->offset = source.offset;
-    assisted->end = end_at;
-    assisted->first = first;
-    assisted->last = last;
-    assisted->taken.assign(static_cast<std::size_t>(last - first), 0);
-    {
-      const std::lock_guard lock(copy_mutex_);
-      assisted_.push_back(assisted);
-      ++copy_generation_;
-    }
-    copy_ready_.notify_all();
-  }
+  std::uint64_t first = 0, last = 0, index = 0, hits = 0, copied = 0;
+  chunk_wait seen;
   error_code failure;
-  double waited = 0;
-  double calls = 0;  // in cudaMemcpyAsync
-  for (std::uint64_t index = first; index < last; ++index) {
-    const auto wait_start = std::chrono::steady_clock::now();
-    const chunk_outcome outcome = wait_for(entry, index, assisted.get());
-    const auto call_start = std::chrono::steady_clock::now();
-    waited += std::chrono::duration<double>(call_start - wait_start).count();
-    if (failure || outcome == chunk_outcome::copy_thread) continue;  // queued chunks still settle first
-    const bool registered = outcome == chunk_outcome::registered;
-    const auto [at, end] = chunk_span(*entry, chunk, index, source.offset, end_at);
-    const std::byte* src = entry->data + at;
-    const auto n = static_cast<std::size_t>(end - at);
-    cudaError_t e = cudaSuccess;
-    if (registered) {
-      e = cudaMemcpyAsync(to + (at - source.offset), src, n, cudaMemcpyHostToDevice, streams.next());
-    } else {
-      ++pageable_copies_;
-      e = cudaMemcpy(to + (at - source.offset), src, n, cudaMemcpyHostToDevice);
+  std::atomic<std::size_t> streams_left{0};
+  std::atomic<int> stream_error{cudaSuccess};
+  std::shared_ptr<write_op> keep;  // while the streams' callbacks are outstanding
+  // config_.trace
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), queued;
+  std::chrono::steady_clock::time_point wait_start{};
+  double waited = 0, calls = 0;
+
+  void resume_later() {
+    boost::asio::post(executor, [self = shared_from_this()] { self->advance(); });
+  }
+
+  void begin() {
+    const device_scope scope(device);
+    streams = std::make_unique<stream_set>(opener->config_.streams);
+    if (streams->empty()) return finish_with(errc::no_device);
+    entry = opener->acquire(source);
+    const std::uint64_t chunk = opener->config_.chunk_bytes;
+    const std::uint64_t end_at = source.offset + source.length;
+    first = (source.offset + entry->lead) / chunk;
+    last = source.length == 0 ? first : (end_at - 1 + entry->lead) / chunk + 1;
+    index = first;
+    // Every chunk of the range still absent goes to the registration pool at once, in order: it
+    // registers ahead (in the registration context) while this transfer queues each chunk's DMA
+    // as soon as the chunk is ready. Chunks after the range are registered too when nothing else
+    // waits: the rest of a large object is usually asked for next (the next parts of the GET).
+    const std::uint64_t ahead = source.version.cacheable() ? opener->config_.register_ahead_bytes / chunk : 0;
+    hits = opener->queue_registrations(entry, first, last, ahead);
+    // The copy pool takes the chunks that registration would reach late (from the back).
+    if (opener->copying_ && hits < last - first) {
+      assisted = std::make_shared<assisted_transfer>();
+      assisted->entry = entry;
+      assisted->device = device;
+      assisted->to = to;
+      assisted->offset = source.offset;
+      assisted->end = end_at;
+      assisted->first = first;
+      assisted->last = last;
+      assisted->taken.assign(static_cast<std::size_t>(last - first), 0);
+      opener->assist(assisted);
     }
-    if (e != cudaSuccess) failure = from_error(e);
-    calls += std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start).count();
+    advance();
   }
-  std::uint64_t copied = 0;
-  if (assisted) {  // no new chunks taken from here on; wait for those taken
-    std::unique_lock lock(copy_mutex_);
-    assisted_.remove(assisted);
-    assisted->idle.wait(lock, [&] { return assisted->active == 0; });
-    if (assisted->failure && !failure) failure = assisted->failure;
-    copied = assisted->copied;
+
+  /// DMAs the chunks that are settled, in order; returns at the first that is not (its waiter
+  /// calls resume_later), or ends the transfer's loop.
+  void advance() {
+    using clock = std::chrono::steady_clock;
+    const device_scope scope(device);
+    const std::uint64_t chunk = opener->config_.chunk_bytes;
+    const std::uint64_t end_at = source.offset + source.length;
+    for (; index < last; ++index) {
+      std::function<void()> resume = [self = shared_from_this()] { self->resume_later(); };
+      const auto polled = clock::now();
+      const auto outcome = opener->poll_chunk(entry, index, assisted.get(), seen, resume);
+      if (!outcome) {
+        if (wait_start == clock::time_point{}) wait_start = polled;
+        return;
+      }
+      const auto call_start = clock::now();
+      if (wait_start != clock::time_point{}) waited += std::chrono::duration<double>(call_start - wait_start).count();
+      wait_start = {};
+      if (failure || *outcome == chunk_outcome::copy_thread) continue;  // queued chunks still settle first
+      const auto [at, end] = chunk_span(*entry, chunk, index, source.offset, end_at);
+      const std::byte* src = entry->data + at;
+      const auto n = static_cast<std::size_t>(end - at);
+      cudaError_t e = cudaSuccess;
+      if (*outcome == chunk_outcome::registered) {
+        e = cudaMemcpyAsync(to + (at - source.offset), src, n, cudaMemcpyHostToDevice, streams->next());
+      } else {
+        ++opener->pageable_copies_;
+        e = cudaMemcpy(to + (at - source.offset), src, n, cudaMemcpyHostToDevice);
+      }
+      if (e != cudaSuccess) failure = from_error(e);
+      calls += std::chrono::duration<double>(clock::now() - call_start).count();
+    }
+    if (assisted) {  // no new chunks taken from here on; wait for those taken
+      const std::lock_guard lock(opener->copy_mutex_);
+      opener->assisted_.remove(assisted);
+      if (assisted->active > 0) {
+        assisted->on_idle = [self = shared_from_this()] {
+          boost::asio::post(self->executor, [self] { self->drain(); });
+        };
+        return;
+      }
+    }
+    drain();
   }
-  const auto queued = std::chrono::steady_clock::now();
-  if (const error_code synced = streams.synchronize(); synced && !failure) failure = synced;
-  release(entry);
-  if (config_.trace) {
-    const auto done = std::chrono::steady_clock::now();
-    std::fprintf(stderr,
-                 "sluice grant: write %.1f MiB from offset %llu: %llu chunks (%llu registered already, %llu "
-                 "copied through pinned slots), waited %.4f s for registrations, %.4f s in cudaMemcpyAsync, copies "
-                 "queued at %.4f s, done at %.4f s%s; registering thread busy %.4f s since start; copy threads "
-                 "since start: %.4f s reading, %.4f s in CUDA calls, %.4f s waiting for DMA; clock %.4f to %.4f\n",
-                 static_cast<double>(source.length) / (1 << 20), static_cast<unsigned long long>(source.offset),
-                 static_cast<unsigned long long>(last - first), static_cast<unsigned long long>(hits),
-                 static_cast<unsigned long long>(copied), waited, calls,
-                 std::chrono::duration<double>(queued - start).count(),
-                 std::chrono::duration<double>(done - start).count(), failure ? " (failed)" : "",
-                 static_cast<double>(register_ns_.load()) / 1e9, static_cast<double>(copy_read_ns_.load()) / 1e9,
-                 static_cast<double>(copy_call_ns_.load()) / 1e9, static_cast<double>(copy_sync_ns_.load()) / 1e9,
-                 std::chrono::duration<double>(start.time_since_epoch()).count(),
-                 std::chrono::duration<double>(done.time_since_epoch()).count());
+
+  /// After the copiers: a callback on each stream once its DMAs are done; the last one ends.
+  void drain() {
+    if (assisted) {
+      const std::lock_guard lock(opener->copy_mutex_);
+      if (assisted->failure && !failure) failure = assisted->failure;
+      copied = assisted->copied;
+    }
+    queued = std::chrono::steady_clock::now();
+    const device_scope scope(device);
+    const std::size_t n = streams->size();
+    streams_left = n + 1;  // + 1: this call, so that no callback ends the transfer before all are added
+    keep = shared_from_this();
+    for (std::size_t i = 0; i < n; ++i) {
+      // cudaStreamAddCallback, not cudaLaunchHostFunc: its callback runs even after a device
+      // error (with the error), so a transfer always ends.
+      if (cudaStreamAddCallback(streams->at(i), &write_op::stream_done, this, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        stream_error = cudaErrorUnknown;  // finish waits for that stream itself
+        count_down();
+      }
+    }
+    count_down();
   }
-  return failure;
+
+  static void CUDART_CB stream_done(cudaStream_t /*stream*/, cudaError_t status, void* self) {
+    auto* op = static_cast<write_op*>(self);
+    if (status != cudaSuccess) op->stream_error = status;
+    op->count_down();  // no CUDA call here: the rest runs on the executor
+  }
+
+  void count_down() {
+    if (--streams_left == 0) {
+      boost::asio::post(executor, [self = std::move(keep)] { self->finish(); });
+    }
+  }
+
+  void finish() {
+    {
+      const device_scope scope(device);
+      // Every stream is idle (its callback ran) unless adding one failed: this returns at once
+      // then, and otherwise waits for that stream.
+      if (const error_code synced = streams->synchronize(); synced && !failure) failure = synced;
+      if (stream_error != cudaSuccess && !failure) failure = from(static_cast<cudaError_t>(stream_error.load()));
+    }
+    opener->release(entry);
+    if (opener->config_.trace) trace();
+    finish_with(failure);
+  }
+
+  void finish_with(error_code ec) {
+    auto d = std::move(done);
+    d(ec);
+  }
+
+  void trace() const {
+    const auto end = std::chrono::steady_clock::now();
+    std::fprintf(
+        stderr,
+        "sluice grant: write %.1f MiB from offset %llu: %llu chunks (%llu registered already, %llu "
+        "copied through pinned slots), waited %.4f s for registrations, %.4f s in cudaMemcpyAsync, copies "
+        "queued at %.4f s, done at %.4f s%s; registration pool busy %.4f s since start; copiers "
+        "since start: %.4f s reading, %.4f s in CUDA calls, %.4f s waiting for DMA; clock %.4f to %.4f\n",
+        static_cast<double>(source.length) / (1 << 20), static_cast<unsigned long long>(source.offset),
+        static_cast<unsigned long long>(last - first), static_cast<unsigned long long>(hits),
+        static_cast<unsigned long long>(copied), waited, calls, std::chrono::duration<double>(queued - start).count(),
+        std::chrono::duration<double>(end - start).count(), failure ? " (failed)" : "",
+        static_cast<double>(opener->register_ns_.load()) / 1e9, static_cast<double>(opener->copy_read_ns_.load()) / 1e9,
+        static_cast<double>(opener->copy_call_ns_.load()) / 1e9,
+        static_cast<double>(opener->copy_sync_ns_.load()) / 1e9,
+        std::chrono::duration<double>(start.time_since_epoch()).count(),
+        std::chrono::duration<double>(end.time_since_epoch()).count());
+  }
+};
+
+void ipc_opener::async_write(int device, std::byte* to, const s3::rdma_source& source,
+                             const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) {
+  auto op = std::make_shared<write_op>();
+  op->opener = shared_from_this();
+  op->device = device;
+  op->to = to;
+  op->source = source;
+  op->executor = executor;
+  op->done = std::move(done);
+  boost::asio::post(executor, [op] { op->begin(); });
 }
 
 error_code ipc_opener::read(int device, const std::byte* from, std::uint64_t length, const s3::rdma_sink& sink) {
@@ -390,7 +496,17 @@ int ipc_opener::device_with(const std::array<std::byte, uuid_bytes>& uuid) {
 }
 
 error_code ipc_grant::write(std::uint64_t offset, const s3::rdma_source& source) {
-  return opener_->write(device_, base_ + offset, source);
+  std::promise<error_code> result;
+  auto outcome = result.get_future();
+  async_write(offset, source, boost::asio::system_executor(), [&result](error_code ec) { result.set_value(ec); });
+  return outcome.get();
+}
+
+void ipc_grant::async_write(std::uint64_t offset, const s3::rdma_source& source,
+                            const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) {
+  // The grant (its IPC mapping) stays open until the transfer ends.
+  opener_->async_write(device_, base_ + offset, source, executor,
+                       [self = shared_from_this(), done = std::move(done)](error_code ec) { done(ec); });
 }
 
 error_code ipc_grant::read(std::uint64_t offset, std::uint64_t length, const s3::rdma_sink& sink) {

@@ -1,7 +1,9 @@
-// The CUDA grant opener's copy threads (include/sluice/cuda/grant.hpp): they help cold transfers
-// by copying chunks the registering thread would reach late through pinned slots. The parts
+// The CUDA grant opener's copy pool (include/sluice/cuda/grant.hpp): its copiers help cold
+// transfers by copying chunks the registration pool would reach late through pinned slots. The parts
 // shared with grant.cpp and grant_registration.cpp are in grant_opener.hpp.
 #include "grant_opener.hpp"
+
+#include <boost/asio/post.hpp>
 
 #include <unistd.h>
 
@@ -65,59 +67,68 @@ std::optional<std::pair<std::shared_ptr<assisted_transfer>, std::uint64_t>> ipc_
   return std::nullopt;
 }
 
-/// A copy thread's pinned slots and, per device, its stream and the slots' events.
-struct ipc_opener::copier_state {
-  std::array<std::byte*, 2> slots{};
-  struct per_device {
-    cudaStream_t stream = nullptr;
-    std::array<cudaEvent_t, 2> ready{};
-  };
-  std::map<int, per_device> devices;
-  copier_state() = default;
-  copier_state(const copier_state&) = delete;
-  copier_state& operator=(const copier_state&) = delete;
-  ~copier_state() {
-    for (auto& [device, d] : devices) {
-      const device_scope scope(device);
-      for (cudaEvent_t e : d.ready) (void)cudaEventDestroy(e);
-      (void)cudaStreamDestroy(d.stream);
-    }
-    for (std::byte* p : slots) (void)cudaFreeHost(p);
+copier_state::~copier_state() {
+  for (auto& [device, d] : devices) {
+    const device_scope scope(device);
+    for (cudaEvent_t e : d.ready) (void)cudaEventDestroy(e);
+    (void)cudaStreamDestroy(d.stream);
   }
-};
+  for (std::byte* p : slots) (void)cudaFreeHost(p);
+}
 
-void ipc_opener::copy_chunks(const std::stop_token& stop) {
-  copier_state own;
-  for (auto& slot : own.slots) {
+bool copier_state::allocate(std::size_t slot_bytes) {
+  for (auto& slot : slots) {
+    if (slot != nullptr) continue;
     void* p = nullptr;
-    if (cudaHostAlloc(&p, config_.copy_slot_bytes, cudaHostAllocPortable) != cudaSuccess) {
+    if (cudaHostAlloc(&p, slot_bytes, cudaHostAllocPortable) != cudaSuccess) {
       (void)cudaGetLastError();
-      return;  // this thread copies nothing; registration alone serves
+      return false;
     }
     slot = static_cast<std::byte*>(p);
   }
-  std::uint64_t seen = 0;
+  return true;
+}
+
+void ipc_opener::assist(std::shared_ptr<assisted_transfer> t) {
+  std::size_t idle = 0;
+  {
+    const std::lock_guard lock(copy_mutex_);
+    assisted_.push_back(std::move(t));
+    // A busy copier looks at the new transfer when its chunk is done (take_chunk under this
+    // mutex, before it turns idle); each idle one gets a handler.
+    idle = idle_copiers_.size();
+  }
+  for (std::size_t i = 0; i < idle; ++i) boost::asio::post(*copying_, [this] { copy_chunks(); });
+}
+
+void ipc_opener::copy_chunks() {
+  std::unique_ptr<copier_state> own;
+  {
+    const std::lock_guard lock(copy_mutex_);
+    if (idle_copiers_.empty()) return;  // another handler took it
+    own = std::move(idle_copiers_.back());
+    idle_copiers_.pop_back();
+  }
+  // A copier without pinned slots copies nothing (and is not given back): registration alone serves.
+  if (!own->allocate(config_.copy_slot_bytes)) return;
   for (;;) {
     std::shared_ptr<assisted_transfer> t;
     std::uint64_t index = 0;
     {
-      std::unique_lock lock(copy_mutex_);
-      for (;;) {
-        if (stop.stop_requested()) return;
-        if (auto picked = take_chunk()) {
-          t = std::move(picked->first);
-          index = picked->second;
-          ++t->active;
-          break;
-        }
-        // Nothing worth taking: registration only gains on what is left, so wait for a new transfer.
-        seen = copy_generation_;
-        copy_ready_.wait(lock, stop, [&] { return copy_generation_ != seen; });
+      const std::lock_guard lock(copy_mutex_);
+      auto picked = stopping_ ? decltype(take_chunk()){} : take_chunk();
+      if (!picked) {
+        // Nothing worth taking: registration only gains on what is left; idle until a new transfer.
+        idle_copiers_.push_back(std::move(own));
+        return;
       }
+      t = std::move(picked->first);
+      index = picked->second;
+      ++t->active;
     }
-    t->entry->settled.notify_all();  // its transfer may wait on this chunk: it is ours now
+    wake(*t->entry);  // its transfer may wait on this chunk: it is ours now
     const auto began = std::chrono::steady_clock::now();
-    const error_code e = copy_chunk(own, *t, index);
+    const error_code e = copy_chunk(*own, *t, index);
     const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - began).count();
     const auto [at, end] = chunk_span(*t->entry, config_.chunk_bytes, index, t->offset, t->end);
     if (!e && end - at >= (1u << 20)) {
@@ -126,13 +137,15 @@ void ipc_opener::copy_chunks(const std::stop_token& stop) {
     }
     hand_back(t->entry, index);
     ++copied_chunks_;
+    std::function<void()> idle;
     {
       const std::lock_guard lock(copy_mutex_);
       --t->active;
       ++t->copied;
       if (e && !t->failure) t->failure = e;
+      if (t->active == 0) idle = std::move(t->on_idle);  // its transfer ended and waits for this chunk
     }
-    t->idle.notify_all();
+    if (idle) idle();
   }
 }
 

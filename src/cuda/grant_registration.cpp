@@ -4,6 +4,8 @@
 // grant_opener.hpp.
 #include "grant_opener.hpp"
 
+#include <boost/asio/post.hpp>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -162,37 +164,39 @@ std::uint64_t ipc_opener::queue_registrations(const std::shared_ptr<cached_sourc
     const std::lock_guard lock(jobs_mutex_);
     for (const std::uint64_t i : wanted) jobs_.push_back({entry, i});
     for (const std::uint64_t i : later) ahead_jobs_.push_back({entry, i});
-    jobs_ready_.notify_one();
   }
+  if (!wanted.empty() || !later.empty()) post_registration();
   return hits;
 }
 
-ipc_opener::chunk_outcome ipc_opener::wait_for(const std::shared_ptr<cached_source>& entry, std::uint64_t index,
-                                               const assisted_transfer* assisted) {
+std::optional<ipc_opener::chunk_outcome> ipc_opener::poll_chunk(const std::shared_ptr<cached_source>& entry,
+                                                                std::uint64_t index, const assisted_transfer* assisted,
+                                                                chunk_wait& seen, std::function<void()>& resume) {
   using state_t = cached_source::chunk_state;
   std::unique_lock lock(entry->mutex);
   const auto& state = entry->chunks[static_cast<std::size_t>(index)];
-  const auto ours = [&] {
-    return assisted != nullptr && assisted->taken[static_cast<std::size_t>(index - assisted->first)] != 0;
-  };
-  std::uint64_t hand_backs = entry->hand_backs;  // a change: some chunk came back queued behind
+  if (seen.index != index) seen = {index, entry->hand_backs};  // a change from here on: some chunk came back
   for (;;) {
-    entry->settled.wait(lock, [&] {
-      return ours() || (entry->hand_backs != hand_backs && state == state_t::queued) ||
-             (state != state_t::queued && state != state_t::registering && state != state_t::copying);
-    });
-    if (ours() || state != state_t::queued) break;
-    hand_backs = entry->hand_backs;
+    if (assisted != nullptr && assisted->taken[static_cast<std::size_t>(index - assisted->first)] != 0) {
+      return chunk_outcome::copy_thread;
+    }
+    if (state != state_t::queued && state != state_t::registering && state != state_t::copying) {
+      return state == state_t::registered ? chunk_outcome::registered : chunk_outcome::failed;
+    }
+    if (state != state_t::queued || entry->hand_backs == seen.hand_backs) break;
+    // Handed back behind the chunks transfers wait for: this transfer waits for it, so it moves up.
+    seen.hand_backs = entry->hand_backs;
     lock.unlock();
     {
       const std::lock_guard jobs_lock(jobs_mutex_);
       jobs_.push_front({entry, index});
-      jobs_ready_.notify_one();
     }
+    post_registration();
     lock.lock();
   }
-  if (ours()) return chunk_outcome::copy_thread;
-  return state == state_t::registered ? chunk_outcome::registered : chunk_outcome::failed;
+  // Under the mutex every change of a chunk is made under: the next one calls it (wake).
+  entry->waiters.push_back(std::move(resume));
+  return std::nullopt;
 }
 
 void ipc_opener::hand_back(const std::shared_ptr<cached_source>& entry, std::uint64_t index) {
@@ -204,21 +208,26 @@ void ipc_opener::hand_back(const std::shared_ptr<cached_source>& entry, std::uin
     entry->chunks[static_cast<std::size_t>(index)] =
         requeue ? cached_source::chunk_state::queued : cached_source::chunk_state::absent;
   }
-  entry->settled.notify_all();  // other transfers waiting for it go on waiting for its registration
+  wake(*entry);  // other transfers waiting for it go on waiting for its registration
   if (requeue) {
-    const std::lock_guard lock(jobs_mutex_);
-    ahead_jobs_.push_back({entry, index});
-    jobs_ready_.notify_one();
+    {
+      const std::lock_guard lock(jobs_mutex_);
+      ahead_jobs_.push_back({entry, index});
+    }
+    post_registration();
   }
 }
 
-void ipc_opener::register_queued(const std::stop_token& stop) {
+void ipc_opener::post_registration() {
+  boost::asio::post(registering_, [this] { register_queued(); });
+}
+
+void ipc_opener::register_queued() {
   for (;;) {
     job next;
     {
-      std::unique_lock lock(jobs_mutex_);
-      jobs_ready_.wait(lock, stop, [&] { return !jobs_.empty() || !ahead_jobs_.empty(); });
-      if (jobs_.empty() && ahead_jobs_.empty()) return;  // stopping, nothing left
+      const std::lock_guard lock(jobs_mutex_);
+      if (jobs_.empty() && ahead_jobs_.empty()) return;  // a later push posts again
       auto& from = jobs_.empty() ? ahead_jobs_ : jobs_;
       next = std::move(from.front());
       next.ahead = jobs_.empty();
@@ -226,16 +235,17 @@ void ipc_opener::register_queued(const std::stop_token& stop) {
     }
     cached_source& entry = *next.entry;
     auto& state = entry.chunks[static_cast<std::size_t>(next.index)];
+    bool fail = false;
     {
       const std::lock_guard lock(entry.mutex);
       if (state != cached_source::chunk_state::queued) continue;  // moved up and done already
-      if (entry.evicted || stop.stop_requested()) {
-        // Once stopping, queued chunks fail without registering: their transfers copy them pageable.
-        state = cached_source::chunk_state::failed;
-        entry.settled.notify_all();
-        continue;
-      }
-      state = cached_source::chunk_state::registering;
+      // Once stopping, queued chunks fail without registering: their transfers copy them pageable.
+      fail = entry.evicted || stopping_;
+      state = fail ? cached_source::chunk_state::failed : cached_source::chunk_state::registering;
+    }
+    if (fail) {
+      wake(entry);
+      continue;
     }
     const auto [p, n] = chunk_range(entry, next.index);
     // Within the budget: the least recently used versions no transfer uses go first; when that
@@ -248,9 +258,11 @@ void ipc_opener::register_queued(const std::stop_token& stop) {
       room = registered_bytes_ + n <= config_.registration_budget;
     }
     if (!room) {
-      const std::lock_guard lock(entry.mutex);
-      state = next.ahead ? cached_source::chunk_state::absent : cached_source::chunk_state::failed;
-      entry.settled.notify_all();
+      {
+        const std::lock_guard lock(entry.mutex);
+        state = next.ahead ? cached_source::chunk_state::absent : cached_source::chunk_state::failed;
+      }
+      wake(entry);
       continue;
     }
     const auto began = std::chrono::steady_clock::now();
@@ -274,7 +286,7 @@ void ipc_opener::register_queued(const std::stop_token& stop) {
       }
     }
     if (drop) entry.registrar->unregister_range(p);
-    entry.settled.notify_all();
+    wake(entry);
   }
 }
 

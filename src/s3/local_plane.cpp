@@ -595,44 +595,66 @@ std::shared_ptr<const grant_entry> local_server_plane::state::find(const rdma_re
 
 error_code local_server_plane::write_from(const rdma_requester& who, const rdma_token& token,
                                           const rdma_source& source) {
-  if (token.provider != cuda_ipc_grant_provider) {
-    // The copy's workers run on Asio's system pool here (the server passes its RDMA pool).
-    std::promise<error_code> result;
-    auto moved = result.get_future();
-    async_write_from(who, token, source, boost::asio::system_executor(),
-                     [&result](error_code ec) { result.set_value(ec); });
-    return moved.get();
-  }
-  if (state_->closed) return errc::rdma_not_supported;
-  const auto entry = state_->find(who, token, grant_entry::kind::device, source.length);
-  if (!entry) return errc::invalid_rdma_token;
-  std::uint64_t done = 0;
-  for (const auto& seg : token.segments) {
-    if (done == source.length) break;
-    rdma_source piece = source;
-    piece.offset = source.offset + done;
-    piece.length = std::min(seg.length, source.length - done);
-    if (const error_code ec = entry->device->write(seg.address, piece)) {
-      return done == 0 && ec == errc::rdma_not_supported ? ec : error_code(errc::rdma_transfer_failed);
-    }
-    done += piece.length;
-  }
-  return {};
+  // The copy's workers run on Asio's system pool here (the server passes its RDMA pool).
+  std::promise<error_code> result;
+  auto moved = result.get_future();
+  async_write_from(who, token, source, boost::asio::system_executor(),
+                   [&result](error_code ec) { result.set_value(ec); });
+  return moved.get();
 }
+
+namespace {
+
+/// A device grant's write, one token segment after the other (each an async_write of the grant).
+struct device_write : std::enable_shared_from_this<device_write> {
+  std::shared_ptr<const grant_entry> entry;
+  std::vector<rdma_segment> segments;
+  rdma_source source;
+  boost::asio::any_io_executor executor;
+  std::function<void(error_code)> done;
+  std::size_t next = 0;
+  std::uint64_t written = 0;
+
+  void step() {
+    if (written == source.length || next == segments.size()) return done({});
+    const rdma_segment& seg = segments[next++];
+    rdma_source piece = source;
+    piece.offset = source.offset + written;
+    piece.length = std::min(seg.length, source.length - written);
+    entry->device->async_write(
+        seg.address, piece, executor, [self = shared_from_this(), n = piece.length](error_code ec) {
+          if (ec) {
+            return self->done(
+                self->written == 0 && ec == errc::rdma_not_supported ? ec : error_code(errc::rdma_transfer_failed));
+          }
+          self->written += n;
+          self->step();
+        });
+  }
+};
+
+}  // namespace
 
 void local_server_plane::async_write_from(const rdma_requester& who, const rdma_token& token, const rdma_source& source,
                                           const boost::asio::any_io_executor& executor,
                                           std::function<void(error_code)> done) {
-  // A device grant's opener copies with its own streams and blocks until they are done: its
-  // blocking form runs on the pool (src/cuda/grant.cpp).
-  if (token.provider == cuda_ipc_grant_provider) {
-    rdma_server_plane::async_write_from(who, token, source, executor, std::move(done));
-    return;
-  }
   const auto finish_now = [&](error_code ec) {
     boost::asio::post(executor, [done = std::move(done), ec] { done(ec); });
   };
   if (state_->closed) return finish_now(errc::rdma_not_supported);
+  if (token.provider == cuda_ipc_grant_provider) {
+    // The opener's transfer goes on from its chunks' registrations and its streams' callbacks:
+    // no thread waits for it (src/cuda/grant.cpp).
+    auto op = std::make_shared<device_write>();
+    op->entry = state_->find(who, token, grant_entry::kind::device, source.length);
+    if (!op->entry) return finish_now(errc::invalid_rdma_token);
+    op->segments = token.segments;
+    op->source = source;
+    op->executor = executor;
+    op->done = std::move(done);
+    op->step();
+    return;
+  }
   auto entry = state_->find(who, token, grant_entry::kind::memfd, source.length);
   if (!entry) return finish_now(errc::invalid_rdma_token);
   // Each segment in up to copy_threads pieces of at least 4 MiB, copied by up to copy_threads

@@ -44,7 +44,7 @@ inline constexpr std::string_view memfd_grant_provider = "local:memfd";
 inline constexpr std::string_view cuda_ipc_grant_provider = "local:cuda-ipc";
 
 /// Server side of a device-memory grant: one client allocation, opened in the server.
-/// Thread-safe; calls block until the bytes moved.
+/// Thread-safe; write and read block until the bytes moved, async_write does not.
 class device_grant {
  public:
   virtual ~device_grant() = default;
@@ -54,6 +54,13 @@ class device_grant {
   /// once they are there. Precondition: the range lies inside size(). Keeps `source.owner` while
   /// a copy may still read the mapping.
   [[nodiscard]] virtual error_code write(std::uint64_t offset, const rdma_source& source) = 0;
+  /// write without a thread waiting for the bytes: `done` runs once with what write would return,
+  /// on `executor` or any thread; `executor` runs what may block (pageable copies). `source` is
+  /// copied. The default runs write on `executor`.
+  virtual void async_write(std::uint64_t offset, const rdma_source& source,
+                           const boost::asio::any_io_executor& executor, std::function<void(error_code)> done) {
+    boost::asio::post(executor, [this, offset, source, done = std::move(done)] { done(write(offset, source)); });
+  }
   /// Hands [offset, offset + length) of the allocation to `sink`, in order. Precondition: the
   /// range lies inside size().
   [[nodiscard]] virtual error_code read(std::uint64_t offset, std::uint64_t length, const rdma_sink& sink) = 0;
