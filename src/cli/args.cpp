@@ -259,6 +259,14 @@ void add_serve(CLI::App& app, serve_options& o) {
       ->check(is_size);
   serve
       .add_option_function<std::string>(
+          "--pinned-budget", [&o](const std::string& value) { o.pinned_budget = parse_size(value); },
+          "Host memory pinned at once by every cache that pins (the CUDA grants' registered page "
+          "cache, the fabric plane's kept registrations): beyond it the least recently used go, "
+          "else nothing more is pinned (default a quarter of RAM)")
+      ->type_name("SIZE")
+      ->check(is_size);
+  serve
+      .add_option_function<std::string>(
           "--small-object-cache", [&o](const std::string& value) { o.small_object_cache = parse_size(value); },
           "Memory for the bytes of objects up to 64 KiB, read at their first GET and kept while current "
           "(default 64 MiB; 0: read every GET from the file)")

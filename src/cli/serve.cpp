@@ -3,6 +3,7 @@
 #include "cli.hpp"
 
 #include <sluice/config.hpp>
+#include <sluice/pinned_budget.hpp>
 #include <sluice/s3/fs_store.hpp>
 #include <sluice/s3/gateway_store.hpp>
 #include <sluice/s3/local_plane.hpp>
@@ -111,6 +112,22 @@ s3::metrics_source grant_plane_metrics(std::shared_ptr<s3::local_server_plane> p
     out.sample(plane->session_count());
     out.family("sluice_grant_buffers", s3::metric_type::gauge, "Buffers granted by same-host clients, held now.");
     out.sample(plane->grant_count());
+  };
+}
+
+// /metrics: the host's pinned-memory budget over every cache that pins.
+s3::metrics_source pinned_metrics(std::shared_ptr<const pinned_budget> budget) {
+  return [budget = std::move(budget)](s3::metrics_writer& out) {
+    const pinned_budget::statistics s = budget->stats();
+    out.family("sluice_pinned_bytes", s3::metric_type::gauge,
+               "Host memory pinned now by the caches that pin (CUDA grants, fabric registrations).");
+    out.sample(s.used);
+    out.family("sluice_pinned_budget_bytes", s3::metric_type::gauge,
+               "The most host memory those caches may pin at once (--pinned-budget).");
+    out.sample(s.limit);
+    out.family("sluice_pinned_refused_total", s3::metric_type::counter,
+               "Registrations not made or not kept because the pinned budget was full.");
+    out.sample(s.refused);
   };
 }
 
@@ -395,6 +412,10 @@ int serve(const serve_options& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   error_code ec;
+  // One budget of pinned host memory over every cache that pins (the grant opener, the fabric
+  // plane's kept registrations).
+  const auto pinned = std::make_shared<pinned_budget>(o.pinned_budget.value_or(pinned_budget::default_limit()));
+  config.metrics_sources.push_back(pinned_metrics(pinned));
   // The RDMA data plane: every provider that opens here with "auto", one named, or none.
   std::string rdma_status = "off";
   if (o.fabric != "off") {
@@ -402,6 +423,7 @@ int serve(const serve_options& o) {
     fabric::server_plane_config plane;
     plane.fabric.provider = provider_name(o.fabric);
     if (o.fabric_registration_cache) plane.registration_cache_bytes = *o.fabric_registration_cache;
+    plane.pinned = pinned;
     if (o.fabric_connect_timeout) {
       plane.fabric.connect_timeout = std::chrono::milliseconds(std::llround(*o.fabric_connect_timeout * 1000));
     }
@@ -446,6 +468,7 @@ int serve(const serve_options& o) {
     cuda::grant_opener_config opener;
     if (o.grant_copy_threads) opener.copy_threads = *o.grant_copy_threads;
     opener.register_on_write = o.grant_register_on_write;
+    opener.pinned = pinned;
     opener.trace = std::getenv("SLUICE_GRANT_TRACE") != nullptr;  // NOLINT(concurrency-mt-unsafe): read once
     grants.device = cuda::make_grant_opener(opener, cuda_ec);
     if (grants.device) {

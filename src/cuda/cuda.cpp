@@ -6,6 +6,7 @@
 #include <sluice/cuda/error.hpp>
 #include <sluice/cuda/pinned.hpp>
 #include <sluice/cuda/stager.hpp>
+#include <sluice/host_registrar.hpp>
 
 #include "driver.hpp"
 
@@ -101,14 +102,7 @@ void pinned_registration::reset() noexcept {
 }
 
 pinned_registration pinning_registrar::register_region(const region& mem, error_code& ec) const {
-  if (!mem.host_accessible()) {
-    ec = errc::unsupported_memory;
-    return {};
-  }
-  if (mem.data == nullptr && mem.size != 0) {
-    ec = errc::invalid_argument;
-    return {};
-  }
+  if (!host_region_usable(mem, ec)) return {};
   if (mem.kind == memory_kind::host_pinned || mem.size == 0) {
     ec = {};
     return {mem, false};

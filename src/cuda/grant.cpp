@@ -137,7 +137,9 @@ class stream_set {
 }  // namespace
 
 ipc_opener::ipc_opener(grant_opener_config config)
-    : config_(config), registrar_(std::make_unique<registration_context>(0)) {
+    : config_(config),
+      pinned_(config_.pinned ? config_.pinned : std::make_shared<pinned_budget>(config_.registration_budget)),
+      registrar_(std::make_unique<registration_context>(0)) {
   if (config_.copy_threads > 0) copying_.emplace(config_.copy_threads);
   for (std::size_t i = 0; i < config_.copy_threads; ++i) idle_copiers_.push_back(std::make_unique<copier_state>());
 }

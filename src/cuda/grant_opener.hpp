@@ -293,7 +293,8 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   std::pair<void*, std::size_t> chunk_range(const cached_source& entry, std::uint64_t index) const;
 
   /// Takes out of the cache the least recently used versions no transfer uses (never `keep`)
-  /// until `n` more bytes fit in the budget; the caller unregisters them (evict).
+  /// until `n` more bytes fit in registration_budget and in the pinned budget (counting what
+  /// the versions taken out give back); the caller unregisters them (evict).
   std::vector<std::shared_ptr<cached_source>> make_room(std::uint64_t n, const cached_source* keep);
   /// Counts the evicted entries' registered chunks and unregisters them.
   void evict(const std::vector<std::shared_ptr<cached_source>>& evicted);
@@ -312,6 +313,7 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   };
 
   grant_opener_config config_;
+  std::shared_ptr<pinned_budget> pinned_;  // config_.pinned, or one of registration_budget bytes
   std::unique_ptr<registration_context> registrar_;  // outlives the cache: declared before it
   std::mutex mutex_;                                 // cache_, lru_, handles_, registered_bytes_
   std::map<s3::object_version_id, cache_slot> cache_;

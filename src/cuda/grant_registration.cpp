@@ -114,13 +114,17 @@ std::vector<std::shared_ptr<cached_source>> ipc_opener::make_room(std::uint64_t 
   std::vector<std::shared_ptr<cached_source>> evicted;
   const std::lock_guard lock(mutex_);
   // Bytes, and entries: each holds its version's mapping and file open.
+  std::uint64_t freed = 0;  // of the pinned budget, once the versions taken out are unregistered
   const auto over = [&] {
-    return registered_bytes_ + n > config_.registration_budget || cache_.size() > config_.max_cached_versions;
+    const std::uint64_t pinned = pinned_->used() - std::min(pinned_->used(), freed);
+    return registered_bytes_ + n > config_.registration_budget || cache_.size() > config_.max_cached_versions ||
+           pinned + n > pinned_->limit();
   };
   for (auto it = lru_.begin(); it != lru_.end() && over();) {
     auto found = cache_.find(*it);
     if (found->second.entry->users == 0 && found->second.entry.get() != keep) {
       evicted.push_back(found->second.entry);
+      freed += found->second.entry->registered_bytes.load();
       registered_bytes_ -= std::min<std::uint64_t>(registered_bytes_, found->second.entry->registered_bytes.load());
       cache_.erase(found);
       it = lru_.erase(it);
@@ -257,6 +261,8 @@ void ipc_opener::register_queued() {
       const std::lock_guard lock(mutex_);
       room = registered_bytes_ + n <= config_.registration_budget;
     }
+    // The host's budget is shared: another cache may hold what this one could not free.
+    room = room && pinned_->try_take(n);
     if (!room) {
       {
         const std::lock_guard lock(entry.mutex);
@@ -286,6 +292,7 @@ void ipc_opener::register_queued() {
       }
     }
     if (drop) entry.registrar->unregister_range(p);
+    if (!ok || drop) pinned_->give_back(n);
     wake(entry);
   }
 }
@@ -312,7 +319,11 @@ void ipc_opener::unregister_all(cached_source& entry) {
       }
     }
   }
-  for (const std::size_t i : registered) entry.registrar->unregister_range(chunk_range(entry, i).first);
+  for (const std::size_t i : registered) {
+    const auto [p, n] = chunk_range(entry, i);
+    entry.registrar->unregister_range(p);
+    pinned_->give_back(n);
+  }
 }
 
 }  // namespace sluice::cuda::grant_impl

@@ -37,7 +37,7 @@ struct server_plane::provider_state {
       : ep(std::move(e)),
         sources(ep, access::write_source, 0),
         staging(ep, access::local, 0),
-        cache(config.registration_cache_bytes, config.registration_cache_entries) {}
+        cache(config.registration_cache_bytes, config.registration_cache_entries, config.pinned) {}
   std::shared_ptr<endpoint> ep;
   /// Capacity 0: no MR outlives the mapping it names (a cached MR of an unmapped file would name
   /// whatever is mapped there next); registrations kept past their request are kept in `cache`,

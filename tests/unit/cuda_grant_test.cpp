@@ -2,10 +2,13 @@
 
 #include <sluice/cuda/device.hpp>
 #include <sluice/cuda/device_memory.hpp>
+#include <sluice/detail/registration_cache.hpp>
+#include <sluice/pinned_budget.hpp>
 #include <sluice/s3/error.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <memory>
@@ -137,4 +140,61 @@ TEST_CASE("cuda grants: a published version is registered before its first GET")
   CHECK(off->published_min_bytes() == std::numeric_limits<std::uint64_t>::max());
   off->published(source_of(16 << 20, 3));
   CHECK(cuda::stats_of(*off).registered_on_write == 0);
+}
+
+TEST_CASE("cuda grants: one pinned budget over the opener and another cache, 3x its worth published") {
+  using namespace sluice;
+  error_code ec;
+  if (cuda::device_count(ec) == 0) {
+    MESSAGE("skipped: no CUDA device here: " << cuda::no_device_reason());
+    return;
+  }
+  // 32 MiB over both: a cache of the fabric plane's kind holds 8 MiB of it for a transfer, the
+  // opener (registration_budget far above) gets the rest; 96 MiB of versions are published.
+  auto budget = std::make_shared<pinned_budget>(32 << 20);
+  sluice::detail::registration_cache<int, const int> other(1 << 30, 8, budget);
+  REQUIRE(other.insert(1, std::make_shared<const int>(1), 8 << 20, [](int, int) { return false; }));
+  const auto held = other.find([](int k, int) { return k == 1; });
+  cuda::grant_opener_config config;
+  config.chunk_bytes = 4 << 20;
+  config.copy_threads = 0;
+  config.registration_budget = std::uint64_t{1} << 30;
+  config.pinned = budget;
+  auto opener = cuda::make_grant_opener(config, ec);
+  REQUIRE(opener);
+  std::vector<std::shared_ptr<std::vector<std::byte>>> kept;
+  std::uint64_t most = 0;
+  for (std::uint64_t v = 1; v <= 12; ++v) {
+    auto owner = std::make_shared<std::vector<std::byte>>(8 << 20, std::byte{7});
+    s3::rdma_source source;
+    source.mapping = {owner->data(), owner->size(), memory_kind::host_pageable, -1};
+    source.length = owner->size();
+    source.owner = owner;
+    source.version = {1, v};
+    opener->published(source);
+    kept.push_back(owner);
+    for (int i = 0; i < 200 && cuda::stats_of(*opener).registrations + budget->stats().refused < v * 2; ++i) {
+      most = std::max(most, budget->used());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  // Until the registration pool is done (no change for 0.2 s).
+  for (std::uint64_t before = ~std::uint64_t{0}, now = 0; now != before;) {
+    before = now;
+    for (int i = 0; i < 40; ++i) {
+      most = std::max(most, budget->used());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    now = cuda::stats_of(*opener).registrations + budget->stats().refused;
+  }
+  CHECK(most <= budget->limit());
+  CHECK(cuda::stats_of(*opener).registered_bytes <= budget->limit() - (8u << 20));
+  CHECK(cuda::stats_of(*opener).evictions > 0);  // the least recently used versions made room
+  CHECK(other.find([](int k, int) { return k == 1; }) != nullptr);  // the other cache's entry stayed
+  MESSAGE("pinned at most " << (most >> 20) << " MiB of a " << (budget->limit() >> 20)
+                            << " MiB budget; opener registered " << (cuda::stats_of(*opener).registered_bytes >> 20)
+                            << " MiB, budget refusals " << budget->stats().refused);
+  opener.reset();
+  other.clear();
+  CHECK(budget->used() == 0);  // everything unregistered gave its bytes back
 }

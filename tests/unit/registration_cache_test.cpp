@@ -1,4 +1,5 @@
 #include <sluice/detail/registration_cache.hpp>
+#include <sluice/pinned_budget.hpp>
 
 #include <doctest/doctest.h>
 
@@ -82,4 +83,50 @@ TEST_CASE("registration_cache: a second miss of the same registration keeps the 
   c.clear();
   CHECK(c.stats().entries == 0);
   CHECK(c.find(named("z")) == nullptr);
+}
+
+TEST_CASE("registration_cache: caches sharing a pinned budget never hold more than it together") {
+  auto budget = std::make_shared<sluice::pinned_budget>(100);
+  cache grants(1000, 10, budget);  // each cache's own bound is far above the shared one
+  cache fabric(1000, 10, budget);
+  CHECK(fabric.insert("f1", std::make_shared<const int>(1), 40, never));
+  const auto held = fabric.find(named("f1"));  // a transfer holds it: never evicted
+  CHECK(grants.insert("g1", std::make_shared<const int>(2), 30, never));
+  CHECK(grants.insert("g2", std::make_shared<const int>(3), 30, never));
+  CHECK(budget->used() == 100);
+  // Full: g3 fits only by evicting this cache's own least recently used (g1), never the other's.
+  CHECK(grants.insert("g3", std::make_shared<const int>(4), 30, never));
+  CHECK(grants.find(named("g1")) == nullptr);
+  CHECK(fabric.find(named("f1")) != nullptr);
+  CHECK(budget->used() == 100);
+  // Larger than what this cache can free (60, with 40 the other's): not kept, nothing pinned
+  // more, and nothing evicted for it.
+  CHECK_FALSE(grants.insert("g4", std::make_shared<const int>(5), 70, never));
+  CHECK(budget->used() == 100);
+  CHECK(grants.find(named("g2")) != nullptr);
+  CHECK(budget->stats().refused > 0);
+  // Gone from the cache: given back.
+  fabric.clear();
+  CHECK(budget->used() == 60);
+  grants.clear();
+  CHECK(budget->used() == 0);
+  {
+    cache scoped(1000, 10, budget);
+    CHECK(scoped.insert("s", std::make_shared<const int>(6), 50, never));
+    CHECK(budget->used() == 50);
+  }
+  CHECK(budget->used() == 0);  // a cache destroyed gives its entries' bytes back
+}
+
+TEST_CASE("pinned_budget: takes what fits, refuses the rest, a quarter of RAM by default") {
+  sluice::pinned_budget b(10);
+  CHECK(b.try_take(6));
+  CHECK_FALSE(b.try_take(5));
+  CHECK(b.try_take(4));
+  CHECK_FALSE(b.try_take(1));
+  b.give_back(10);
+  CHECK(b.used() == 0);
+  CHECK_FALSE(b.try_take(11));
+  CHECK(b.stats().refused == 3);
+  CHECK(sluice::pinned_budget::default_limit() > 0);
 }

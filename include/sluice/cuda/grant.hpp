@@ -23,6 +23,7 @@
 #pragma once
 
 #include <sluice/config.hpp>
+#include <sluice/pinned_budget.hpp>
 #include <sluice/s3/local_plane.hpp>
 
 #include <cstddef>
@@ -39,6 +40,12 @@ namespace sluice::cuda {
 struct grant_opener_config {
   /// Page cache kept registered (cudaHostRegister) across GETs, over all objects.
   std::uint64_t registration_budget = std::uint64_t{32} << 30;
+  /// The host's pinned-memory budget, shared with the other caches that pin (`sluice serve`
+  /// shares one with the fabric plane): each chunk is taken from it before it is registered
+  /// and given back when unregistered; a chunk that does not fit, once the least recently used
+  /// versions no transfer uses are out, is not registered (its GET copies it pageable). Null:
+  /// registration_budget alone bounds the opener.
+  std::shared_ptr<pinned_budget> pinned;
   /// Object versions kept registered at once (each keeps its mapping and file open); the least
   /// recently used that no transfer uses go first.
   std::size_t max_cached_versions = 256;

@@ -2,6 +2,8 @@
 // recently used first out, never one a transfer still holds.
 #pragma once
 
+#include <sluice/pinned_budget.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +22,9 @@ namespace sluice::detail {
 /// outside the lock (closing an MR or unregistering memory may take a while); entries held by
 /// transfers are never evicted, so the bounds are exceeded only while those transfers run. Used
 /// by fabric::registrar (MRs of caller memory) and the server's cache of store mappings'
-/// registrations (src/fabric/server_path.hpp). Thread-safe.
+/// registrations (src/fabric/server_path.hpp). With a pinned budget, an entry's bytes are taken
+/// from it when kept (evicting unused entries until they fit; an entry that does not fit is not
+/// kept) and given back when it leaves the cache. Thread-safe.
 template <class Key, class Held>
 class registration_cache {
  public:
@@ -32,8 +36,12 @@ class registration_cache {
     std::uint64_t bytes = 0;
   };
 
-  registration_cache(std::uint64_t max_bytes, std::size_t max_entries) noexcept
-      : max_bytes_(max_bytes), max_entries_(max_entries) {}
+  registration_cache(std::uint64_t max_bytes, std::size_t max_entries,
+                     std::shared_ptr<pinned_budget> pinned = nullptr) noexcept
+      : max_bytes_(max_bytes), max_entries_(max_entries), pinned_(std::move(pinned)) {}
+  registration_cache(const registration_cache&) = delete;
+  registration_cache& operator=(const registration_cache&) = delete;
+  ~registration_cache() { clear(); }  // gives the budget back
 
   /// Whether a registration of `bytes` may be kept at all.
   [[nodiscard]] bool takes(std::uint64_t bytes) const noexcept { return max_entries_ > 0 && bytes <= max_bytes_; }
@@ -64,18 +72,37 @@ class registration_cache {
     if (std::any_of(entries_.begin(), entries_.end(), [&](const entry& e) { return same(e.key, *e.held); })) {
       return false;
     }
+    // The least recently used entry nobody else holds, out; false when there is none.
+    const auto evict_one = [&] {
+      auto victim =
+          std::find_if(entries_.rbegin(), entries_.rend(), [](const entry& e) { return e.held.use_count() == 1; });
+      if (victim == entries_.rend()) return false;  // all in use
+      auto at = std::next(victim).base();
+      bytes_ -= at->bytes;
+      if (pinned_) pinned_->give_back(at->bytes);
+      ++evictions_;
+      evicted.push_back(std::move(*at));
+      entries_.erase(at);
+      return true;
+    };
+    if (pinned_) {
+      // Nothing is evicted for an entry that would not fit even then.
+      std::uint64_t freeable = 0;
+      for (const entry& e : entries_) freeable += e.held.use_count() == 1 ? e.bytes : 0;
+      const std::uint64_t others = pinned_->used() - std::min(pinned_->used(), freeable);
+      if (bytes > pinned_->limit() || others > pinned_->limit() - bytes) {
+        pinned_->count_refusal();
+        return false;
+      }
+      while (!pinned_->try_take(bytes)) {
+        if (!evict_one()) return false;  // the rest of the budget is another cache's, or in use
+      }
+    }
     entries_.push_front({std::move(key), std::move(held), bytes});
     bytes_ += bytes;
     ++insertions_;
     while (bytes_ > max_bytes_ || entries_.size() > max_entries_) {
-      auto victim =
-          std::find_if(entries_.rbegin(), entries_.rend(), [](const entry& e) { return e.held.use_count() == 1; });
-      if (victim == entries_.rend()) break;  // all in use
-      auto at = std::next(victim).base();
-      bytes_ -= at->bytes;
-      ++evictions_;
-      evicted.push_back(std::move(*at));
-      entries_.erase(at);
+      if (!evict_one()) break;
     }
     return true;
   }
@@ -89,6 +116,7 @@ class registration_cache {
       auto next = std::next(it);
       if (drop(std::as_const(it->key), std::as_const(*it->held))) {
         bytes_ -= it->bytes;
+        if (pinned_) pinned_->give_back(it->bytes);
         dropped.splice(dropped.end(), entries_, it);
       }
       it = next;
@@ -113,6 +141,7 @@ class registration_cache {
   };
   const std::uint64_t max_bytes_;
   const std::size_t max_entries_;
+  const std::shared_ptr<pinned_budget> pinned_;
   mutable std::mutex mutex_;
   std::list<entry> entries_;  // most recently used first
   std::uint64_t bytes_ = 0;

@@ -5,6 +5,7 @@
 
 #include <sluice/fabric/endpoint.hpp>
 #include <sluice/fabric/registrar.hpp>
+#include <sluice/pinned_budget.hpp>
 #include <sluice/s3/rdma.hpp>
 
 #include <atomic>
@@ -35,6 +36,11 @@ struct server_plane_config {
   /// space comes back only when its entry is evicted (least recently used first).
   std::uint64_t registration_cache_bytes = std::uint64_t{1} << 30;
   std::size_t registration_cache_entries = 64;  ///< each holds a file descriptor
+  /// The host's pinned-memory budget, shared with the other caches that pin (`sluice serve`
+  /// shares one with the CUDA grant opener): a kept registration takes its bytes from it
+  /// (evicting this cache's unused entries until they fit, else it is not kept) and gives them
+  /// back when it leaves the cache. Null: registration_cache_bytes alone bounds the cache.
+  std::shared_ptr<pinned_budget> pinned;
 
   /// The first problem, or nullopt: fabric invalid, a size or count 0, buffers_per_transfer
   /// more than staging_buffers.
