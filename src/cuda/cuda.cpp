@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <string>
 
 namespace sluice::cuda {
@@ -302,14 +303,15 @@ std::optional<stager::slot> stager::claim(std::size_t index, error_code& ec) {
 }
 
 std::optional<stager::slot> stager::acquire(error_code& ec) {
-  std::size_t index = 0;
-  {
-    std::unique_lock lock(mutex_);
-    returned_.wait(lock, [&] { return !ring_.empty(); });
-    index = ring_.front();
-    ring_.pop_front();
-  }
-  return claim(index, ec);
+  // The asynchronous form, waited for: a blocked caller takes its turn among the waiters, and
+  // the slot's last copy is waited for by Asio's system executor, which then hands it over.
+  std::promise<std::pair<error_code, slot>> result;
+  auto given = result.get_future();
+  async_acquire([&result](error_code e, slot s) { result.set_value({e, s}); });
+  const auto [e, s] = given.get();
+  ec = e;
+  if (e) return std::nullopt;
+  return s;
 }
 
 namespace {
@@ -369,11 +371,7 @@ void stager::give_back(std::size_t index) {
       waiters_.pop_front();
     }
   }
-  if (next) {
-    hand(index, std::move(next));
-  } else {
-    returned_.notify_one();
-  }
+  if (next) hand(index, std::move(next));
 }
 
 void stager::drain_then(std::unique_ptr<waiter> w) {
@@ -454,7 +452,6 @@ error_code stager::drain() {
     if (e && !first) first = e;
   }
   for (const std::size_t i : idle) give_back(i);
-  returned_.notify_all();
   return first;
 }
 

@@ -4,7 +4,8 @@
 // copy finished, so the next slot fills while the previous one crosses PCIe. Pinned memory is
 // slots × slot_bytes whatever the transfer size.
 //
-// Two ways to wait: acquire()/drain() block the calling thread; async_acquire()/async_drain()
+// Two ways to wait: acquire()/drain() block the calling thread (acquire waits for async_acquire);
+// async_acquire()/async_drain()
 // complete on the handler's executor and block no thread (a CUDA host callback queued behind the
 // slot's copy hands the wait on), so a transport can run the ring on its caller's executor.
 #pragma once
@@ -20,7 +21,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -71,8 +71,8 @@ class stager {
   [[nodiscard]] error_code drain();
 
   /// As acquire(), without blocking: completes with `void(error_code, slot)` on the handler's
-  /// executor once a slot is free and its last copy finished. Waiters are served in order, before
-  /// blocked acquire() calls. On error no slot is held.
+  /// executor once a slot is free and its last copy finished. Waiters (blocked acquire() calls
+  /// among them) are served in order. On error no slot is held.
   template <class CompletionToken>
   auto async_acquire(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, slot)>(
@@ -167,7 +167,6 @@ class stager {
   pinned_buffer memory_;
   std::vector<slot_state> slots_;
   std::mutex mutex_;
-  std::condition_variable returned_;
   std::deque<std::size_t> ring_;                 // slots not held by a caller, oldest copy first
   std::deque<std::unique_ptr<waiter>> waiters_;  // async_acquire calls waiting for a slot
 };
