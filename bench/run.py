@@ -606,11 +606,12 @@ class Harness:
             raise RuntimeError("sluice_s3_bench --op gen: exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
 
     def bench(self, op, key, size, via=None, fabric=None, part_size=None, parts_in_flight=None, repeat=None,
-              endpoint=None, anonymous=False, extra=(), timeout=None, server=None):
+              endpoint=None, anonymous=False, extra=(), timeout=None, server=None, keys=None):
         self.need(self.s3_bench)
         cmd = [self.s3_bench, "--endpoint", endpoint or self.server.url, "--bucket", BUCKET, "--key", key, "--op", op,
                "--size", str(size), "--seed", str(SEED)]
-        cmd += ["--anonymous"] if anonymous else ["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]
+        access, secret = keys or (ACCESS_KEY, SECRET_KEY)
+        cmd += ["--anonymous"] if anonymous else ["--access-key", access, "--secret-key", secret]
         for flag, value in (("--via", via), ("--fabric", fabric), ("--part-size", part_size),
                             ("--parts-in-flight", parts_in_flight), ("--repeat", repeat)):
             if value is not None:
@@ -643,7 +644,7 @@ class Harness:
             "parts_in_flight": data.get("parts_in_flight"),
             "raw": data,
             "process": {"wall_s": round(r.wall, 3), "cpu_s": round(r.cpu, 3), "maxrss_bytes": r.maxrss},
-            "cmd": " ".join(cmd[1:]).replace(SECRET_KEY, "***"),
+            "cmd": " ".join(cmd[1:]).replace(secret, "***"),
             "note": "; ".join(x for x in (
                 "provider %s" % data["provider"] if data.get("provider") else "",
                 "rdma %s / http %s" % (size_name(data.get("rdma_bytes") or 0), size_name(data.get("http_bytes") or 0))
@@ -1270,6 +1271,13 @@ class Harness:
         ("gw.hit_rdma_shm", "gw.local_rdma_shm", "gateway hit ÷ local store, rdma shm"),
         ("gw.hit_grant", "gw.local_grant", "gateway hit ÷ local store, memfd grant"),
         ("gw.hit_http", "gw.local_http", "gateway hit ÷ local store, http"),
+        ("gwrgw.miss_http", "gwrgw.miss_http.rgw", "gateway miss ÷ Ceph RGW's own GET beside each run"),
+        ("gwrgw.hit_http", "gwrgw.local_http", "gateway hit (RGW upstream) ÷ local store, http"),
+        ("gwrgw.hit_rdma_shm", "gwrgw.local_rdma_shm", "gateway hit (RGW upstream) ÷ local store, rdma shm"),
+        ("gwrgw.fleet.2.miss", "gwrgw.fleet.1.miss", "2 gateways' aggregate misses ÷ 1 gateway's (RGW upstream)"),
+        ("gwrgw.fleet.4.miss", "gwrgw.fleet.1.miss", "4 gateways' aggregate misses ÷ 1 gateway's (RGW upstream)"),
+        ("gwrgw.fleet.2.hit", "gwrgw.fleet.1.hit", "2 gateways' aggregate hits ÷ 1 gateway's (RGW upstream)"),
+        ("gwrgw.fleet.4.hit", "gwrgw.fleet.1.hit", "4 gateways' aggregate hits ÷ 1 gateway's (RGW upstream)"),
     ] + [(sid, sid + ".upstream", what + " ÷ upstream's own http GET beside each run")
          for sid, what in GATEWAY_MISSES] + [
         (sid, "gw.upstream_http", what + " ÷ upstream's own http GET, measured once (3 warm GETs)")
@@ -1412,6 +1420,145 @@ class Harness:
             subprocess.run(["umount", huge_cache], capture_output=True)
         shutil.rmtree(os.path.join(self.work, "upstream"), ignore_errors=True)
 
+    def gateway_rgw(self):
+        """The gateway in front of a real Ceph RGW (tests/ceph/rgw_fixture.py: mon, mgr, a memstore
+        OSD and radosgw on loopback): a miss against RGW's own GET of the same object by a new
+        client just before each run (each run a new gateway, its cache empty), a hit against the
+        same GET from the local store, and N gateways (1, 2, 4), each with its own cache, reading
+        one shared set of objects from RGW at once: their misses, then their hits."""
+        size = (64 if self.quick else 256) * MIB
+        group = "Gateway GET %s in front of Ceph RGW" % size_name(size)
+        rounds = 1 if self.quick else 3
+        rep = 1 if self.quick else 3
+        R = self.results
+        key = "rgw-object"
+        fleet_keys = ["rgw-fleet-%d" % i for i in range(4)]
+        logs = os.path.join(self.out, "logs")
+        fixture = os.path.join(REPO, "tests", "ceph", "rgw_fixture.py")
+        state_path = os.path.join(self.work, "rgw.json")
+        log("== %s (misses %d rounds, hits %d runs; fleet of 1, 2, 4 gateways)" % (group, rounds, rep))
+        up = subprocess.run([sys.executable, fixture, "up", "--state", state_path, "--dir",
+                             os.path.join(self.work, "ceph")], capture_output=True, text=True, timeout=240)
+        if up.returncode != 0:
+            status = "not run" if up.returncode == 77 else "error"
+            R.add({"id": "gwrgw.setup", "group": group, "label": "Ceph RGW", "kind": "setup", "status": status,
+                   "error": tail(up.stdout.strip() + " " + up.stderr.strip())})
+            return
+        on_cleanup(lambda: subprocess.run([sys.executable, fixture, "down", "--state", state_path],
+                                          capture_output=True, timeout=120))
+        with open(state_path) as fh:
+            state = json.load(fh)
+        rgw_keys = (state["access_key"], state["secret_key"])
+
+        class Rgw:  # for bench(): the process whose CPU a run counts
+            url = state["endpoint"]
+            proc = type("pid", (), {"pid": state["pids"].get("client.rgw") or state["pids"].get("rgw")})()
+
+        gateways = []
+
+        def stop_gateways():
+            for gw in gateways:
+                gw.stop()
+            gateways.clear()
+
+        def new_gateway(name):
+            root = os.path.join(self.work, name)
+            shutil.rmtree(root, ignore_errors=True)
+            gw = SluiceServer(self.cli, root, logs, name=name, tls=False,
+                              planes=["--fabric", "shm", "--grant-socket", "off"],
+                              extra=["--upstream", Rgw.url, "--upstream-access-key", rgw_keys[0],
+                                     "--upstream-secret-key", rgw_keys[1], "--cache-bytes", "4 GiB"]).start()
+            gateways.append(gw)
+            return gw
+
+        try:
+            made = subprocess.run([self.cli, "mb", "s3://" + BUCKET, "--endpoint", Rgw.url, "--access-key",
+                                   rgw_keys[0], "--secret-key", rgw_keys[1]], capture_output=True, text=True)
+            if made.returncode != 0:
+                raise RuntimeError("RGW's bucket: " + tail(made.stderr or made.stdout))
+            for k, n in [(key, size)] + [(f, size // 2) for f in fleet_keys]:
+                self.bench("put", k, n, via="http", endpoint=Rgw.url, server=Rgw, keys=rgw_keys, timeout=600)
+            self.object(key, size, nginx_copy=False)  # the local store's copy (the hits' baseline)
+        except Exception as e:  # noqa: BLE001
+            R.add({"id": "gwrgw.setup", "group": group, "label": "RGW objects", "kind": "setup", "status": "error",
+                   "error": tail(str(e))})
+            return
+        paired = {}
+
+        def miss(via, fabric=None):
+            runs, bases = [], []
+            for i in range(rounds):
+                bases.append(self.bench("get", key, size, via="http", endpoint=Rgw.url, server=Rgw, keys=rgw_keys,
+                                        repeat=1))
+                stop_gateways()
+                gw = new_gateway("gateway-rgw-%d" % i)
+                runs.append(self.bench("get", key, size, via=via, fabric=fabric, endpoint=gw.url, server=gw, repeat=1))
+            pairs = ", ".join("%.2f/%.2f" % (r["gib_per_s"] or 0, b["gib_per_s"] or 0) for r, b in zip(runs, bases))
+            paired["gwrgw.miss_" + via] = median_run(
+                bases, "RGW's GET by a new client just before each gateway miss (median of %d)" % rounds)
+            return median_run(runs, "each run a new gateway, its cache empty (median of %d); GiB/s run/RGW: %s"
+                              % (rounds, pairs))
+
+        def hit(via, fabric=None):
+            gw = gateways[-1] if gateways else new_gateway("gateway-rgw-hit")
+            self.bench("get", key, size, via="http", endpoint=gw.url, server=gw)  # cached from here on
+            return self.bench("get", key, size, via=via, fabric=fabric, repeat=rep, endpoint=gw.url, server=gw)
+
+        def paired_baseline(sid):
+            if sid not in paired:
+                raise NotRun("%s did not run" % sid)
+            return paired[sid]
+
+        def fleet(n, passes=("miss", "hit")):
+            # n gateways, caches empty; one client per gateway reads every fleet object, all at once.
+            stop_gateways()
+            gws = [new_gateway("gateway-fleet-%d" % i) for i in range(n)]
+            out = {}
+            for what in passes:
+                errors = []
+
+                def client(gw):
+                    try:
+                        for f in fleet_keys:
+                            self.bench("get", f, size // 2, via="http", endpoint=gw.url, server=gw, repeat=1)
+                    except Exception as e:  # noqa: BLE001
+                        errors.append(str(e))
+                threads = [threading.Thread(target=client, args=(gw,)) for gw in gws]
+                t0 = time.monotonic()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                wall = time.monotonic() - t0
+                if errors:
+                    raise RuntimeError(tail(errors[0]))
+                moved = n * len(fleet_keys) * (size // 2)
+                out[what] = {"gib_per_s": moved / GIB / wall, "seconds": wall,
+                             "note": "%d gateway%s × %d objects of %s, one client each, at once; aggregate" % (
+                                 n, "s" if n > 1 else "", len(fleet_keys), size_name(size // 2))}
+            stop_gateways()
+            return out
+
+        scenario(R, "gwrgw.miss_http", group, "gateway miss, http", "sluice", lambda: miss("http"))
+        scenario(R, "gwrgw.miss_http.rgw", group, "RGW's own GET beside each miss", "baseline",
+                 lambda: paired_baseline("gwrgw.miss_http"))
+        scenario(R, "gwrgw.local_http", group, "local fs_store, http", "baseline",
+                 lambda: self.bench("get", key, size, via="http", repeat=rep))
+        scenario(R, "gwrgw.hit_http", group, "gateway hit, http", "sluice", lambda: hit("http"))
+        scenario(R, "gwrgw.local_rdma_shm", group, "local fs_store, rdma (shm)", "baseline",
+                 lambda: self.bench("get", key, size, via="rdma", fabric="shm", repeat=rep))
+        scenario(R, "gwrgw.hit_rdma_shm", group, "gateway hit, rdma (shm)", "sluice", lambda: hit("rdma", "shm"))
+        fleets = {}
+        for n in (1, 2, 4):
+            for what in ("miss", "hit"):
+                def body(n=n, what=what):
+                    if n not in fleets:
+                        fleets[n] = fleet(n)
+                    return fleets[n][what]
+                scenario(R, "gwrgw.fleet.%d.%s" % (n, what), group,
+                         "%d gateway%s, every object a %s (aggregate)" % (n, "s" if n > 1 else "", what), "sluice", body)
+        stop_gateways()
+
     def ratios(self):
         out = []
         sizes = sorted({s["size"] for s in self.results.scenarios if s["id"].startswith("size.") and s.get("size")})
@@ -1498,6 +1645,10 @@ class Harness:
                    "gib_per_s", 0.9),
             target("Gateway: hit GET 1 GiB memfd grant ≥ 0.9 × local fs_store", "gw.hit_grant", "gw.local_grant",
                    "gib_per_s", 0.9),
+            target("Gateway over Ceph RGW: hit ≥ 0.9 × local fs_store (http)", "gwrgw.hit_http", "gwrgw.local_http",
+                   "gib_per_s", 0.9),
+            target("Gateway over Ceph RGW: miss ≥ 0.8 × RGW's own GET beside each run", "gwrgw.miss_http",
+                   "gwrgw.miss_http.rgw", "gib_per_s", 0.8),
         ] + [target("%s, 1 GiB ≥ 0.8 × upstream's own HTTP GET beside each run" % what.capitalize(), sid,
                     sid + ".upstream", "gib_per_s", 0.8) for sid, what in GATEWAY_MISSES]
 
@@ -1909,7 +2060,7 @@ def machine_meta(args):
 
 # The cpu set's groups, in the order they run (--only picks some).
 GROUPS = ("large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep",
-          "gateway")
+          "gateway", "gateway_rgw")
 
 
 def main():
