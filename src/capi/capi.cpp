@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -440,6 +441,10 @@ int sluice_get_object_ex(sluice_client* client, const char* bucket, const char* 
   if (buffer == nullptr && capacity > 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "buffer is NULL");
   const sluice_get_options none_given{};
   const sluice_get_options& o = options != nullptr ? *options : none_given;
+  constexpr auto largest = static_cast<std::uint64_t>(INT64_MAX);  // HTTP ranges are signed 64-bit
+  if (o.offset > largest || o.length > largest - o.offset) {
+    return fail(error, SLUICE_ERR_RANGE, describe("GET", bucket, key) + ": byte range past any object's end");
+  }
   return guarded(error, [&] {
     std::byte none{};  // a valid address for an empty destination
     const sluice::region destination{buffer != nullptr ? buffer : &none, capacity};
