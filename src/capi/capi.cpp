@@ -176,8 +176,7 @@ int guarded(sluice_error* error, Body&& body) noexcept {
 /// Registers one call with a cancel handle (none when it is null) for the registration's life.
 class cancel_registration {
  public:
-  cancel_registration(sluice_cancel* cancel, boost::asio::io_context& context,
-                      boost::asio::cancellation_signal& signal)
+  cancel_registration(sluice_cancel* cancel, boost::asio::io_context& context, boost::asio::cancellation_signal& signal)
       : cancel_(cancel), signal_(&signal) {
     if (cancel_ == nullptr) return;
     const std::lock_guard lock(cancel_->mutex);
@@ -457,10 +456,7 @@ int sluice_get_object_ex(sluice_client* client, const char* bucket, const char* 
     sluice::s3::client& c = *client->client;
     const auto got = run_cancellable<std::uint64_t>(
         o.cancel,
-        [&](auto handler) {
-          c.async_get_object(bucket, key, destination, std::move(get), std::move(handler));
-        },
-        ec);
+        [&](auto handler) { c.async_get_object(bucket, key, destination, std::move(get), std::move(handler)); }, ec);
     if (ec) return fail(error, ec, describe("GET", bucket, key));
     if (bytes != nullptr) *bytes = got;
     publish(client, to_report(got, transfer, {}), report);
@@ -519,10 +515,7 @@ int sluice_put_object_ex(sluice_client* client, const char* bucket, const char* 
     error_code ec;
     sluice::s3::client& c = *client->client;
     const std::string etag = run_cancellable<std::string>(
-        o.cancel,
-        [&](auto handler) {
-          c.async_put_object(bucket, key, source, std::move(put), std::move(handler));
-        },
+        o.cancel, [&](auto handler) { c.async_put_object(bucket, key, source, std::move(put), std::move(handler)); },
         ec);
     if (ec) return fail(error, ec, describe("PUT", bucket, key));
     publish(client, to_report(length, transfer, etag), report);

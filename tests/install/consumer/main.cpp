@@ -3,8 +3,8 @@
 // the static library, so this also proves its private dependencies link), sluice::s3 (a ranged
 // GET over HTTPS with a private CA against a real `sluice serve`) and sluice::c (the C API's
 // version). Usage: consumer [HTTP HTTPS CA WRONG_CA AK SK] (no arguments: the in-process part only).
-#include <sluice/s3/client.hpp>
 #include <sluice/sluice.h>
+#include <sluice/s3/client.hpp>
 #include <sluice/sluice.hpp>
 
 #include <cstdio>
@@ -44,8 +44,8 @@ int over_https(char** argv) {
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + 1);
   client.put_object("cmake-consumer", "blob", sluice::host_region(std::as_const(data)));
   std::string part(300, '\0');
-  const auto bytes = client.get_object("cmake-consumer", "blob", sluice::host_region(part),
-                                       sluice::byte_range{1000, 300});
+  const auto bytes =
+      client.get_object("cmake-consumer", "blob", sluice::host_region(part), sluice::byte_range{1000, 300});
   if (bytes != 300 || part != data.substr(1000, 300)) {
     std::puts("consumer: the ranged GET over HTTPS read the wrong bytes");
     return 1;
