@@ -7,8 +7,15 @@ import shlex
 import shutil
 import subprocess
 
-import pybind11
 from setuptools import Extension, setup
+
+try:
+    import pybind11
+    pybind11_include = pybind11.get_include()
+except ImportError:  # headers only (a machine without the pybind11 module): SLUICE_PYBIND11_INCLUDE
+    pybind11_include = os.environ.get("SLUICE_PYBIND11_INCLUDE")
+    if not pybind11_include:
+        raise SystemExit("sluice: pybind11 is missing (Debian: python3-pybind11; or SLUICE_PYBIND11_INCLUDE=DIR)")
 
 here = os.path.dirname(os.path.abspath(__file__))
 source_tree = os.path.normpath(os.path.join(here, "..", ".."))
@@ -72,7 +79,7 @@ setup(
     ext_modules=[Extension(
         "sluice._sluice",
         sources=[os.path.join("src", "_sluice.cpp")],
-        include_dirs=include_dirs + [pybind11.get_include()],
+        include_dirs=include_dirs + [pybind11_include],
         library_dirs=library_dirs,
         runtime_library_dirs=library_dirs,
         libraries=["sluice_c"],
