@@ -12,7 +12,7 @@
 # run.sh cpu: bench/run.py's CPU groups with the carried binaries, wrk and nginx (default the core
 # scaling of 4 KiB GETs against nginx on the same cores; SLUICE_BENCH_ONLY picks groups), results
 # in $OUT/bench_cpu.
-# run.sh go: examples/go's tests (a test binary built here with -tags cuda), its GPU test included.
+# run.sh go: bindings/go's tests (a test binary built here with -tags cuda), its GPU test included.
 # run.sh gateway: the GPU benchmark (1 GiB) against a local store and against `sluice serve
 # --upstream` in front of a second sluice serve, in one run: a gateway cache hit into GPU memory
 # against the same GET from the local store (issue 16); JSON in $OUT/gpu_gateway_{local,gateway}.json.
@@ -149,11 +149,16 @@ fi
 # The Go package's test binary with its GPU test (build tag cuda), for run.sh go: the device
 # image has no Go toolchain.
 if command -v go >/dev/null; then
-  (cd examples/go && env CGO_ENABLED=1 GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+  # cgo takes sluice's flags from pkg-config (bindings/go: `#cgo pkg-config: sluice-c`): a
+  # sluice-c.pc over this checkout's headers and the carried library.
+  mkdir -p "${build}/go-pkgconfig"
+  printf 'Name: sluice-c\nDescription: sluice C API (carried)\nVersion: 0\nLibs: -L%s -lsluice_c\nCflags: -I%s\n' \
+    "$(pwd)/${out}/lib" "$(pwd)/include" >"${build}/go-pkgconfig/sluice-c.pc"
+  (cd bindings/go && env CGO_ENABLED=1 GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
     GOCACHE="$(pwd)/../../${build}/gocache" GOPATH="$(pwd)/../../${build}/gopath" \
-    CGO_CFLAGS="-I$(pwd)/../../include -I${cuda_root}/include" \
-    CGO_LDFLAGS="-L$(pwd)/../../${out}/lib -L${cuda_root}/lib64" \
-    go test -c -tags cuda -o "../../${out}/sluice_go_test" ./sluice) || echo "device_carry.sh: the Go test binary was not built"
+    PKG_CONFIG_PATH="$(pwd)/../../${build}/go-pkgconfig" \
+    CGO_CFLAGS="-I${cuda_root}/include" CGO_LDFLAGS="-L${cuda_root}/lib64" \
+    go test -c -tags cuda -o "../../${out}/sluice_go_test" .) || echo "device_carry.sh: the Go test binary was not built"
 fi
 # Libraries of Debian 12 that the device image (Ubuntu 24.04) has not, or has in another version.
 for binary in "${out}"/sluice* "${out}/lib/libsluice_c.so.0"; do
@@ -296,7 +301,7 @@ if [[ ${what} == python ]]; then
   fi
 fi
 if [[ ${what} == go ]] && [[ -x ${here}/sluice_go_test ]]; then
-  # examples/go's tests, built here with -tags cuda: the segment round trips, and GET into / PUT
+  # bindings/go's tests, built here with -tags cuda: the segment round trips, and GET into / PUT
   # from GPU memory through the grant socket.
   echo "== Go package (cgo, libsluice_c), with its GPU test"
   LD_LIBRARY_PATH=${LD_LIBRARY_PATH}:/usr/local/cuda/lib64 SLUICE_BINARY=${here}/sluice \
