@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -440,7 +441,7 @@ int sluice_get_object_ex(sluice_client* client, const char* bucket, const char* 
   if (buffer == nullptr && capacity > 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "buffer is NULL");
   const sluice_get_options none_given{};
   const sluice_get_options& o = options != nullptr ? *options : none_given;
-  constexpr auto largest = static_cast<std::uint64_t>(INT64_MAX);  // HTTP ranges are signed 64-bit
+  constexpr auto largest = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());  // HTTP: signed 64-bit
   if (o.offset > largest || o.length > largest - o.offset) {
     return fail(error, SLUICE_ERR_RANGE, describe("GET", bucket, key) + ": byte range past any object's end");
   }
