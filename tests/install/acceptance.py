@@ -246,8 +246,9 @@ def mode_go(source, prefix, work):
     with open(os.path.join(module, "go.mod"), "w") as f:
         f.write("module example.com/sluice-consumer\n\ngo 1.19\n\nrequire sluice.dev/sluice v0.0.0\n\n"
                 "replace sluice.dev/sluice => %s\n" % os.path.join(source, "bindings/go"))
+    gocache = os.environ.get("SLUICE_GOCACHE") or os.path.join(work, "gocache")
     env = env_for(prefix, CGO_ENABLED="1", GOFLAGS="-mod=mod", GOPROXY="off", GOTOOLCHAIN="local",
-                  GO111MODULE="on", GOCACHE=os.path.join(work, "gocache"), GOPATH=os.path.join(work, "gopath"))
+                  GO111MODULE="on", GOCACHE=gocache, GOPATH=os.path.join(work, "gopath"))
     env.pop("CGO_CFLAGS", None)
     env.pop("CGO_LDFLAGS", None)
     exe = os.path.join(work, "go_consumer")
