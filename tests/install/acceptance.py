@@ -175,7 +175,7 @@ def mode_version(source, prefix):
     got = {"sluice --version": run([os.path.join(prefix, "bin", "sluice"), "--version"], env=env_for(prefix)).split()[-1],
            "sluice-c.pc": run(["pkg-config", "--modversion", "sluice-c"], env=env_for(prefix)).strip(),
            "sluice.pc": run(["pkg-config", "--modversion", "sluice"], env=env_for(prefix)).strip()}
-    with open(os.path.join(source, "bindings", "go", "sluice", "version.go")) as f:
+    with open(os.path.join(source, "bindings", "go", "version.go")) as f:
         got["bindings/go BindingVersion"] = re.search(r'BindingVersion = "([^"]+)"', f.read()).group(1)
     with open(os.path.join(source, "CHANGELOG.md")) as f:
         got["CHANGELOG.md"] = re.search(r"^## \[([0-9.]+)\]", f.read(), re.M).group(1)
