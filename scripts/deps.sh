@@ -21,6 +21,7 @@ packages=(
   nginx wrk python3-matplotlib               # bench/run.py: the nginx baseline, small objects, plots
   nodejs npm                                 # JS SDK interop, s3rver (npm packages fetched by the tests)
   golang-go pybind11-dev python3-pybind11 python3-numpy  # embedding: Go (cgo) and Python bindings, their tests
+  python3-venv python3-setuptools python3-pip  # install.python: pip install ./bindings/python into a venv
   ceph-mon ceph-mgr ceph-osd radosgw ceph-common  # gateway.rgw.*: a single-node Ceph RGW (tests/ceph/rgw_fixture.py)
 )
 

@@ -3,16 +3,16 @@
 # built without CUDA; no libfabric headers, simdjson or liburing): release binaries built here,
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
 # (FI_HMEM), and a runner.
-#   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR]]   (default build/device → build/device-carry)
+#   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR [LIBFABRIC_GIT]]]   (default build/device → build/device-carry)
 #   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go|cpu|gateway] [args]   (carry OUT_DIR)
 # run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
 # (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
-# run.sh python: the Python module built there for its python3 (torch), tests/python with torch,
+# run.sh python: the Python package pip-installed there for its python3 (torch), tests/python with torch,
 # and GET → CUDA tensor through Python against the C API in the same run (bench/gpu/python_get.py).
 # run.sh cpu: bench/run.py's CPU groups with the carried binaries, wrk and nginx (default the core
 # scaling of 4 KiB GETs against nginx on the same cores; SLUICE_BENCH_ONLY picks groups), results
 # in $OUT/bench_cpu.
-# run.sh go: examples/go's tests (a test binary built here with -tags cuda), its GPU test included.
+# run.sh go: bindings/go's tests (a test binary built here with -tags cuda), its GPU test included.
 # run.sh gateway: the GPU benchmark (1 GiB) against a local store and against `sluice serve
 # --upstream` in front of a second sluice serve, in one run: a gateway cache hit into GPU memory
 # against the same GET from the local store (issue 16); JSON in $OUT/gpu_gateway_{local,gateway}.json.
@@ -29,13 +29,15 @@
 #   source              carry the autogen'd source (~6 MiB tarball); run.sh configures and
 #                       builds it on the device machine once (/tmp/sluice-libfabric, ~1 min);
 #   system              carry nothing: the device image's libfabric (no FI_HMEM).
-# The source comes from SLUICE_LIBFABRIC_GIT: a git directory holding the v2.6.0 tag (a local
-# mirror, say) or a URL to clone (default https://github.com/ofiwg/libfabric.git). autogen.sh needs autoconf, automake and libtool here.
+# The source comes only from the third argument, else SLUICE_LIBFABRIC_GIT, else the public
+# https://github.com/ofiwg/libfabric.git: a git directory holding the v2.6.0 tag (a local mirror of
+# yours) or a URL to clone. autogen.sh needs autoconf, automake and libtool here.
 # CI never runs this: it keeps Debian's libfabric.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/device}
 out=${2:-build/device-carry}
+libfabric_git=${3:-${SLUICE_LIBFABRIC_GIT:-https://github.com/ofiwg/libfabric.git}}
 libfabric=${SLUICE_LIBFABRIC:-prebuilt}
 libfabric_version=v2.6.0
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
@@ -73,7 +75,7 @@ if [[ ${libfabric} != system && ! -f ${lf_work}/src.tar.gz ]]; then
   for tool in autoconf automake libtoolize; do
     command -v "${tool}" >/dev/null || { echo "device_carry.sh: ${tool} missing (apt-get install autoconf automake libtool)" >&2 && exit 1; }
   done
-  git_source=${SLUICE_LIBFABRIC_GIT:-https://github.com/ofiwg/libfabric.git}
+  git_source=${libfabric_git}
   rm -rf "${lf_work}"
   mkdir -p "${lf_work}/src"
   if [[ -d ${git_source} ]]; then
@@ -147,11 +149,16 @@ fi
 # The Go package's test binary with its GPU test (build tag cuda), for run.sh go: the device
 # image has no Go toolchain.
 if command -v go >/dev/null; then
-  (cd examples/go && env CGO_ENABLED=1 GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+  # cgo takes sluice's flags from pkg-config (bindings/go: `#cgo pkg-config: sluice-c`): a
+  # sluice-c.pc over this checkout's headers and the carried library.
+  mkdir -p "${build}/go-pkgconfig"
+  printf 'Name: sluice-c\nDescription: sluice C API (carried)\nVersion: 0\nLibs: -L%s -lsluice_c\nCflags: -I%s\n' \
+    "$(pwd)/${out}/lib" "$(pwd)/include" >"${build}/go-pkgconfig/sluice-c.pc"
+  (cd bindings/go && env CGO_ENABLED=1 GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod \
     GOCACHE="$(pwd)/../../${build}/gocache" GOPATH="$(pwd)/../../${build}/gopath" \
-    CGO_CFLAGS="-I$(pwd)/../../include -I${cuda_root}/include" \
-    CGO_LDFLAGS="-L$(pwd)/../../${out}/lib -L${cuda_root}/lib64" \
-    go test -c -tags cuda -o "../../${out}/sluice_go_test" ./sluice) || echo "device_carry.sh: the Go test binary was not built"
+    PKG_CONFIG_PATH="$(pwd)/../../${build}/go-pkgconfig" \
+    CGO_CFLAGS="-I${cuda_root}/include" CGO_LDFLAGS="-L${cuda_root}/lib64" \
+    go test -c -tags cuda -o "../../${out}/sluice_go_test" .) || echo "device_carry.sh: the Go test binary was not built"
 fi
 # Libraries of Debian 12 that the device image (Ubuntu 24.04) has not, or has in another version.
 for binary in "${out}"/sluice* "${out}/lib/libsluice_c.so.0"; do
@@ -267,9 +274,23 @@ if [[ ${what} == python ]]; then
   pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
   python3 -c 'import torch, numpy; print("python", __import__("sys").version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__)'
-  if g++ -O2 -std=c++20 -shared -fPIC "${repo}/bindings/python/sluice_module.cpp" -I"${repo}/include" \
-    -I"${here}/python/include" -I"${pyinc}" -L"${here}/lib" -lsluice_c -Wl,-rpath,"${here}/lib" \
-    -o "${mod}/sluice${suffix}" &&
+  # As an embedder installs it: pip install --no-build-isolation ./bindings/python against a prefix
+  # of the carried library (setup.py: SLUICE_PREFIX), into ${mod}; g++ straight when pip is missing.
+  prefix=/tmp/sluice-prefix
+  rm -rf "${mod}" "${prefix}" && mkdir -p "${mod}/sluice" "${prefix}/lib/pkgconfig"
+  ln -s "${repo}/include" "${prefix}/include"
+  cp -a "${here}"/lib/libsluice_c.so* "${prefix}/lib/"
+  printf 'prefix=%s\nlibdir=${prefix}/lib\nincludedir=${prefix}/include\nName: sluice-c\nDescription: sluice C API\nVersion: %s\nLibs: -L${libdir} -lsluice_c\nCflags: -I${includedir}\n' \
+    "${prefix}" "$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "${repo}/CMakeLists.txt")" >"${prefix}/lib/pkgconfig/sluice-c.pc"
+  if python3 -m pip --version >/dev/null 2>&1; then
+    SLUICE_PREFIX=${prefix} SLUICE_PYBIND11_INCLUDE=${here}/python/include PIP_NO_INDEX=1 \
+      python3 -m pip install -q --no-build-isolation --no-deps --target "${mod}" "${repo}/bindings/python"
+  else
+    g++ -O2 -std=c++20 -shared -fPIC "${repo}/bindings/python/src/_sluice.cpp" -I"${repo}/include" \
+      -I"${here}/python/include" -I"${pyinc}" -L"${prefix}/lib" -lsluice_c -Wl,-rpath,"${prefix}/lib" \
+      -o "${mod}/sluice/_sluice${suffix}" && cp "${repo}"/bindings/python/sluice/*.py* "${mod}/sluice/"
+  fi
+  if [[ -f ${mod}/sluice/__init__.py ]] &&
     gcc -O2 "${repo}/bench/gpu/capi_get.c" -I"${repo}/include" -I/usr/local/cuda/include -L"${here}/lib" -lsluice_c \
       -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,"${here}/lib" -o "${mod}/capi_get"; then
     PYTHONPATH=${mod} python3 "${repo}/tests/python/test_sluice.py" "${here}/sluice" || status=1
@@ -280,7 +301,7 @@ if [[ ${what} == python ]]; then
   fi
 fi
 if [[ ${what} == go ]] && [[ -x ${here}/sluice_go_test ]]; then
-  # examples/go's tests, built here with -tags cuda: the segment round trips, and GET into / PUT
+  # bindings/go's tests, built here with -tags cuda: the segment round trips, and GET into / PUT
   # from GPU memory through the grant socket.
   echo "== Go package (cgo, libsluice_c), with its GPU test"
   LD_LIBRARY_PATH=${LD_LIBRARY_PATH}:/usr/local/cuda/lib64 SLUICE_BINARY=${here}/sluice \

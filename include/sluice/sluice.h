@@ -51,6 +51,10 @@ extern "C" {
 #define SLUICE_ERR_CUDA 7             /* a CUDA runtime error (no GPU, not device memory, ...) */
 #define SLUICE_ERR_SERVER_START 8     /* the embedded server could not open its store or listen */
 #define SLUICE_ERR_INTERNAL 9         /* anything else (out of memory, a bug): see the message */
+#define SLUICE_ERR_CANCELLED 10       /* the call's sluice_cancel was triggered before it completed */
+#define SLUICE_ERR_TIMEOUT 11         /* a request ran past the client's timeout_seconds */
+#define SLUICE_ERR_RANGE 12           /* the byte range asked for lies outside the object (nothing read) */
+#define SLUICE_ERR_TLS 13             /* https: the certificate was refused (wrong CA or host) or TLS failed */
 
 /* ---- Errors ---------------------------------------------------------------------------------- */
 
@@ -93,6 +97,8 @@ typedef struct sluice_client_options {
   uint64_t part_size;       /* bytes per part of a multipart transfer, 5 MiB..5 GiB; 0: 8 MiB */
   uint32_t parts_in_flight; /* parts of one transfer moving at once; 0: 4 */
   int plane;                /* SLUICE_PLANE_AUTO (0) or SLUICE_PLANE_HTTP */
+  uint32_t timeout_seconds; /* deadline of one attempt of a request (connect, send, receive); past it
+                               the call fails with SLUICE_ERR_TIMEOUT. 0: 300 s */
 } sluice_client_options;
 
 /* A connection pool and its threads, for one endpoint and one key pair. Opaque. */
@@ -139,6 +145,45 @@ SLUICE_C_API int sluice_get_object(sluice_client* client, const char* bucket, co
                                    size_t capacity, uint64_t* bytes, sluice_transfer_report* report,
                                    sluice_error* error);
 
+/* ---- Cancellation ---------------------------------------------------------------------------- */
+
+/* A cancel handle: triggered once, from any thread, it aborts every call it was given to (in
+ * sluice_get_options / sluice_put_options) that is in flight, and makes every later call given it
+ * fail at once; those calls return SLUICE_ERR_CANCELLED (unless they had already completed). A
+ * PUT it interrupts is aborted on the server, best effort (an object already published stays).
+ * Other calls on the same client go on. Opaque; thread-safe. */
+typedef struct sluice_cancel sluice_cancel;
+
+/* Makes an untriggered handle into *out (NULL on failure). Errors: SLUICE_ERR_INVALID_ARGUMENT
+ * (out NULL), SLUICE_ERR_INTERNAL (out of memory). */
+SLUICE_C_API int sluice_cancel_create(sluice_cancel** out, sluice_error* error);
+
+/* Triggers the handle: returns at once (the calls it aborts return soon after, on their own
+ * threads). Any thread, any number of times; NULL is ignored. */
+SLUICE_C_API void sluice_cancel_trigger(sluice_cancel* cancel);
+
+/* 1 when the handle was triggered, else 0 (and 0 for NULL). */
+SLUICE_C_API int sluice_cancel_triggered(const sluice_cancel* cancel);
+
+/* Frees the handle; no call given it may still be in flight. NULL is ignored. */
+SLUICE_C_API void sluice_cancel_destroy(sluice_cancel* cancel);
+
+/* How sluice_get_object_ex reads. Zero-initialize it: all zero reads the whole object. */
+typedef struct sluice_get_options {
+  uint64_t offset;       /* the first byte to read */
+  uint64_t length;       /* bytes to read from offset; 0: to the end of the object */
+  sluice_cancel* cancel; /* NULL: only sluice_client_destroy's rules apply */
+} sluice_get_options;
+
+/* As sluice_get_object, for the bytes [offset, offset + length) of the object (to its end when
+ * length is 0), written at the start of `buffer`; *bytes is the count read. `options` may be NULL
+ * (the whole object). Errors as sluice_get_object, and SLUICE_ERR_RANGE (offset past the end of
+ * the object, or offset + length past it: nothing is read, nothing shortened),
+ * SLUICE_ERR_CANCELLED. Nothing is ever written past buffer + capacity. */
+SLUICE_C_API int sluice_get_object_ex(sluice_client* client, const char* bucket, const char* key,
+                                      const sluice_get_options* options, void* buffer, size_t capacity,
+                                      uint64_t* bytes, sluice_transfer_report* report, sluice_error* error);
+
 /* As sluice_get_object into device memory: `device_buffer` is a CUDA device pointer (cudaMalloc)
  * of `capacity` bytes on the current host's GPU; the device is found from the pointer. Staged
  * through at most 64 MiB of pinned memory, or direct with a grant socket on the server's host.
@@ -156,6 +201,18 @@ SLUICE_C_API int sluice_get_object_to_device(sluice_client* client, const char* 
 SLUICE_C_API int sluice_put_object(sluice_client* client, const char* bucket, const char* key, const void* data,
                                    size_t length, const char* content_type, sluice_transfer_report* report,
                                    sluice_error* error);
+
+/* How sluice_put_object_ex writes. Zero-initialize it. */
+typedef struct sluice_put_options {
+  const char* content_type; /* NULL: application/octet-stream */
+  sluice_cancel* cancel;    /* NULL: none */
+} sluice_put_options;
+
+/* As sluice_put_object with `options` (may be NULL); errors as sluice_put_object, and
+ * SLUICE_ERR_CANCELLED. */
+SLUICE_C_API int sluice_put_object_ex(sluice_client* client, const char* bucket, const char* key, const void* data,
+                                      size_t length, const sluice_put_options* options, sluice_transfer_report* report,
+                                      sluice_error* error);
 
 /* As sluice_put_object from device memory (a CUDA device pointer of `length` > 0 bytes).
  * Errors as sluice_put_object, and SLUICE_ERR_NO_CUDA, SLUICE_ERR_CUDA. */

@@ -20,11 +20,19 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -38,6 +46,29 @@ struct sluice_client {
   std::unique_ptr<sluice::s3::client> client;
   mutable std::mutex mutex;  // guards last
   sluice_transfer_report last{};
+};
+
+/// The calls a cancel handle aborts: each runs its transfer's completion on a private io_context
+/// (as the blocking overloads do) with a cancellation signal; trigger() posts the signal's emit to
+/// that context, so the signal is emitted on the thread that owns its slot (Asio's rule).
+struct sluice_cancel {
+  struct call {
+    boost::asio::io_context* context;
+    boost::asio::cancellation_signal* signal;
+  };
+  mutable std::mutex mutex;  // guards triggered and calls
+  bool triggered = false;
+  std::vector<call> calls;
+
+  void trigger() {
+    const std::lock_guard lock(mutex);
+    triggered = true;
+    for (const call& c : calls) {
+      // A post after the context stopped is never run: the call has completed by then.
+      boost::asio::post(c.context->get_executor(),
+                        [signal = c.signal] { signal->emit(boost::asio::cancellation_type::terminal); });
+    }
+  }
 };
 
 struct sluice_server {
@@ -79,13 +110,18 @@ int fail(sluice_error* error, int code, std::string_view message, int http_statu
 /// The status code for an error_code from the client, the stores or CUDA.
 int status_of(const error_code& ec) noexcept {
   if (ec.category() == s3::s3_category()) return SLUICE_ERR_S3;
+  if (ec == boost::asio::error::operation_aborted) return SLUICE_ERR_CANCELLED;
+  if (ec == boost::asio::error::timed_out) return SLUICE_ERR_TIMEOUT;
+  if (ec.category() == s3::tls_verify_category() || ec.category() == boost::asio::error::get_ssl_category()) {
+    return SLUICE_ERR_TLS;
+  }
 #ifdef SLUICE_CAPI_WITH_CUDA
   if (ec.category() == sluice::cuda::cuda_category()) return SLUICE_ERR_CUDA;
 #endif
   if (ec.category() == sluice::sluice_category()) {
     switch (static_cast<sluice::errc>(ec.value())) {
       case sluice::errc::region_too_small: return SLUICE_ERR_BUFFER_TOO_SMALL;
-      case sluice::errc::bad_range:
+      case sluice::errc::bad_range: return SLUICE_ERR_RANGE;
       case sluice::errc::invalid_name:
       case sluice::errc::invalid_config:
       case sluice::errc::invalid_argument: return SLUICE_ERR_INVALID_ARGUMENT;
@@ -136,6 +172,53 @@ int guarded(sluice_error* error, Body&& body) noexcept {
   } catch (...) {
     return fail(error, SLUICE_ERR_INTERNAL, "unknown exception");
   }
+}
+
+/// Registers one call with a cancel handle (none when it is null) for the registration's life.
+class cancel_registration {
+ public:
+  cancel_registration(sluice_cancel* cancel, boost::asio::io_context& context, boost::asio::cancellation_signal& signal)
+      : cancel_(cancel), signal_(&signal) {
+    if (cancel_ == nullptr) return;
+    const std::lock_guard lock(cancel_->mutex);
+    triggered_ = cancel_->triggered;
+    if (!triggered_) cancel_->calls.push_back({&context, &signal});
+  }
+  cancel_registration(const cancel_registration&) = delete;
+  cancel_registration& operator=(const cancel_registration&) = delete;
+  ~cancel_registration() {
+    if (cancel_ == nullptr || triggered_) return;
+    const std::lock_guard lock(cancel_->mutex);
+    std::erase_if(cancel_->calls, [this](const sluice_cancel::call& c) { return c.signal == signal_; });
+  }
+  /// True when the handle was triggered before the call started: the call must not start.
+  [[nodiscard]] bool triggered() const noexcept { return triggered_; }
+
+ private:
+  sluice_cancel* cancel_;
+  const boost::asio::cancellation_signal* signal_;
+  bool triggered_ = false;
+};
+
+/// Runs `initiate(handler)` (an async client operation) to its completion on a private
+/// io_context, abortable through `cancel` (may be null), and returns the handler's value.
+template <class Result, class Initiate>
+Result run_cancellable(sluice_cancel* cancel, Initiate&& initiate, error_code& ec) {
+  boost::asio::io_context context;
+  boost::asio::cancellation_signal signal;
+  Result result{};
+  const cancel_registration registration(cancel, context, signal);
+  if (registration.triggered()) {
+    ec = boost::asio::error::operation_aborted;
+    return result;
+  }
+  std::forward<Initiate>(initiate)(boost::asio::bind_cancellation_slot(
+      signal.slot(), boost::asio::bind_executor(context, [&](error_code e, Result r) {
+        ec = e;
+        result = std::move(r);
+      })));
+  context.run();
+  return result;
 }
 
 bool empty(const char* text) noexcept { return text == nullptr || *text == '\0'; }
@@ -240,8 +323,39 @@ const char* sluice_status_name(int code) {
     case SLUICE_ERR_CUDA: return "SLUICE_ERR_CUDA";
     case SLUICE_ERR_SERVER_START: return "SLUICE_ERR_SERVER_START";
     case SLUICE_ERR_INTERNAL: return "SLUICE_ERR_INTERNAL";
+    case SLUICE_ERR_CANCELLED: return "SLUICE_ERR_CANCELLED";
+    case SLUICE_ERR_TIMEOUT: return "SLUICE_ERR_TIMEOUT";
+    case SLUICE_ERR_RANGE: return "SLUICE_ERR_RANGE";
+    case SLUICE_ERR_TLS: return "SLUICE_ERR_TLS";
     default: return "SLUICE_ERR_UNKNOWN";
   }
+}
+
+int sluice_cancel_create(sluice_cancel** out, sluice_error* error) {
+  if (out == nullptr) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = nullptr;
+  return guarded(error, [&] {
+    *out = new sluice_cancel{};  // NOLINT(cppcoreguidelines-owning-memory): the C caller owns it
+    return succeed(error);
+  });
+}
+
+void sluice_cancel_trigger(sluice_cancel* cancel) {
+  if (cancel == nullptr) return;
+  try {
+    cancel->trigger();
+  } catch (...) {  // a post that cannot allocate: nothing a C caller could do
+  }
+}
+
+int sluice_cancel_triggered(const sluice_cancel* cancel) {
+  if (cancel == nullptr) return 0;
+  const std::lock_guard lock(cancel->mutex);
+  return cancel->triggered ? 1 : 0;
+}
+
+void sluice_cancel_destroy(sluice_cancel* cancel) {
+  delete cancel;  // NOLINT(cppcoreguidelines-owning-memory): made by sluice_cancel_create
 }
 
 const char* sluice_version(void) { return SLUICE_VERSION_STRING; }
@@ -271,6 +385,7 @@ int sluice_client_create(const sluice_client_options* options, sluice_client** o
     if (!empty(options->ca_bundle)) config.ca_bundle = options->ca_bundle;
     if (options->part_size != 0) config.part_size = options->part_size;
     if (options->parts_in_flight != 0) config.parts_in_flight = options->parts_in_flight;
+    if (options->timeout_seconds != 0) config.request_timeout = std::chrono::seconds(options->timeout_seconds);
     if (auto problem = config.validate()) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, problem->message());
 
     std::vector<std::shared_ptr<s3::rdma_client_plane>> planes;
@@ -316,16 +431,33 @@ void sluice_client_destroy(sluice_client* client) {
 
 int sluice_get_object(sluice_client* client, const char* bucket, const char* key, void* buffer, size_t capacity,
                       uint64_t* bytes, sluice_transfer_report* report, sluice_error* error) {
+  return sluice_get_object_ex(client, bucket, key, nullptr, buffer, capacity, bytes, report, error);
+}
+
+int sluice_get_object_ex(sluice_client* client, const char* bucket, const char* key, const sluice_get_options* options,
+                         void* buffer, size_t capacity, uint64_t* bytes, sluice_transfer_report* report,
+                         sluice_error* error) {
   if (const int status = check_object_call(client, bucket, key, error); status != SLUICE_OK) return status;
   if (buffer == nullptr && capacity > 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  const sluice_get_options none_given{};
+  const sluice_get_options& o = options != nullptr ? *options : none_given;
+  constexpr auto largest = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());  // HTTP: signed 64-bit
+  if (o.offset > largest || o.length > largest - o.offset) {
+    return fail(error, SLUICE_ERR_RANGE, describe("GET", bucket, key) + ": byte range past any object's end");
+  }
   return guarded(error, [&] {
     std::byte none{};  // a valid address for an empty destination
     const sluice::region destination{buffer != nullptr ? buffer : &none, capacity};
     s3::transfer_report transfer;
-    s3::get_options options;
-    options.report = &transfer;
+    s3::get_options get;
+    get.range.offset = o.offset;
+    if (o.length != 0) get.range.length = o.length;
+    get.report = &transfer;
     error_code ec;
-    const std::uint64_t got = client->client->get_object(bucket, key, destination, std::move(options), ec);
+    sluice::s3::client& c = *client->client;
+    const auto got = run_cancellable<std::uint64_t>(
+        o.cancel,
+        [&](auto handler) { c.async_get_object(bucket, key, destination, std::move(get), std::move(handler)); }, ec);
     if (ec) return fail(error, ec, describe("GET", bucket, key));
     if (bytes != nullptr) *bytes = got;
     publish(client, to_report(got, transfer, {}), report);
@@ -363,17 +495,29 @@ int sluice_get_object_to_device(sluice_client* client, const char* bucket, const
 
 int sluice_put_object(sluice_client* client, const char* bucket, const char* key, const void* data, size_t length,
                       const char* content_type, sluice_transfer_report* report, sluice_error* error) {
+  sluice_put_options options{};
+  options.content_type = content_type;
+  return sluice_put_object_ex(client, bucket, key, data, length, &options, report, error);
+}
+
+int sluice_put_object_ex(sluice_client* client, const char* bucket, const char* key, const void* data, size_t length,
+                         const sluice_put_options* options, sluice_transfer_report* report, sluice_error* error) {
   if (const int status = check_object_call(client, bucket, key, error); status != SLUICE_OK) return status;
   if (data == nullptr && length > 0) return fail(error, SLUICE_ERR_INVALID_ARGUMENT, "data is NULL");
+  const sluice_put_options none_given{};
+  const sluice_put_options& o = options != nullptr ? *options : none_given;
   return guarded(error, [&] {
     const std::byte none{};
     const sluice::const_region source{data != nullptr ? data : &none, length};
     s3::transfer_report transfer;
-    s3::put_options options;
-    if (content_type != nullptr) options.attributes.content_type = content_type;
-    options.report = &transfer;
+    s3::put_options put;
+    if (o.content_type != nullptr) put.attributes.content_type = o.content_type;
+    put.report = &transfer;
     error_code ec;
-    const std::string etag = client->client->put_object(bucket, key, source, std::move(options), ec);
+    sluice::s3::client& c = *client->client;
+    const std::string etag = run_cancellable<std::string>(
+        o.cancel, [&](auto handler) { c.async_put_object(bucket, key, source, std::move(put), std::move(handler)); },
+        ec);
     if (ec) return fail(error, ec, describe("PUT", bucket, key));
     publish(client, to_report(length, transfer, etag), report);
     return succeed(error);

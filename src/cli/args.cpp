@@ -472,6 +472,7 @@ command_line parse_command_line(int argc, const char* const* argv) {
   app.formatter(make_formatter());
   app.failure_message(failure_message);
   app.require_subcommand(1);
+  app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);  // project(VERSION) in CMakeLists.txt
   // An option given twice: the last one counts (as with a shell alias that sets a default).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 

@@ -5,10 +5,14 @@
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <sluice/sluice.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static int failures = 0;
@@ -327,6 +331,124 @@ static void test_device_refusals(sluice_client* c) {
   CHECK_STATUS(sluice_put_object_from_device(c, "b", "k", host, sizeof host, NULL, ERR), want);
 }
 
+static void* trigger_soon(void* cancel) {
+  usleep(2000);
+  sluice_cancel_trigger((sluice_cancel*)cancel);
+  return NULL;
+}
+
+/* sluice_get_object_ex's ranges, the errors of a range outside the object, nothing written past
+ * the buffer, sluice_put_object_ex, and cancel handles. */
+static void test_ranges_and_cancel(sluice_client* c) {
+  CHECK_STATUS(sluice_create_bucket(c, "ranges", ERR), SLUICE_OK);
+  unsigned char data[1000];
+  for (size_t i = 0; i < sizeof data; ++i) data[i] = (unsigned char)(i * 7 + 3);
+  sluice_put_options po;
+  memset(&po, 0, sizeof po);
+  po.content_type = "application/x-test";
+  CHECK_STATUS(sluice_put_object_ex(c, "ranges", "obj", data, sizeof data, &po, NULL, ERR), SLUICE_OK);
+  CHECK_STATUS(sluice_put_object_ex(c, "ranges", "obj", data, sizeof data, NULL, NULL, ERR), SLUICE_OK);
+
+  unsigned char buffer[300 + 16];
+  memset(buffer, 0xee, sizeof buffer);
+  sluice_get_options go;
+  memset(&go, 0, sizeof go);
+  go.offset = 100;
+  go.length = 300;
+  uint64_t bytes = 0;
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, 300, &bytes, NULL, ERR), SLUICE_OK);
+  CHECK(bytes == 300 && memcmp(buffer, data + 100, 300) == 0);
+  CHECK(buffer[300] == 0xee && buffer[315] == 0xee); /* nothing past capacity */
+  go.offset = 900;
+  go.length = 0; /* to the end */
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, 300, &bytes, NULL, ERR), SLUICE_OK);
+  CHECK(bytes == 100 && memcmp(buffer, data + 900, 100) == 0);
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", NULL, buffer, 300, &bytes, NULL, ERR),
+               SLUICE_ERR_BUFFER_TOO_SMALL); /* the whole object into 300 bytes */
+  CHECK(buffer[300] == 0xee && buffer[315] == 0xee);
+  go.offset = 1001; /* past the end */
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, 300, &bytes, NULL, ERR), SLUICE_ERR_RANGE);
+  go.offset = 900;
+  go.length = 101; /* a length past the end */
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, 300, &bytes, NULL, ERR), SLUICE_ERR_RANGE);
+  go.offset = 0;
+  go.length = 301; /* more than the buffer holds */
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, 300, &bytes, NULL, ERR),
+               SLUICE_ERR_BUFFER_TOO_SMALL);
+  CHECK(buffer[300] == 0xee && buffer[315] == 0xee);
+  CHECK_STATUS(sluice_get_object_ex(NULL, "ranges", "obj", &go, buffer, 300, &bytes, NULL, ERR),
+               SLUICE_ERR_INVALID_ARGUMENT);
+
+  /* cancel handles */
+  CHECK_STATUS(sluice_cancel_create(NULL, ERR), SLUICE_ERR_INVALID_ARGUMENT);
+  sluice_cancel_trigger(NULL);
+  sluice_cancel_destroy(NULL);
+  CHECK(sluice_cancel_triggered(NULL) == 0);
+  sluice_cancel* cancel = NULL;
+  CHECK_STATUS(sluice_cancel_create(&cancel, ERR), SLUICE_OK);
+  CHECK(cancel != NULL && sluice_cancel_triggered(cancel) == 0);
+  go.offset = 0;
+  go.length = 300;
+  go.cancel = cancel;
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, sizeof buffer, &bytes, NULL, ERR), SLUICE_OK);
+  sluice_cancel_trigger(cancel);
+  sluice_cancel_trigger(cancel); /* twice is fine */
+  CHECK(sluice_cancel_triggered(cancel) == 1);
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "obj", &go, buffer, sizeof buffer, &bytes, NULL, ERR),
+               SLUICE_ERR_CANCELLED); /* triggered before: fails at once */
+  po.cancel = cancel;
+  CHECK_STATUS(sluice_put_object_ex(c, "ranges", "obj2", data, sizeof data, &po, NULL, ERR), SLUICE_ERR_CANCELLED);
+  sluice_cancel_destroy(cancel);
+
+  /* a trigger from another thread during a 64 MiB GET: cancelled, or done first; the client goes on */
+  const size_t big = (size_t)64 << 20;
+  unsigned char* large = malloc(big);
+  CHECK(large != NULL);
+  if (large == NULL) return;
+  memset(large, 0x42, big);
+  CHECK_STATUS(sluice_put_object(c, "ranges", "large", large, big, NULL, NULL, ERR), SLUICE_OK);
+  CHECK_STATUS(sluice_cancel_create(&cancel, ERR), SLUICE_OK);
+  go.length = 0;
+  go.cancel = cancel;
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, trigger_soon, cancel) == 0);
+  sluice_error e;
+  const int status = sluice_get_object_ex(c, "ranges", "large", &go, large, big, &bytes, NULL, &e);
+  pthread_join(thread, NULL);
+  CHECK(status == SLUICE_OK || (status == SLUICE_ERR_CANCELLED && e.code == status));
+  printf("GET of 64 MiB with a trigger after 2 ms: %s\n", sluice_status_name(status));
+  sluice_cancel_destroy(cancel);
+  go.cancel = NULL;
+  CHECK_STATUS(sluice_get_object_ex(c, "ranges", "large", &go, large, big, &bytes, NULL, ERR), SLUICE_OK);
+  CHECK(bytes == big && large[0] == 0x42 && large[big - 1] == 0x42);
+  free(large);
+}
+
+/* timeout_seconds: a server that accepts the connection and never answers. */
+static void test_timeout(void) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in address;
+  memset(&address, 0, sizeof address);
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  CHECK(listener >= 0 && bind(listener, (struct sockaddr*)&address, sizeof address) == 0 && listen(listener, 4) == 0 &&
+        getsockname(listener, (struct sockaddr*)&address, &length) == 0);
+  char endpoint[64];
+  snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%u", (unsigned)ntohs(address.sin_port));
+  sluice_client_options o;
+  memset(&o, 0, sizeof o);
+  o.endpoint = endpoint;
+  o.plane = SLUICE_PLANE_HTTP;
+  o.timeout_seconds = 1;
+  sluice_client* c = NULL;
+  CHECK_STATUS(sluice_client_create(&o, &c, ERR), SLUICE_OK);
+  sluice_object_info info;
+  CHECK_STATUS(sluice_head_object(c, "b", "k", &info, ERR), SLUICE_ERR_TIMEOUT);
+  sluice_client_destroy(c);
+  close(listener);
+}
+
 static void test_auth_and_connection(uint16_t port) {
   char endpoint[64];
   snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%u", (unsigned)port);
@@ -354,6 +476,10 @@ int main(void) {
   snprintf(store, sizeof store, "%s/store", root);
   snprintf(socket_path, sizeof socket_path, "%s/grants.sock", root);
   test_basics();
+  CHECK(strcmp(sluice_status_name(SLUICE_ERR_CANCELLED), "SLUICE_ERR_CANCELLED") == 0);
+  CHECK(strcmp(sluice_status_name(SLUICE_ERR_TIMEOUT), "SLUICE_ERR_TIMEOUT") == 0);
+  CHECK(strcmp(sluice_status_name(SLUICE_ERR_RANGE), "SLUICE_ERR_RANGE") == 0);
+  CHECK(strcmp(sluice_status_name(SLUICE_ERR_TLS), "SLUICE_ERR_TLS") == 0);
   test_server_arguments(store);
 
   sluice_user users[2] = {{"AK", "SK"}, {"AK2", "SK2"}};
@@ -399,6 +525,8 @@ int main(void) {
   test_object_arguments(http);
   test_round_trip(http, "http");
   test_device_refusals(http);
+  test_ranges_and_cancel(http);
+  test_timeout();
 
   /* the automatic plane with the server's grant socket (and libfabric when a provider opens) */
   co.plane = SLUICE_PLANE_AUTO;

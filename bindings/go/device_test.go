@@ -1,21 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
 //go:build cuda
 
 package sluice_test
 
 import (
 	"bytes"
+	"context"
 	"math/rand"
 	"path/filepath"
 	"testing"
 
-	"example.com/sluice-go/cudamem"
-	"example.com/sluice-go/sluice"
+	"sluice.dev/sluice"
+	"sluice.dev/sluice/internal/cudamem"
 )
 
 // A segment GET into GPU memory and PUT from it, as Milvus would load an index segment: through
 // the same-host grant (CUDA IPC) of the server's grant socket. Runs with -tags cuda on a GPU host
 // (build/device-carry/run.sh go); skipped without a GPU.
 func TestSegmentIntoDeviceMemory(t *testing.T) {
+	ctx := context.Background()
 	if cudamem.DeviceCount() == 0 {
 		t.Skip("no CUDA device here")
 	}
@@ -34,7 +37,7 @@ func TestSegmentIntoDeviceMemory(t *testing.T) {
 	}
 	segment := make([]byte, 64<<20+12345)
 	rand.New(rand.NewSource(21)).Read(segment)
-	if _, err := c.Put("segments", "seg-0001", segment); err != nil {
+	if _, err := c.Put(ctx, "segments", "seg-0001", segment); err != nil {
 		t.Fatal(err)
 	}
 	gpu, err := cudamem.Alloc(len(segment))
@@ -66,7 +69,7 @@ func TestSegmentIntoDeviceMemory(t *testing.T) {
 	}
 	t.Logf("PUT from GPU memory: %+v", put)
 	got := make([]byte, len(segment))
-	if n, _, err := c.Get("segments", "seg-0001-copy", got); err != nil || n != len(segment) || !bytes.Equal(got, segment) {
+	if n, _, err := c.Get(ctx, "segments", "seg-0001-copy", got); err != nil || n != len(segment) || !bytes.Equal(got, segment) {
 		t.Fatalf("the object PUT from GPU memory differs (%d bytes, %v)", n, err)
 	}
 }

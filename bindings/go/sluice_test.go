@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 package sluice_test
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"math/rand"
 	"os"
@@ -13,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"example.com/sluice-go/sluice"
+	"sluice.dev/sluice"
 )
 
 // startServer runs `sluice serve` ($SLUICE_BINARY) on an ephemeral loopback port and returns its URL.
@@ -73,6 +75,7 @@ func newClient(t *testing.T, endpoint string, httpOnly bool) *sluice.Client {
 
 // A segment file PUT and read back, as a vector database loads one, over HTTP and the automatic plane.
 func TestSegmentRoundTrip(t *testing.T) {
+	ctx := context.Background()
 	endpoint := startServer(t)
 	segment := filepath.Join(t.TempDir(), "segment-0001.bin")
 	data := make([]byte, 20<<20+12345)
@@ -95,7 +98,7 @@ func TestSegmentRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			put, err := c.Put(bucket, "collection/segment-0001.bin", contents)
+			put, err := c.Put(ctx, bucket, "collection/segment-0001.bin", contents)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +112,7 @@ func TestSegmentRoundTrip(t *testing.T) {
 			}
 			buf := make([]byte, len(data))
 			start = time.Now()
-			n, got, err := c.Get(bucket, "collection/segment-0001.bin", buf)
+			n, got, err := c.Get(ctx, bucket, "collection/segment-0001.bin", buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +127,7 @@ func TestSegmentRoundTrip(t *testing.T) {
 				t.Fatalf("HTTPOnly GET went by %q", got.Path)
 			}
 			// too small a buffer: a clean error, not a crash
-			_, _, err = c.Get(bucket, "collection/segment-0001.bin", buf[:100])
+			_, _, err = c.Get(ctx, bucket, "collection/segment-0001.bin", buf[:100])
 			var e *sluice.Error
 			if !errors.As(err, &e) || e.StatusName != "SLUICE_ERR_BUFFER_TOO_SMALL" {
 				t.Fatalf("small buffer: %v", err)
@@ -138,11 +141,12 @@ func TestSegmentRoundTrip(t *testing.T) {
 
 // A missing key is an *sluice.Error carrying S3's code and status.
 func TestMissingKey(t *testing.T) {
+	ctx := context.Background()
 	c := newClient(t, startServer(t), false)
 	if err := c.CreateBucket("errors"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := c.Get("errors", "no-such-segment", make([]byte, 16))
+	_, _, err := c.Get(ctx, "errors", "no-such-segment", make([]byte, 16))
 	var e *sluice.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("want *sluice.Error, got %v", err)
@@ -157,10 +161,10 @@ func TestMissingKey(t *testing.T) {
 	if err := c.Delete("errors", "no-such-segment"); err != nil { // as in S3
 		t.Fatalf("DELETE of a missing key: %v", err)
 	}
-	if _, err := c.Put("no-such-bucket", "k", []byte("x")); !sluice.IsCode(err, "NoSuchBucket") {
+	if _, err := c.Put(ctx, "no-such-bucket", "k", []byte("x")); !sluice.IsCode(err, "NoSuchBucket") {
 		t.Fatalf("PUT into a missing bucket: %v", err)
 	}
-	if _, _, err := c.Get("", "k", nil); err == nil || err.(*sluice.Error).StatusName != "SLUICE_ERR_INVALID_ARGUMENT" {
+	if _, _, err := c.Get(ctx, "", "k", nil); err == nil || err.(*sluice.Error).StatusName != "SLUICE_ERR_INVALID_ARGUMENT" {
 		t.Fatalf("empty bucket name: %v", err)
 	}
 	want := "SLUICE_ERR_NO_CUDA"
@@ -182,7 +186,58 @@ func TestMissingKey(t *testing.T) {
 	}
 	c.Close()
 	c.Close() // twice is fine; calls after Close fail cleanly
-	if err := c.Delete("errors", "k"); err == nil {
-		t.Fatal("a closed client still works")
+	if err := c.Delete("errors", "k"); !errors.Is(err, sluice.ErrClosed) {
+		t.Fatalf("a closed client: %v, want ErrClosed", err)
+	}
+	if _, _, err := c.Get(ctx, "errors", "k", make([]byte, 16)); !errors.Is(err, sluice.ErrClosed) {
+		t.Fatalf("GET on a closed client: %v, want ErrClosed", err)
+	}
+}
+
+// Ranged GETs, their errors (nothing written past the buffer), and a context cancelled before
+// the call; the consumer in tests/install/go_consumer cancels one mid-transfer.
+func TestRanges(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, startServer(t), true)
+	if err := c.CreateBucket("ranges"); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 1000)
+	rand.New(rand.NewSource(3)).Read(data)
+	if _, err := c.Put(ctx, "ranges", "obj", data); err != nil {
+		t.Fatal(err)
+	}
+	buf := bytes.Repeat([]byte{0xee}, 316)
+	n, _, err := c.GetRange(ctx, "ranges", "obj", 100, 300, buf[:300])
+	if err != nil || n != 300 || !bytes.Equal(buf[:300], data[100:400]) || buf[300] != 0xee {
+		t.Fatalf("GetRange(100, 300): %d, %v", n, err)
+	}
+	if n, _, err := c.GetRange(ctx, "ranges", "obj", 900, 0, buf[:300]); err != nil || n != 100 ||
+		!bytes.Equal(buf[:100], data[900:]) {
+		t.Fatalf("GetRange(900, to the end): %d, %v", n, err)
+	}
+	for _, bad := range []struct {
+		offset, length int64
+		want           error
+	}{{-1, 0, sluice.ErrRange}, {0, -5, sluice.ErrRange}, {1001, 0, sluice.ErrRange}, {900, 101, sluice.ErrRange},
+		{0, 301, sluice.ErrBufferTooSmall}} {
+		if _, _, err := c.GetRange(ctx, "ranges", "obj", bad.offset, bad.length, buf[:300]); !errors.Is(err, bad.want) {
+			t.Fatalf("GetRange(%d, %d): %v, want %v", bad.offset, bad.length, err, bad.want)
+		}
+	}
+	if buf[300] != 0xee || buf[315] != 0xee {
+		t.Fatal("a byte past the buffer was written")
+	}
+	if list, err := c.List("ranges", ""); err != nil || len(list) != 1 || list[0].Key != "obj" || list[0].Size != 1000 {
+		t.Fatalf("List: %+v, %v", list, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := c.Get(cancelled, "ranges", "obj", buf); !errors.Is(err, context.Canceled) ||
+		!errors.Is(err, sluice.ErrCancelled) {
+		t.Fatalf("GET with a cancelled context: %v", err)
+	}
+	if _, err := c.Put(cancelled, "ranges", "obj2", data); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PUT with a cancelled context: %v", err)
 	}
 }

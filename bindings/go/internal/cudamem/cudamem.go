@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //go:build cuda
 
 // Package cudamem allocates CUDA device memory for the GPU test of package sluice (build tag

@@ -1,3 +1,0 @@
-module example.com/sluice-go
-
-go 1.19
