@@ -142,6 +142,26 @@ ipc_opener::ipc_opener(grant_opener_config config)
       registrar_(std::make_unique<registration_context>(0)) {
   if (config_.copy_threads > 0) copying_.emplace(config_.copy_threads);
   for (std::size_t i = 0; i < config_.copy_threads; ++i) idle_copiers_.push_back(std::make_unique<copier_state>());
+  // Each copier's pinned slots now, on the pool (as its threads did when they started): a
+  // version's first GET pays for no cudaHostAlloc. One that a GET takes first allocates there.
+  for (std::size_t i = 0; i < config_.copy_threads; ++i) {
+    boost::asio::post(*copying_, [this] {
+      std::unique_ptr<copier_state> own;
+      {
+        const std::lock_guard lock(copy_mutex_);
+        const auto bare = std::find_if(idle_copiers_.begin(), idle_copiers_.end(),
+                                       [](const auto& c) { return c->slots[0] == nullptr; });
+        if (bare == idle_copiers_.end()) return;
+        own = std::move(*bare);
+        idle_copiers_.erase(bare);
+      }
+      if (!own->allocate(config_.copy_slot_bytes)) return;  // it copies nothing: registration serves
+      const std::lock_guard lock(copy_mutex_);
+      idle_copiers_.push_back(std::move(own));
+      // A transfer that came meanwhile did not count this copier.
+      if (!assisted_.empty()) boost::asio::post(*copying_, [this] { copy_chunks(); });
+    });
+  }
 }
 
 ipc_opener::~ipc_opener() {
