@@ -53,9 +53,7 @@ class pinned_budget {
 
   [[nodiscard]] std::uint64_t limit() const noexcept { return limit_; }
   [[nodiscard]] std::uint64_t used() const noexcept { return used_.load(std::memory_order_acquire); }
-  [[nodiscard]] statistics stats() const noexcept {
-    return {limit_, used(), refused_.load(std::memory_order_relaxed)};
-  }
+  [[nodiscard]] statistics stats() const noexcept { return {limit_, used(), refused_.load(std::memory_order_relaxed)}; }
 
  private:
   const std::uint64_t limit_;

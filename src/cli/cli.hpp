@@ -29,10 +29,10 @@ struct serve_options {
   std::string secret_key;  ///< --secret-key, else AWS_SECRET_ACCESS_KEY
   std::string fabric = "auto";
   std::optional<std::uint64_t> fabric_registration_cache;  ///< bytes of GET sources kept registered
-  std::optional<std::uint64_t> pinned_budget;  ///< host memory pinned at once by every cache (default RAM / 4)
-  std::optional<std::uint64_t> small_object_cache;         ///< bytes of small objects kept in memory (fs_store)
-  std::optional<double> fabric_connect_timeout;            ///< seconds a transfer waits for its peer's first completion
-  std::optional<std::string> grant_socket;                 ///< PATH or off; default s3::default_grant_socket
+  std::optional<std::uint64_t> pinned_budget;       ///< host memory pinned at once by every cache (default RAM / 4)
+  std::optional<std::uint64_t> small_object_cache;  ///< bytes of small objects kept in memory (fs_store)
+  std::optional<double> fabric_connect_timeout;     ///< seconds a transfer waits for its peer's first completion
+  std::optional<std::string> grant_socket;          ///< PATH or off; default s3::default_grant_socket
   std::optional<std::size_t> grant_copy_threads;
   bool grant_register_on_write = true;           ///< CUDA builds: new versions are registered when written
   std::optional<std::string> access_log;         ///< off, stderr or FILE

@@ -137,7 +137,7 @@ class stream_set {
 }  // namespace
 
 ipc_opener::ipc_opener(grant_opener_config config)
-    : config_(config),
+    : config_(std::move(config)),
       pinned_(config_.pinned ? config_.pinned : std::make_shared<pinned_budget>(config_.registration_budget)),
       registrar_(std::make_unique<registration_context>(0)) {
   if (config_.copy_threads > 0) copying_.emplace(config_.copy_threads);

@@ -313,7 +313,7 @@ class ipc_opener final : public s3::device_grant_opener, public std::enable_shar
   };
 
   grant_opener_config config_;
-  std::shared_ptr<pinned_budget> pinned_;  // config_.pinned, or one of registration_budget bytes
+  std::shared_ptr<pinned_budget> pinned_;            // config_.pinned, or one of registration_budget bytes
   std::unique_ptr<registration_context> registrar_;  // outlives the cache: declared before it
   std::mutex mutex_;                                 // cache_, lru_, handles_, registered_bytes_
   std::map<s3::object_version_id, cache_slot> cache_;

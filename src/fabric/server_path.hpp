@@ -173,7 +173,8 @@ class mapping_cache {
     std::uint64_t bytes = 0;
   };
 
-  mapping_cache(std::uint64_t max_bytes, std::size_t max_entries, std::shared_ptr<pinned_budget> pinned = nullptr) noexcept
+  mapping_cache(std::uint64_t max_bytes, std::size_t max_entries,
+                std::shared_ptr<pinned_budget> pinned = nullptr) noexcept
       : kept_(max_bytes, max_entries, std::move(pinned)) {}
 
   /// Whether `source` may be cached: a cache with room, a version id, and its file (bytes are

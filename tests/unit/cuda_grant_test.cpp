@@ -189,7 +189,7 @@ TEST_CASE("cuda grants: one pinned budget over the opener and another cache, 3x 
   }
   CHECK(most <= budget->limit());
   CHECK(cuda::stats_of(*opener).registered_bytes <= budget->limit() - (8u << 20));
-  CHECK(cuda::stats_of(*opener).evictions > 0);  // the least recently used versions made room
+  CHECK(cuda::stats_of(*opener).evictions > 0);                     // the least recently used versions made room
   CHECK(other.find([](int k, int) { return k == 1; }) != nullptr);  // the other cache's entry stayed
   MESSAGE("pinned at most " << (most >> 20) << " MiB of a " << (budget->limit() >> 20)
                             << " MiB budget; opener registered " << (cuda::stats_of(*opener).registered_bytes >> 20)
