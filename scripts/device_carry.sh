@@ -277,7 +277,8 @@ if [[ ${what} == python ]]; then
   # As an embedder installs it: pip install --no-build-isolation ./bindings/python against a prefix
   # of the carried library (setup.py: SLUICE_PREFIX), into ${mod}; g++ straight when pip is missing.
   prefix=/tmp/sluice-prefix
-  rm -rf "${mod}" "${prefix}" && mkdir -p "${mod}/sluice" "${prefix}/lib/pkgconfig"
+  # pip install --target refuses a sluice/ that exists already: only the g++ way makes it.
+  rm -rf "${mod}" "${prefix}" && mkdir -p "${mod}" "${prefix}/lib/pkgconfig"
   ln -s "${repo}/include" "${prefix}/include"
   cp -a "${here}"/lib/libsluice_c.so* "${prefix}/lib/"
   printf 'prefix=%s\nlibdir=${prefix}/lib\nincludedir=${prefix}/include\nName: sluice-c\nDescription: sluice C API\nVersion: %s\nLibs: -L${libdir} -lsluice_c\nCflags: -I${includedir}\n' \
@@ -286,7 +287,8 @@ if [[ ${what} == python ]]; then
     SLUICE_PREFIX=${prefix} SLUICE_PYBIND11_INCLUDE=${here}/python/include PIP_NO_INDEX=1 \
       python3 -m pip install -q --no-build-isolation --no-deps --target "${mod}" "${repo}/bindings/python"
   else
-    g++ -O2 -std=c++20 -shared -fPIC "${repo}/bindings/python/src/_sluice.cpp" -I"${repo}/include" \
+    mkdir -p "${mod}/sluice" &&
+      g++ -O2 -std=c++20 -shared -fPIC "${repo}/bindings/python/src/_sluice.cpp" -I"${repo}/include" \
       -I"${here}/python/include" -I"${pyinc}" -L"${prefix}/lib" -lsluice_c -Wl,-rpath,"${prefix}/lib" \
       -o "${mod}/sluice/_sluice${suffix}" && cp "${repo}"/bindings/python/sluice/*.py* "${mod}/sluice/"
   fi
