@@ -291,7 +291,7 @@ class fs_store {
   /// (bucket.json over max_bucket_json_bytes), I/O errors; on error the old settings stay.
   void set_bucket_settings(std::string_view name, const bucket_settings& settings, error_code& ec);
   /// The largest bucket.json written or read.
-  static constexpr std::size_t max_bucket_json_bytes = 64 * 1024;
+  static constexpr std::size_t max_bucket_json_bytes = std::size_t{64} * 1024;
   /// Removes an empty bucket: no object and no upload in progress. Errors:
   /// errc::no_such_bucket, errc::bucket_not_empty, I/O errors.
   void remove_bucket(std::string_view name, error_code& ec);

@@ -10,9 +10,10 @@ asio::awaitable<bool> connection<Stream>::put_object(request& req) {
   std::string why;
   if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
   const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
-  if (!precondition)
+  if (!precondition) {
     co_return co_await send_error(req, s3::errc::not_implemented,
                                   std::string(operation_name(req.where.op)) + std::string(unsupported_condition));
+  }
   if (const auto failure = co_await early_precondition_failure(req, *precondition)) {
     co_return co_await send_error(req, *failure);
   }
