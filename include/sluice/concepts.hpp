@@ -203,6 +203,17 @@ concept owner_reporting_store = object_store<S> && requires(S& s, std::string_vi
   { s.bucket_owner(bucket) } -> std::convertible_to<std::optional<std::string>>;
 };
 
+/// A store that keeps a bucket's settings with it (`bucket_settings_of(bucket, ec)`, and
+/// `set_bucket_settings(bucket, settings, ec)`, which replaces them): the server's
+/// GetBucketLocation returns the LocationConstraint CreateBucket gave, and bucket tagging works.
+/// Errors: no_such_bucket.
+template <class S>
+concept settings_keeping_store = object_store<S> &&
+    requires(S& s, std::string_view bucket, const bucket_settings& settings, error_code& ec) {
+  { s.bucket_settings_of(bucket, ec) } -> std::same_as<bucket_settings>;
+  s.set_bucket_settings(bucket, settings, ec);
+};
+
 /// A store that answers a HEAD without the bytes (`describe(obj, ec)`: a mapping whose region
 /// may be empty): the server's HEAD uses it instead of map, so nothing is read or fetched.
 template <class S>

@@ -50,6 +50,7 @@ class memory_store {
   };
   struct bucket {
     bucket_info info;
+    bucket_settings settings;
     std::map<std::string, object_ptr, std::less<>> objects;
     std::map<std::string, upload, std::less<>> uploads;  // by upload id
   };
@@ -221,6 +222,29 @@ class memory_store {
       return;
     }
     it->second.info = {std::string(name), std::chrono::system_clock::now()};
+    ec = {};
+  }
+
+  /// The bucket's settings (settings_keeping_store). Errors: no_such_bucket.
+  bucket_settings bucket_settings_of(std::string_view name, error_code& ec) const {
+    std::shared_lock lock(mutex_);
+    auto it = buckets_.find(name);
+    if (it == buckets_.end()) {
+      ec = errc::no_such_bucket;
+      return {};
+    }
+    ec = {};
+    return it->second.settings;
+  }
+  /// Replaces the bucket's settings. Errors: no_such_bucket.
+  void set_bucket_settings(std::string_view name, const bucket_settings& settings, error_code& ec) {
+    std::unique_lock lock(mutex_);
+    auto it = buckets_.find(name);
+    if (it == buckets_.end()) {
+      ec = errc::no_such_bucket;
+      return;
+    }
+    it->second.settings = settings;
     ec = {};
   }
 

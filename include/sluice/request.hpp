@@ -97,6 +97,9 @@ struct object_attributes {
   std::map<std::string, std::string> tags;       ///< object tags (S3 tagging): key → value
   std::vector<std::uint64_t> part_sizes;         ///< a multipart object's part sizes in order; empty otherwise
   std::string upload_id;                         ///< the multipart upload that made the object; empty otherwise
+  /// A multipart object made with a checksum algorithm: each part's checksum (base64), in part
+  /// order; checksums then holds the composite ("<base64>-N") under that algorithm's name.
+  std::vector<std::string> part_checksums;
   friend bool operator==(const object_attributes&, const object_attributes&) = default;
 };
 
@@ -126,6 +129,13 @@ struct object_info {
 struct bucket_info {
   std::string name;
   std::chrono::system_clock::time_point created{};
+};
+
+/// What a store may keep with a bucket besides its objects (S3's LocationConstraint, bucket tags).
+struct bucket_settings {
+  std::string location;                     ///< CreateBucket's LocationConstraint; empty when none was given
+  std::map<std::string, std::string> tags;  ///< bucket tags (S3 bucket tagging): key → value
+  friend bool operator==(const bucket_settings&, const bucket_settings&) = default;
 };
 
 /// One page of a listing, in key order.

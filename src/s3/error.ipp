@@ -87,6 +87,9 @@ constexpr std::array codes{
     code_entry{errc::bad_gateway, "BadGateway", 502,
                "The gateway's upstream S3 service sent an answer that breaks the protocol; nothing of it was "
                "served or cached."},
+    code_entry{errc::no_such_tag_set, "NoSuchTagSet", 404, "The TagSet does not exist"},
+    code_entry{errc::invalid_location_constraint, "InvalidLocationConstraint", 400,
+               "The specified location-constraint is not valid"},
 };
 
 const code_entry* find(errc e) noexcept {

@@ -202,10 +202,10 @@ void fs_store::open_root(error_code& ec) {
 void fs_store::scan_bucket(const std::filesystem::path& dir, std::string_view name, error_code& ec) {
   namespace impl = fs_store_impl;
   error_code file_ec;
-  const std::string json = impl::read_small_file(dir / "bucket.json", 4096, file_ec);
+  const std::string json = impl::read_small_file(dir / "bucket.json", max_bucket_json_bytes, file_ec);
   bucket_state state;
   state.info.name = std::string(name);
-  if (file_ec || !impl::decode_bucket_json(json, state.info.created, state.owner)) {
+  if (file_ec || !impl::decode_bucket_json(json, state.info.created, state.owner, &state.settings)) {
     ++skipped_;
     ec = {};
     return;
@@ -330,6 +330,59 @@ void fs_store::create_bucket(std::string_view name, std::string_view owner, erro
     buckets_.emplace(std::string(name), std::move(state));
   }
   sync_directory(config_.root / "buckets", ec);
+}
+
+bucket_settings fs_store::bucket_settings_of(std::string_view name, error_code& ec) const {
+  std::shared_lock lock(mutex_);
+  const auto it = buckets_.find(name);
+  if (it == buckets_.end()) {
+    ec = sluice::errc::no_such_bucket;
+    return {};
+  }
+  ec = {};
+  return it->second.settings;
+}
+
+void fs_store::set_bucket_settings(std::string_view name, const bucket_settings& settings, error_code& ec) {
+  namespace impl = fs_store_impl;
+  std::chrono::system_clock::time_point created;
+  std::optional<std::string> owner;
+  {
+    std::shared_lock lock(mutex_);
+    const auto it = buckets_.find(name);
+    if (it == buckets_.end()) {
+      ec = sluice::errc::no_such_bucket;
+      return;
+    }
+    created = it->second.info.created;
+    owner = it->second.owner;
+  }
+  const std::string json = impl::encode_bucket_json(created, owner, settings);
+  if (json.size() > max_bucket_json_bytes) {
+    ec = sluice::errc::capacity_exceeded;
+    return;
+  }
+  // A new bucket.json written whole, then renamed over the old one: a crash leaves one of them.
+  const auto temp = temp_path("bucket-json-");
+  if (!impl::write_new_file(temp, json, config_.fsync, ec)) {
+    impl::remove_quietly(temp);
+    return;
+  }
+  {
+    std::unique_lock lock(mutex_);
+    const auto it = buckets_.find(name);
+    if (it == buckets_.end()) {
+      impl::remove_quietly(temp);
+      ec = sluice::errc::no_such_bucket;
+      return;
+    }
+    if (!impl::rename_path(temp, bucket_dir(name) / "bucket.json", ec)) {
+      impl::remove_quietly(temp);
+      return;
+    }
+    it->second.settings = settings;
+  }
+  sync_directory(bucket_dir(name), ec);
 }
 
 void fs_store::remove_bucket(std::string_view name, error_code& ec) {

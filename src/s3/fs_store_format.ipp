@@ -303,6 +303,14 @@ std::string encode_info_json(const object_info& info) {
     }
     out.push_back(']');
   }
+  if (!a.part_checksums.empty()) {
+    out += R"(,"part_checksums":[)";
+    for (std::size_t i = 0; i < a.part_checksums.size(); ++i) {
+      if (i != 0) out.push_back(',');
+      put_json_bytes(out, a.part_checksums[i]);
+    }
+    out.push_back(']');
+  }
   out.push_back('}');
   return out;
 }
@@ -350,11 +358,22 @@ bool get_json_sizes(simdjson::dom::element value, std::vector<std::uint64_t>& ou
   return true;
 }
 
+// A part_checksums array: at most max_part_number byte strings.
+bool get_json_strings(simdjson::dom::element value, std::vector<std::string>& out) {
+  simdjson::dom::array items;
+  if (value.get_array().get(items) != simdjson::SUCCESS || items.size() > fs_store::max_part_number) return false;
+  out.clear();
+  for (simdjson::dom::element item : items) {
+    if (!get_json_bytes(item, out.emplace_back())) return false;
+  }
+  return true;
+}
+
 // Reads the metadata JSON strictly: an object with every required member once, optional members
 // at most once, nothing unknown.
 bool decode_info_json(std::string_view json, object_info& out) {
   constexpr std::size_t required = 11;  // the first 11 members; the rest are optional
-  static constexpr std::array<std::string_view, 16> members = {"v",
+  static constexpr std::array<std::string_view, 17> members = {"v",
                                                                "key_hex",
                                                                "size",
                                                                "last_modified",
@@ -369,7 +388,8 @@ bool decode_info_json(std::string_view json, object_info& out) {
                                                                "expires",
                                                                "upload_id",
                                                                "tags",
-                                                               "part_sizes"};
+                                                               "part_sizes",
+                                                               "part_checksums"};
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(json);
   simdjson::dom::object root;
@@ -416,6 +436,7 @@ bool decode_info_json(std::string_view json, object_info& out) {
       case 13: ok = get_json_bytes(value, a.upload_id); break;
       case 14: ok = get_json_pairs(value, a.tags); break;
       case 15: ok = get_json_sizes(value, a.part_sizes); break;
+      case 16: ok = get_json_strings(value, a.part_checksums); break;
       default: break;
     }
     if (!ok) return false;
@@ -426,19 +447,29 @@ bool decode_info_json(std::string_view json, object_info& out) {
 }
 
 // bucket.json: {"v":1,"created":<ns>} and, for a bucket the server made for a user,
-// "owner":"<access key id>" (a JSON string; files written before it existed have none).
+// "owner":"<access key id>" (a JSON string; files written before it existed have none); then,
+// each only when set, "location":S (CreateBucket's LocationConstraint) and "tags":[[S,S],...].
 std::string encode_bucket_json(std::chrono::system_clock::time_point created,
-                               const std::optional<std::string>& owner = std::nullopt) {
+                               const std::optional<std::string>& owner = std::nullopt,
+                               const bucket_settings& settings = {}) {
   std::string out = R"({"v":1,"created":)" + std::to_string(to_ns(created));
   if (owner) {
     out += R"(,"owner":)";
     put_json_string(out, *owner);
   }
+  if (!settings.location.empty()) {
+    out += R"(,"location":)";
+    put_json_bytes(out, settings.location);
+  }
+  if (!settings.tags.empty()) {
+    out += R"(,"tags":)";
+    put_json_pairs(out, settings.tags);
+  }
   return out + "}";
 }
 
 bool decode_bucket_json(std::string_view json, std::chrono::system_clock::time_point& created,
-                        std::optional<std::string>& owner) {
+                        std::optional<std::string>& owner, bucket_settings* settings = nullptr) {
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(json);
   simdjson::dom::object root;
@@ -447,15 +478,28 @@ bool decode_bucket_json(std::string_view json, std::chrono::system_clock::time_p
   std::int64_t ns = 0;
   if (root["v"].get_uint64().get(version) != simdjson::SUCCESS || version != 1) return false;
   if (root["created"].get_int64().get(ns) != simdjson::SUCCESS) return false;
+  std::size_t members = 2;
   std::string_view who;
   const auto owner_error = root["owner"].get_string().get(who);
   if (owner_error == simdjson::SUCCESS) {
     owner = std::string(who);
+    ++members;
   } else if (owner_error != simdjson::NO_SUCH_FIELD) {
     return false;
   }
-  if (root.size() != (owner ? 3U : 2U)) return false;
+  bucket_settings read;
+  simdjson::dom::element element;
+  if (root["location"].get(element) == simdjson::SUCCESS) {
+    if (!get_json_bytes(element, read.location)) return false;
+    ++members;
+  }
+  if (root["tags"].get(element) == simdjson::SUCCESS) {
+    if (!get_json_pairs(element, read.tags)) return false;
+    ++members;
+  }
+  if (root.size() != members) return false;
   created = from_ns(ns);
+  if (settings != nullptr) *settings = std::move(read);
   return true;
 }
 

@@ -41,6 +41,45 @@ constexpr std::array unimplemented_subresources = {"accelerate",
                                                    "website",
                                                    "session"};
 
+// How unimplemented_operation_name() names the operation of a sub-resource: the method's verb
+// (Get, Put, Delete, Post) then the noun for a bucket or an object; a fixed name wins.
+struct subresource_name {
+  std::string_view sub;
+  std::string_view bucket_noun;
+  std::string_view object_noun;
+  std::string_view fixed;
+};
+constexpr std::array subresource_names = {
+    subresource_name{"accelerate", "BucketAccelerateConfiguration", {}, {}},
+    subresource_name{"acl", "BucketAcl", "ObjectAcl", {}},
+    subresource_name{"analytics", "BucketAnalyticsConfiguration", {}, {}},
+    subresource_name{"attributes", {}, {}, "GetObjectAttributes"},
+    subresource_name{"cors", "BucketCors", {}, {}},
+    subresource_name{"encryption", "BucketEncryption", {}, {}},
+    subresource_name{"intelligent-tiering", "BucketIntelligentTieringConfiguration", {}, {}},
+    subresource_name{"inventory", "BucketInventoryConfiguration", {}, {}},
+    subresource_name{"legal-hold", {}, "ObjectLegalHold", {}},
+    subresource_name{"lifecycle", "BucketLifecycleConfiguration", {}, {}},
+    subresource_name{"logging", "BucketLogging", {}, {}},
+    subresource_name{"metrics", "BucketMetricsConfiguration", {}, {}},
+    subresource_name{"notification", "BucketNotificationConfiguration", {}, {}},
+    subresource_name{"object-lock", "ObjectLockConfiguration", {}, {}},
+    subresource_name{"ownershipControls", "BucketOwnershipControls", {}, {}},
+    subresource_name{"policy", "BucketPolicy", {}, {}},
+    subresource_name{"policyStatus", {}, {}, "GetBucketPolicyStatus"},
+    subresource_name{"publicAccessBlock", "PublicAccessBlock", {}, {}},
+    subresource_name{"replication", "BucketReplication", {}, {}},
+    subresource_name{"requestPayment", "BucketRequestPayment", {}, {}},
+    subresource_name{"restore", {}, {}, "RestoreObject"},
+    subresource_name{"retention", {}, "ObjectRetention", {}},
+    subresource_name{"select", {}, {}, "SelectObjectContent"},
+    subresource_name{"tagging", "BucketTagging", "ObjectTagging", {}},
+    subresource_name{"torrent", {}, {}, "GetObjectTorrent"},
+    subresource_name{"versioning", "BucketVersioning", {}, {}},
+    subresource_name{"website", "BucketWebsite", {}, {}},
+    subresource_name{"session", {}, {}, "CreateSession"},
+};
+
 struct method_is {
   std::string_view m;
   bool operator()(std::string_view name) const noexcept { return m == name; }
@@ -81,6 +120,14 @@ std::string_view operation_name(operation op) noexcept {
     case operation::get_object_tagging: return "GetObjectTagging";
     case operation::put_object_tagging: return "PutObjectTagging";
     case operation::delete_object_tagging: return "DeleteObjectTagging";
+    case operation::get_object_attributes: return "GetObjectAttributes";
+    case operation::get_object_acl: return "GetObjectAcl";
+    case operation::put_object_acl: return "PutObjectAcl";
+    case operation::get_bucket_acl: return "GetBucketAcl";
+    case operation::put_bucket_acl: return "PutBucketAcl";
+    case operation::get_bucket_tagging: return "GetBucketTagging";
+    case operation::put_bucket_tagging: return "PutBucketTagging";
+    case operation::delete_bucket_tagging: return "DeleteBucketTagging";
   }
   return "NotImplemented";
 }
@@ -168,11 +215,23 @@ void parse_route(route& r, std::string_view method, std::string_view target, std
     r.op = operation::get_bucket_versioning;
     return;
   }
-  // Object tagging is answered; bucket tagging is not (it stays in the list below).
-  if (!r.bucket.empty() && !r.key.empty() && r.param("tagging")) {
-    if (method == "GET") r.op = operation::get_object_tagging;
-    if (method == "PUT") r.op = operation::put_object_tagging;
-    if (method == "DELETE") r.op = operation::delete_object_tagging;
+  // Object and bucket tagging are answered.
+  if (!r.bucket.empty() && r.param("tagging")) {
+    const bool object = !r.key.empty();
+    if (method == "GET") r.op = object ? operation::get_object_tagging : operation::get_bucket_tagging;
+    if (method == "PUT") r.op = object ? operation::put_object_tagging : operation::put_bucket_tagging;
+    if (method == "DELETE") r.op = object ? operation::delete_object_tagging : operation::delete_bucket_tagging;
+    return;
+  }
+  // ACLs: read as the owner's FULL_CONTROL; set only to that (the canned ACL private).
+  if (!r.bucket.empty() && r.param("acl") && (method == "GET" || method == "PUT")) {
+    const bool object = !r.key.empty();
+    if (method == "GET") r.op = object ? operation::get_object_acl : operation::get_bucket_acl;
+    if (method == "PUT") r.op = object ? operation::put_object_acl : operation::put_bucket_acl;
+    return;
+  }
+  if (!r.bucket.empty() && !r.key.empty() && method == "GET" && r.param("attributes")) {
+    r.op = operation::get_object_attributes;
     return;
   }
   for (const char* sub : unimplemented_subresources) {
@@ -230,6 +289,24 @@ void parse_route(route& r, std::string_view method, std::string_view target, std
     }
   }
   return;
+}
+
+std::string unimplemented_operation_name(std::string_view method, const route& r) {
+  const bool object = !r.key.empty();
+  std::string_view verb;
+  if (method == "GET") verb = "Get";
+  if (method == "PUT") verb = "Put";
+  if (method == "DELETE") verb = "Delete";
+  if (method == "POST") verb = "Post";
+  for (const subresource_name& s : subresource_names) {
+    if (!r.param(s.sub)) continue;
+    if (!s.fixed.empty()) return std::string(s.fixed);
+    const std::string_view noun = object ? s.object_noun : s.bucket_noun;
+    if (!verb.empty() && !noun.empty()) return std::string(verb) + std::string(noun);
+    return "?" + std::string(s.sub) + (object ? " on an object" : " on a bucket") + " with " + std::string(method);
+  }
+  if (r.bucket.empty()) return std::string(method) + " on the service";
+  return std::string(method) + (object ? " on an object" : " on a bucket");
 }
 
 route parse_route(std::string_view method, std::string_view target, std::string_view host,

@@ -4,7 +4,8 @@
 // fs_store, the router, the access log, metrics);
 // fs_store.ipp includes its parts itself (fs_store_format, fs_store_writer, fs_store_multipart).
 // SigV4 and XML come in two parts each: sigv4.ipp then sigv4_authorization.ipp (parsing a
-// request's authorization), xml.ipp then xml_time.ipp (the date formats).
+// request's authorization), xml.ipp then xml_object.ipp (ACLs, GetObjectAttributes) and
+// xml_time.ipp (the date formats).
 // The network parts are translation units of their own, so that the heavy ones (Beast and
 // coroutines) compile in parallel: the server's parts (server/), the client's (client*.cpp),
 // gateway_store.cpp.
@@ -17,6 +18,7 @@
 #include "chunked.ipp"
 #include "rdma_token.ipp"
 #include "xml.ipp"
+#include "xml_object.ipp"
 #include "xml_time.ipp"
 #include "xml_client.ipp"
 #include "fs_store.ipp"

@@ -245,6 +245,16 @@ std::optional<std::chrono::sys_seconds> parse_http_date(std::string_view text) {
     return std::nullopt;
   }
   if (month == 0) return std::nullopt;
+  // A well-formed date outside the years make_time takes (1970..2200: "Fri, 31 Dec 9999 ...")
+  // is a time far from now, which the caller answers with RequestTimeTooSkewed, not a malformed
+  // one: it stands as the first or last second make_time knows.
+  if (year < 1970 || year > 2200) {
+    const std::chrono::year_month_day date{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
+                                           std::chrono::day{static_cast<unsigned>(day)}};
+    if (!date.ok() || h > 23 || m > 59 || s > 59) return std::nullopt;
+    return year < 1970 ? sigv4_detail::make_time(1970, 1, 1, 0, 0, 0)
+                       : sigv4_detail::make_time(2200, 12, 31, 23, 59, 59);
+  }
   const auto time = sigv4_detail::make_time(year, month, day, h, m, s);
   if (!time) return std::nullopt;
   return *time - std::chrono::seconds(offset);

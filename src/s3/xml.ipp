@@ -508,7 +508,10 @@ std::string list_buckets(std::string_view owner_id, std::string_view owner_name,
 std::string list_objects_v1(const list_page& page) {
   body_writer w("ListBucketResult");
   w.element("Name", page.bucket);
-  w.element("Prefix", page.prefix, page.url_encode);
+  // Prefix as the request gave it, even with encoding-type=url: S3's v1 does not encode it (botocore,
+  // which asks for url encoding by itself, decodes Delimiter, Marker, NextMarker, keys and common
+  // prefixes of a v1 answer, but not Prefix; v2 and ListObjectVersions encode it).
+  w.element("Prefix", page.prefix);
   w.element("Marker", page.marker, page.url_encode);
   if (!page.next_marker.empty()) w.element("NextMarker", page.next_marker, page.url_encode);
   w.number("MaxKeys", page.max_keys);
@@ -592,12 +595,15 @@ std::string initiate_multipart_upload(std::string_view bucket, std::string_view 
 }
 
 std::string complete_multipart_upload(std::string_view location, std::string_view bucket, std::string_view key,
-                                      std::string_view etag) {
+                                      std::string_view etag, const std::map<std::string, std::string>& checksums) {
   body_writer w("CompleteMultipartUploadResult");
   w.element("Location", location);
   w.element("Bucket", bucket);
   w.element("Key", key);
   w.etag(etag);
+  for (const auto& [name, value] : checksums) {
+    if (const auto element = checksum_element(name); !element.empty() && !value.empty()) w.element(element, value);
+  }
   return std::move(w).finish();
 }
 

@@ -115,7 +115,7 @@ def test_negative(server, tmp):
             check=False)
     expect(r.stdout.strip().endswith("400") and "BadDigest" in r.stdout, "bad Content-MD5: 400 BadDigest")
     expect(curl_status(server, [u + "/neg/bad-md5"]) == "404", "bad Content-MD5: nothing stored")
-    expect(curl_status(server, [u + "/neg/k?acl="]) == "501",
+    expect(curl_status(server, [u + "/neg/k?retention="]) == "501",
            "unimplemented sub-resource: 501 NotImplemented")
     anonymous = run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", u + "/neg/k"], check=False)
     expect(anonymous.stdout.strip() == "403", "anonymous access is off: 403")

@@ -10,8 +10,8 @@
 - `aws s3 presign` of the AWS CLI v1 (a SigV2 URL) fetched by curl, bytes compared;
 - boto3 generate_presigned_url("put_object") with signature_version "s3", used by `curl -T`;
 - refusals: a tampered signature (403 SignatureDoesNotMatch), an expired URL (403 AccessDenied,
-  "Request has expired"), an unknown access key (403 InvalidAccessKeyId), a Date an hour old
-  (403 RequestTimeTooSkewed), an aws-chunked payload claimed under SigV2 (400, nothing stored);
+  "Request has expired"), an unknown access key (403 InvalidAccessKeyId), a Date an hour old,
+  in the year 9999 or 1900 (403 RequestTimeTooSkewed), an aws-chunked payload claimed under SigV2 (400, nothing stored);
 - `sluice serve --no-sigv2`: every SigV2 form is 403 AccessDenied while SigV4 still works.
 Exit 0: passed; 77: skipped (boto3, curl or the AWS CLI v1 missing); anything else: failed."""
 import email.utils
@@ -255,6 +255,11 @@ def test_presigned(server, aws, tmp):
                           None, date=old)
     expect(status == 403 and b"<Code>RequestTimeTooSkewed</Code>" in body,
            "a SigV2 Date an hour old: 403 RequestTimeTooSkewed (%d %s)" % (status, body[:200]))
+    for far in ("Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 1900 00:00:00 GMT"):
+        status, body = raw_v2(server, "GET", "/%s/%s" % (BUCKET, urllib.parse.quote(key)),
+                              "127.0.0.1:%d" % server.port, None, date=far)
+        expect(status == 403 and b"<Code>RequestTimeTooSkewed</Code>" in body,
+               "a SigV2 Date of %s: 403 RequestTimeTooSkewed (%d %s)" % (far[12:16], status, body[:120]))
     status, body = raw_v2(server, "PUT", "/%s/chunked" % BUCKET, "127.0.0.1:%d" % server.port, None,
                           headers={"x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
                                    "Content-Encoding": "aws-chunked", "x-amz-decoded-content-length": "3"},

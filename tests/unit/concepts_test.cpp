@@ -53,6 +53,7 @@ static_assert(conditional_writer<memory_store::writer_type>);
 static_assert(conditional_upload_store<memory_store>);
 static_assert(!remote_store<memory_store>);
 static_assert(!owner_recording_store<memory_store> && !owner_reporting_store<memory_store>);
+static_assert(settings_keeping_store<memory_store>);
 static_assert(!describing_store<memory_store> && !range_mapping_store<memory_store>);
 static_assert(!streaming_store<memory_store> && !speculating_store<memory_store>);
 static_assert(object_mapping<memory_store::mapping_type>);
@@ -63,6 +64,7 @@ using s3::fs_store;
 static_assert(servable_store<fs_store>);
 static_assert(owner_recording_store<fs_store> && owner_reporting_store<fs_store>);
 static_assert(describing_store<fs_store>);
+static_assert(settings_keeping_store<fs_store>);
 static_assert(conditional_upload_store<fs_store>);
 static_assert(conditional_writer<fs_store::writer_type> && conditional_writer<fs_store::part_writer_type>);
 static_assert(file_backed_mapping<fs_store::mapping_type> && offset_file_mapping<fs_store::mapping_type>);
@@ -82,6 +84,7 @@ static_assert(conditional_writer<gateway_store::part_writer_type>);  // an fs_st
 static_assert(partial_mapping<gateway_store::mapping_type> && growing_mapping<gateway_store::mapping_type>);
 static_assert(file_backed_mapping<gateway_store::mapping_type> && offset_file_mapping<gateway_store::mapping_type>);
 static_assert(!owner_recording_store<gateway_store> && !owner_reporting_store<gateway_store>);
+static_assert(!settings_keeping_store<gateway_store>);
 #endif
 
 }  // namespace

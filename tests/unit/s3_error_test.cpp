@@ -12,7 +12,7 @@ namespace {
 using sluice::s3::errc;
 
 constexpr int first_value = static_cast<int>(errc::access_denied);
-constexpr int last_value = static_cast<int>(errc::bad_gateway);  // the last enumerator
+constexpr int last_value = static_cast<int>(errc::invalid_location_constraint);  // the last enumerator
 
 }  // namespace
 

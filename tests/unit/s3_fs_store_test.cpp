@@ -1,5 +1,7 @@
 #include <sluice/s3/fs_store.hpp>
 
+#include <sluice/memory_store.hpp>
+
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -1381,7 +1383,8 @@ TEST_CASE("fs_store: later attributes (language, expires, tags, parts, upload id
                                   .expires = "Wed, 01 Jan 2031 00:00:00 GMT",
                                   .tags = {{"team", "ml"}, {"\xff raw", "v"}},
                                   .part_sizes = {5242880, 5242880, 17},
-                                  .upload_id = "0123abcd"};
+                                  .upload_id = "0123abcd",
+                                  .part_checksums = {"AAAAAA==", "BBBBBB==", "\xff"}};
   {
     fs_store store(root.config(false));
     make_bucket(store);
@@ -1404,6 +1407,53 @@ TEST_CASE("fs_store: later attributes (language, expires, tags, parts, upload id
   std::uint64_t data_offset = 0;
   CHECK(sluice::s3::parse_object_header(header, data_offset, ec).attributes.etag == "old");
   CHECK_FALSE(ec);
+}
+
+TEST_CASE("fs_store and memory_store: bucket settings (location, tags) kept, replaced, read back after a reopen") {
+  static_assert(sluice::settings_keeping_store<fs_store>);
+  static_assert(sluice::settings_keeping_store<sluice::memory_store>);
+  temp_root root;
+  const sluice::bucket_settings set{"eu-west-1", {{"team", "storage"}, {"\xC3\xA9", ""}}};
+  {
+    fs_store store(root.config());
+    error_code ec;
+    store.create_bucket("bkt", "OWNER", ec);
+    REQUIRE_FALSE(ec);
+    CHECK(store.bucket_settings_of("bkt", ec) == sluice::bucket_settings{});
+    store.set_bucket_settings("bkt", set, ec);
+    CHECK_FALSE(ec);
+    CHECK(store.bucket_settings_of("bkt", ec) == set);
+    (void)store.bucket_settings_of("none", ec);
+    CHECK(ec == sluice::errc::no_such_bucket);
+    store.set_bucket_settings("none", set, ec);
+    CHECK(ec == sluice::errc::no_such_bucket);
+    // More than bucket.json may hold: refused, the old settings stay.
+    sluice::bucket_settings huge;
+    huge.location = std::string(fs_store::max_bucket_json_bytes, 'x');
+    store.set_bucket_settings("bkt", huge, ec);
+    CHECK(ec == sluice::errc::capacity_exceeded);
+    CHECK(store.bucket_settings_of("bkt", ec) == set);
+  }
+  {
+    fs_store store(root.config());
+    error_code ec;
+    CHECK(store.skipped_files() == 0);
+    CHECK(store.bucket_settings_of("bkt", ec) == set);
+    CHECK(store.bucket_owner("bkt") == std::optional<std::string>("OWNER"));  // the owner is kept beside them
+    store.set_bucket_settings("bkt", sluice::bucket_settings{"eu-west-1", {}}, ec);
+    CHECK_FALSE(ec);
+  }
+  fs_store store(root.config());
+  error_code ec;
+  CHECK(store.bucket_settings_of("bkt", ec) == sluice::bucket_settings{"eu-west-1", {}});
+
+  sluice::memory_store memory;
+  memory.create_bucket("mem", ec);
+  memory.set_bucket_settings("mem", set, ec);
+  CHECK_FALSE(ec);
+  CHECK(memory.bucket_settings_of("mem", ec) == set);
+  memory.set_bucket_settings("none", set, ec);
+  CHECK(ec == sluice::errc::no_such_bucket);
 }
 
 TEST_CASE("fs_store: conditional commits and completions publish only over the version they expect") {

@@ -97,10 +97,87 @@ TEST_CASE("x-amz-copy-source-range: bytes=first-last inside the source, nothing 
     CAPTURE(outside);
     const copy_extent r = parse_copy_source_range(outside, 100);
     REQUIRE(r.problem);
-    CHECK(r.problem->code == sluice::s3::errc::invalid_argument);
+    CHECK(r.problem->code == sluice::s3::errc::invalid_range);  // well formed, past the source: 416
     CHECK(r.problem->message == "Range specified is not valid for source object of size: 100");
   }
   CHECK(parse_copy_source_range("bytes=0-0", 0).problem);  // an empty source has no byte to name
+}
+
+TEST_CASE("user metadata in RFC 2047 encoded words") {
+  using sluice::s3::detail::header_safe_metadata;
+  using sluice::s3::detail::rfc2047_decoded;
+  CHECK(rfc2047_decoded("=?UTF-8?B?w6k=?=") == std::optional<std::string>("\xC3\xA9"));
+  CHECK(rfc2047_decoded("=?utf-8?b?w6k=?=") == std::optional<std::string>("\xC3\xA9"));
+  CHECK(rfc2047_decoded("=?UTF-8?Q?caf=C3=A9_au_lait?=") == std::optional<std::string>("caf\xC3\xA9 au lait"));
+  CHECK(rfc2047_decoded("=?UTF-8?B?w6k=?= =?UTF-8?Q?=C3=A9?=") == std::optional<std::string>("\xC3\xA9\xC3\xA9"));
+  CHECK(rfc2047_decoded("=?US-ASCII?Q?plain?=") == std::optional<std::string>("plain"));
+  for (const std::string_view kept :
+       {"", "plain", "a =?UTF-8?B?w6k=?=", "=?UTF-8?B?w6k=?= b", "=?UTF-8?B?w6k?=", "=?UTF-8?B?not base64?=",
+        "=?ISO-8859-1?Q?=E9?=", "=?UTF-8?X?abc?=", "=?UTF-8?B?AA==?=", "=?UTF-8?B?wyg=?=", "=?UTF-8?Q?a=0Ab?=",
+        "=?UTF-8?Q?=E?=", "=?UTF-8?Q?=G1?=", "=?UTF-8?B?w6k=", "=?UTF-8", "=?"}) {
+    CAPTURE(kept);
+    CHECK_FALSE(rfc2047_decoded(kept));  // stored as sent
+  }
+  std::string buffer;
+  CHECK(header_safe_metadata("ascii only", buffer) == "ascii only");
+  CHECK(header_safe_metadata("\xC3\xA9", buffer) == "=?UTF-8?B?w6k=?=");
+  CHECK(rfc2047_decoded(header_safe_metadata("h\xC3\xA9llo \xE2\x9C\x93", buffer)) ==
+        std::optional<std::string>("h\xC3\xA9llo \xE2\x9C\x93"));
+}
+
+TEST_CASE("composite checksums of multipart uploads") {
+  using sluice::s3::base64_decode;
+  using sluice::s3::base64_encode;
+  using sluice::s3::digest;
+  using sluice::s3::digest_kind;
+  using sluice::s3::detail::composite_checksum;
+  const auto crc32c = [](std::string_view data) {
+    digest d(digest_kind::crc32c);
+    d.update(data);
+    return base64_encode(d.finish());
+  };
+  sluice::object_attributes upload;
+  upload.checksums["crc32c"] = "";  // created with x-amz-checksum-algorithm: CRC32C
+  composite_checksum composite(upload);
+  sluice::part_info one{1, 3, "e1", {}, {{"crc32c", crc32c("abc")}}};
+  sluice::part_info two{2, 3, "e2", {}, {{"crc32c", crc32c("def")}}};
+  CHECK_FALSE(composite.add(one, {}));
+  CHECK_FALSE(composite.add(two, {{"crc32c", crc32c("def")}}));
+  sluice::object_attributes object = upload;
+  composite.finish(object);
+  digest whole(digest_kind::crc32c);
+  whole.update(*base64_decode(crc32c("abc")));
+  whole.update(*base64_decode(crc32c("def")));
+  CHECK(object.checksums == std::map<std::string, std::string>{{"crc32c", base64_encode(whole.finish()) + "-2"}});
+  CHECK(object.part_checksums == std::vector<std::string>{crc32c("abc"), crc32c("def")});
+
+  composite_checksum refusing(upload);
+  sluice::part_info bare{1, 3, "e1", {}, {}};
+  const auto missing = refusing.add(bare, {});
+  REQUIRE(missing);
+  CHECK(missing->code == sluice::s3::errc::invalid_request);
+  const auto other = refusing.add(one, {{"crc32c", crc32c("xyz")}});
+  REQUIRE(other);
+  CHECK(other->code == sluice::s3::errc::invalid_part);
+
+  composite_checksum none(sluice::object_attributes{});  // no algorithm: nothing asked, none made
+  CHECK_FALSE(none.add(bare, {}));
+  sluice::object_attributes plain;
+  none.finish(plain);
+  CHECK(plain.checksums.empty());
+  CHECK(plain.part_checksums.empty());
+}
+
+TEST_CASE("LocationConstraint names") {
+  using sluice::s3::detail::is_location_name;
+  CHECK(is_location_name(""));
+  CHECK(is_location_name("eu-west-1"));
+  CHECK(is_location_name("EU"));
+  CHECK(is_location_name(std::string(64, 'a')));
+  CHECK_FALSE(is_location_name(std::string(65, 'a')));
+  CHECK_FALSE(is_location_name("eu west"));
+  CHECK_FALSE(is_location_name("eu_west"));
+  CHECK_FALSE(is_location_name("\xC3\xA9"));
 }
 
 TEST_CASE("x-amz-copy-source and partNumber") {
@@ -123,7 +200,7 @@ TEST_CASE("x-amz-copy-source and partNumber") {
   }
 }
 
-TEST_CASE("object tagging routes: GET, PUT and DELETE of ?tagging on a key, bucket tagging stays 501") {
+TEST_CASE("object and bucket tagging routes: GET, PUT and DELETE of ?tagging") {
   sluice::error_code ec;
   const std::vector<std::string> suffixes;
   using sluice::s3::operation;
@@ -132,8 +209,45 @@ TEST_CASE("object tagging routes: GET, PUT and DELETE of ?tagging on a key, buck
   CHECK(sluice::s3::parse_route("DELETE", "/b/k?tagging", "h", suffixes, false, ec).op ==
         operation::delete_object_tagging);
   CHECK(sluice::s3::parse_route("POST", "/b/k?tagging", "h", suffixes, false, ec).op == operation::not_implemented);
-  CHECK(sluice::s3::parse_route("GET", "/b?tagging", "h", suffixes, false, ec).op == operation::not_implemented);
+  CHECK(sluice::s3::parse_route("GET", "/b?tagging", "h", suffixes, false, ec).op == operation::get_bucket_tagging);
+  CHECK(sluice::s3::parse_route("PUT", "/b?tagging", "h", suffixes, false, ec).op == operation::put_bucket_tagging);
+  CHECK(sluice::s3::parse_route("DELETE", "/b?tagging", "h", suffixes, false, ec).op ==
+        operation::delete_bucket_tagging);
   CHECK(sluice::s3::operation_name(operation::put_object_tagging) == "PutObjectTagging");
+  CHECK(sluice::s3::operation_name(operation::delete_bucket_tagging) == "DeleteBucketTagging");
+}
+
+TEST_CASE("ACL and attributes routes, and the names of what is not implemented") {
+  sluice::error_code ec;
+  const std::vector<std::string> suffixes;
+  using sluice::s3::operation;
+  const auto op = [&](std::string_view method, std::string_view target) {
+    return sluice::s3::parse_route(method, target, "h", suffixes, false, ec).op;
+  };
+  CHECK(op("GET", "/b/k?acl") == operation::get_object_acl);
+  CHECK(op("PUT", "/b/k?acl") == operation::put_object_acl);
+  CHECK(op("GET", "/b?acl") == operation::get_bucket_acl);
+  CHECK(op("PUT", "/b?acl") == operation::put_bucket_acl);
+  CHECK(op("DELETE", "/b?acl") == operation::not_implemented);
+  CHECK(op("GET", "/b/k?attributes") == operation::get_object_attributes);
+  CHECK(op("HEAD", "/b/k?attributes") == operation::not_implemented);
+  const auto name = [&](std::string_view method, std::string_view target) {
+    return sluice::s3::unimplemented_operation_name(method,
+                                                    sluice::s3::parse_route(method, target, "h", suffixes, false, ec));
+  };
+  CHECK(name("PUT", "/b?cors") == "PutBucketCors");
+  CHECK(name("DELETE", "/b?cors") == "DeleteBucketCors");
+  CHECK(name("GET", "/b/k?retention") == "GetObjectRetention");
+  CHECK(name("PUT", "/b/k?legal-hold") == "PutObjectLegalHold");
+  CHECK(name("POST", "/b/k?restore") == "RestoreObject");
+  CHECK(name("POST", "/b/k?select&select-type=2") == "SelectObjectContent");
+  CHECK(name("PUT", "/b?versioning") == "PutBucketVersioning");
+  CHECK(name("GET", "/b?policyStatus") == "GetBucketPolicyStatus");
+  CHECK(name("DELETE", "/b?acl") == "DeleteBucketAcl");
+  CHECK(name("GET", "/b/k?cors") == "?cors on an object with GET");
+  CHECK(name("PATCH", "/b/k") == "PATCH on an object");
+  CHECK(name("POST", "/b") == "POST on a bucket");
+  CHECK(name("PUT", "/") == "PUT on the service");
 }
 
 TEST_CASE("x-amz-tagging headers and tag sets as S3 takes them") {

@@ -292,10 +292,15 @@ TEST_CASE("sigv2: HTTP dates") {
   CHECK(sigv2::parse_http_date("Tue Mar 27 19:36:42 2007") == t);
   CHECK(sigv2::parse_http_date("Tue Mar  7 19:36:42 2007") == at(2007y / March / 7, 19h + 36min + 42s));
   CHECK(sigv2::parse_http_date("20070327T193642Z") == t);
+  // Well-formed dates outside 1970..2200 stand as the first or last second of that span (far
+  // from now: RequestTimeTooSkewed, not a malformed date).
+  CHECK(sigv2::parse_http_date("Tue, 27 Mar 1969 19:36:42 GMT") == at(1970y / std::chrono::January / 1, 0s));
+  CHECK(sigv2::parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT") ==
+        at(2200y / std::chrono::December / 31, 23h + 59min + 59s));
   for (const std::string_view bad :
        {"", "Tue", "Tue, 27 Mar 2007 19:36:42", "Tue, 32 Mar 2007 19:36:42 GMT", "Tue, 27 Foo 2007 19:36:42 GMT",
-        "Tue, 27 Mar 2007 24:00:00 GMT", "Tue, 27 Mar 2007 19:36 GMT", "Tue, 27 Mar 1969 19:36:42 GMT",
-        "Tue, 27 Mar 9999 19:36:42 GMT", "Tue, 27 Mar 2007 19:36:42 +2500", "Tue, 27 Mar 2007 19:36:42 EST5",
+        "Tue, 27 Mar 2007 24:00:00 GMT", "Tue, 27 Mar 2007 19:36 GMT", "Tue, 29 Feb 9999 19:36:42 GMT",
+        "Tue, 27 Mar 9999 24:36:42 GMT", "Tue, 27 Mar 2007 19:36:42 +2500", "Tue, 27 Mar 2007 19:36:42 EST5",
         "Mon, 29 Feb 2007 00:00:00 GMT", "1 2 3 4 5 6 7 8 9", "-27-Mar-07", "27-Mar-07-1 19:36:42 GMT"}) {
     CHECK_MESSAGE(!sigv2::parse_http_date(bad).has_value(), bad);
   }

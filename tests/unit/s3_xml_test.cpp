@@ -495,7 +495,7 @@ TEST_CASE("s3 xml: encoding-type=url") {
   parsed p;
   parse_back(p, xml::list_objects_v1(page));
   CHECK(text(p.root, "EncodingType") == "url");
-  CHECK(text(p.root, "Prefix") == "dir%20one/");
+  CHECK(text(p.root, "Prefix") == "dir one/");  // v1's Prefix is never url-encoded (S3, botocore)
   CHECK(text(p.root, "Delimiter") == "/");
   CHECK(text(p.root, "Marker") == "dir%20one/a%20b");
   CHECK(text(p.root, "NextMarker") == "dir%20one/z%2Bz");
@@ -505,6 +505,7 @@ TEST_CASE("s3 xml: encoding-type=url") {
 
   parse_back(p, xml::list_objects_v2(page));
   CHECK(text(p.root, "EncodingType") == "url");
+  CHECK(text(p.root, "Prefix") == "dir%20one/");
   CHECK(text(p.root, "StartAfter") == "dir%20one/~a");
   CHECK(text(p.root, "ContinuationToken") == "token+/=");  // opaque, never encoded
   CHECK(texts(p.root, "Contents", "Key").at(0) == "dir%20one/my%20file%26%C3%BC.txt");
@@ -886,4 +887,86 @@ TEST_CASE("s3 xml: Tagging bodies, parsed and written") {
   parse_back(p, xml::tagging({}));
   CHECK(p.root.child("TagSet"));
   CHECK_FALSE(p.root.child("TagSet").child("Tag"));
+}
+
+TEST_CASE("s3 xml: AccessControlPolicy bodies, parsed and written") {
+  sluice::error_code ec;
+  // What boto3 put_object_acl(AccessControlPolicy=...) sends.
+  const auto policy = xml::parse_access_control_policy(
+      "<AccessControlPolicy xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><AccessControlList><Grant><Grantee "
+      "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:type=\"CanonicalUser\"><ID>AK</ID></Grantee>"
+      "<Permission>FULL_CONTROL</Permission></Grant><Grant><Grantee xmlns:xsi=\"http://www.w3.org/2001/"
+      "XMLSchema-instance\" xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee>"
+      "<Permission>READ</Permission></Grant></AccessControlList><Owner><ID>AK</ID><DisplayName>me</DisplayName>"
+      "</Owner></AccessControlPolicy>",
+      ec);
+  CHECK_FALSE(ec);
+  CHECK(policy.owner_id == "AK");
+  REQUIRE(policy.grants.size() == 2);
+  CHECK(policy.grants[0] == xml::acl_grant{"CanonicalUser", "AK", "", "", "FULL_CONTROL"});
+  CHECK(policy.grants[1].type == "Group");
+  CHECK(policy.grants[1].uri == "http://acs.amazonaws.com/groups/global/AllUsers");
+  CHECK(policy.grants[1].permission == "READ");
+  std::string many = "<AccessControlPolicy><AccessControlList>";
+  for (std::size_t i = 0; i <= xml::max_acl_grants; ++i) {
+    many += "<Grant><Grantee><ID>x</ID></Grantee><Permission>READ</Permission></Grant>";
+  }
+  many += "</AccessControlList></AccessControlPolicy>";
+  for (const std::string_view bad :
+       {std::string_view(""), std::string_view("<AccessControlPolicy/>"),
+        std::string_view("<Other><AccessControlList/></Other>"),
+        std::string_view("<AccessControlPolicy><AccessControlList/><AccessControlList/></AccessControlPolicy>"),
+        std::string_view("<AccessControlPolicy><AccessControlList><Grant><Permission>READ</Permission></Grant>"
+                         "</AccessControlList></AccessControlPolicy>"),
+        std::string_view("<AccessControlPolicy><AccessControlList><Grant><Grantee><Other/></Grantee><Permission>"
+                         "READ</Permission></Grant></AccessControlList></AccessControlPolicy>"),
+        std::string_view("<AccessControlPolicy><Extra/><AccessControlList/></AccessControlPolicy>"),
+        std::string_view(many)}) {
+    CAPTURE(bad.substr(0, 80));
+    (void)xml::parse_access_control_policy(bad, ec);
+    CHECK(ec == sluice::s3::errc::malformed_xml);
+  }
+
+  parsed p;
+  parse_back(p, xml::access_control_policy_body("AK", "name"));
+  CHECK(std::string_view(p.root.name()) == "AccessControlPolicy");
+  CHECK(text(p.root, "Owner/ID") == "AK");
+  CHECK(text(p.root, "AccessControlList/Grant/Grantee/ID") == "AK");
+  CHECK(
+      std::string_view(p.root.first_element_by_path("AccessControlList/Grant/Grantee").attribute("xsi:type").value()) ==
+      "CanonicalUser");
+  CHECK(text(p.root, "AccessControlList/Grant/Permission") == "FULL_CONTROL");
+}
+
+TEST_CASE("s3 xml: GetObjectAttributes answers") {
+  xml::object_attributes_page page;
+  page.etag = "abc";
+  page.checksums = {{"crc32c", "AAAAAA==-2"}};
+  page.checksum_type = "COMPOSITE";
+  page.object_parts = true;
+  page.parts_count = 2;
+  page.part_number_marker = 1;
+  page.next_part_number_marker = 2;
+  page.max_parts = 1;
+  page.truncated = false;
+  page.parts = {sluice::part_info{2, 7, "", {}, {{"crc32c", "BBBBBB=="}}}};
+  page.storage_class = "STANDARD";
+  page.object_size = 12;
+  parsed p;
+  parse_back(p, xml::get_object_attributes(page));
+  CHECK(text(p.root, "ETag") == "abc");
+  CHECK(text(p.root, "Checksum/ChecksumCRC32C") == "AAAAAA==-2");
+  CHECK(text(p.root, "Checksum/ChecksumType") == "COMPOSITE");
+  CHECK(text(p.root, "ObjectParts/PartsCount") == "2");
+  CHECK(text(p.root, "ObjectParts/PartNumberMarker") == "1");
+  CHECK(text(p.root, "ObjectParts/NextPartNumberMarker") == "2");
+  CHECK(text(p.root, "ObjectParts/MaxParts") == "1");
+  CHECK(text(p.root, "ObjectParts/IsTruncated") == "false");
+  CHECK(text(p.root, "ObjectParts/Part/PartNumber") == "2");
+  CHECK(text(p.root, "ObjectParts/Part/Size") == "7");
+  CHECK(text(p.root, "ObjectParts/Part/ChecksumCRC32C") == "BBBBBB==");
+  CHECK(text(p.root, "StorageClass") == "STANDARD");
+  CHECK(text(p.root, "ObjectSize") == "12");
+  parse_back(p, xml::get_object_attributes(xml::object_attributes_page{}));
+  CHECK_FALSE(p.root.first_child());  // nothing asked for, nothing written
 }

@@ -9,6 +9,7 @@
 #include <sluice/error.hpp>
 #include <sluice/region.hpp>
 #include <sluice/request.hpp>
+#include <sluice/s3/error.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -186,6 +187,15 @@ class any_store {
   [[nodiscard]] virtual std::optional<std::string> bucket_owner(std::string_view /*bucket*/) const {
     return std::nullopt;
   }
+  /// The bucket's settings; a store without the capability keeps none (empty, no error).
+  virtual bucket_settings bucket_settings_of(std::string_view /*bucket*/, error_code& ec) {
+    ec = {};
+    return {};
+  }
+  /// Replaces the bucket's settings; a store without the capability: s3::errc::not_implemented.
+  virtual void set_bucket_settings(std::string_view /*bucket*/, const bucket_settings& /*settings*/, error_code& ec) {
+    ec = make_error_code(sluice::s3::errc::not_implemented);
+  }
   virtual void remove_bucket(std::string_view bucket, error_code& ec) = 0;
   virtual std::vector<bucket_info> list_buckets(error_code& ec) = 0;
   virtual object_info head(const object_ref& object, error_code& ec) = 0;
@@ -243,6 +253,17 @@ class store_adapter final : public any_store {
   [[nodiscard]] std::optional<std::string> bucket_owner(std::string_view bucket) const override {
     if constexpr (owner_reporting_store<Store>) return store_.bucket_owner(bucket);
     return std::nullopt;
+  }
+  bucket_settings bucket_settings_of(std::string_view bucket, error_code& ec) override {
+    if constexpr (settings_keeping_store<Store>) return store_.bucket_settings_of(bucket, ec);
+    return any_store::bucket_settings_of(bucket, ec);
+  }
+  void set_bucket_settings(std::string_view bucket, const bucket_settings& settings, error_code& ec) override {
+    if constexpr (settings_keeping_store<Store>) {
+      store_.set_bucket_settings(bucket, settings, ec);
+    } else {
+      any_store::set_bucket_settings(bucket, settings, ec);
+    }
   }
   void remove_bucket(std::string_view bucket, error_code& ec) override { store_.remove_bucket(bucket, ec); }
   std::vector<bucket_info> list_buckets(error_code& ec) override { return store_.list_buckets(ec); }

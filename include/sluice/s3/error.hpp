@@ -52,6 +52,8 @@ enum class errc : int {
   insufficient_storage,                  ///< 507: the store is out of space (ENOSPC, EDQUOT)
   invalid_tag,                           ///< object tags S3 refuses (too many, too long, a key twice)
   bad_gateway,                           ///< 502 (sluice's own code): a gateway's upstream answered garbage
+  no_such_tag_set,                       ///< 404: a bucket without tags (GetBucketTagging)
+  invalid_location_constraint,           ///< 400: a CreateBucket LocationConstraint that is no region name
 };
 
 /// The S3 "Code" string ("NoSuchKey"); empty for values outside the enumeration.

@@ -3,9 +3,11 @@
 //
 //   <root>/lock                                   flock()ed while a store has the root open
 //   <root>/tmp/                                   writers' temporary files; emptied at open
-//   <root>/buckets/<bucket>/bucket.json           {"v":1,"created":<ns since epoch>[,"owner":S]}
+//   <root>/buckets/<bucket>/bucket.json           {"v":1,"created":<ns since epoch>[,"owner":S]
+//                                                 [,"location":S][,"tags":[[S,S],...]]}
 //                                                 (owner: the creating user's access key id, when
-//                                                 the server gave one; a file without it still reads)
+//                                                 the server gave one; a file without it still reads;
+//                                                 location and tags: bucket_settings, when set)
 //   <root>/buckets/<bucket>/objects/<h0h1>/<h>    one file per object; h = hex SHA-256 of the key
 //   <root>/buckets/<bucket>/uploads/<id>/upload.json        key and attributes of an upload
 //   <root>/buckets/<bucket>/uploads/<id>/part-NNNNN         one file per uploaded part
@@ -29,7 +31,8 @@
 //    "etag":S,"content_type":S,"content_encoding":S,"content_disposition":S,"cache_control":S,
 //    "metadata":[[S,S],...],"checksums":[[S,S],...]}
 // followed by these, each only when set (so that headers written before they existed still read):
-//    "content_language":S,"expires":S,"upload_id":S,"tags":[[S,S],...],"part_sizes":[N,...]
+//    "content_language":S,"expires":S,"upload_id":S,"tags":[[S,S],...],"part_sizes":[N,...],
+//    "part_checksums":[S,...]
 // where S is a byte string spelled as a JSON string, or as {"hex":"..."} when it is not valid
 // UTF-8 (or when hex is shorter), since keys and header values may hold any bytes. It is
 // written by a small escaping writer, always in its shortest spelling, and read back strictly
@@ -280,6 +283,15 @@ class fs_store {
   /// The owner recorded when the bucket was created; nullopt for a bucket made without one, or
   /// none of that name.
   [[nodiscard]] std::optional<std::string> bucket_owner(std::string_view name) const;
+  /// The bucket's settings (its LocationConstraint and tags), kept in bucket.json: the
+  /// settings_keeping_store capability. Errors: errc::no_such_bucket.
+  [[nodiscard]] bucket_settings bucket_settings_of(std::string_view name, error_code& ec) const;
+  /// Replaces the bucket's settings: bucket.json is written anew (under a temporary name,
+  /// fsync()ed, renamed over the old one). Errors: errc::no_such_bucket, errc::capacity_exceeded
+  /// (bucket.json over max_bucket_json_bytes), I/O errors; on error the old settings stay.
+  void set_bucket_settings(std::string_view name, const bucket_settings& settings, error_code& ec);
+  /// The largest bucket.json written or read.
+  static constexpr std::size_t max_bucket_json_bytes = std::size_t{64} * 1024;
   /// Removes an empty bucket: no object and no upload in progress. Errors:
   /// errc::no_such_bucket, errc::bucket_not_empty, I/O errors.
   void remove_bucket(std::string_view name, error_code& ec);
@@ -335,6 +347,7 @@ class fs_store {
   struct bucket_state {
     bucket_info info;
     std::optional<std::string> owner;  // from bucket.json
+    bucket_settings settings;          // from bucket.json
     std::map<std::string, entry, std::less<>> objects;
   };
   struct opened;  // an open version of an object, for read and map

@@ -87,7 +87,7 @@ class server_metrics {
   [[nodiscard]] std::string render(std::size_t open_connections, std::span<const metrics_source> sources = {}) const;
 
  private:
-  static constexpr std::size_t operation_count = static_cast<std::size_t>(operation::delete_object_tagging) + 1;
+  static constexpr std::size_t operation_count = static_cast<std::size_t>(operation::delete_bucket_tagging) + 1;
   // HTTP statuses a server answers; the last slot counts any other.
   static constexpr std::array<unsigned, 18> statuses = {0,   200, 204, 206, 304, 400, 403, 404, 405,
                                                         409, 411, 412, 416, 500, 501, 503, 507, 999};

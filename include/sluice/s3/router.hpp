@@ -41,6 +41,14 @@ enum class operation {
   get_object_tagging,
   put_object_tagging,
   delete_object_tagging,
+  get_object_attributes,
+  get_object_acl,
+  put_object_acl,
+  get_bucket_acl,
+  put_bucket_acl,
+  get_bucket_tagging,
+  put_bucket_tagging,
+  delete_bucket_tagging,
 };
 
 /// The operation's name as S3 documents it ("GetObject").
@@ -70,5 +78,10 @@ struct route {
 /// allocates nothing for a request no longer than the ones before it.
 void parse_route(route& out, std::string_view method, std::string_view target, std::string_view host,
                  std::span<const std::string> virtual_host_suffixes, bool has_copy_source, error_code& ec);
+
+/// The S3 name of the operation a request asks for that this server does not implement
+/// (route::op is not_implemented): "PutBucketCors", "GetObjectRetention", "RestoreObject", or,
+/// for a method no operation of that resource takes, "PATCH on an object". For error messages.
+[[nodiscard]] std::string unimplemented_operation_name(std::string_view method, const route& r);
 
 }  // namespace sluice::s3

@@ -54,7 +54,8 @@ namespace sluice::s3::sigv2 {
 /// The time an HTTP date names: RFC 1123 ("Tue, 27 Mar 2007 19:36:42 GMT", with GMT, UTC, Z or a
 /// numeric zone such as +0000), RFC 850 ("Tuesday, 27-Mar-07 19:36:42 GMT"), asctime ("Tue Mar
 /// 27 19:36:42 2007"), or ISO 8601 basic (20070327T193642Z). The weekday is not checked against
-/// the date. nullopt for anything else, and for years outside 1970..2200.
+/// the date. nullopt for anything else. A valid date in a year outside 1970..2200 stands as the
+/// first or the last second of that span (a time far from now, never a wrapped one).
 [[nodiscard]] std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text);
 
 /// Whether `request` claims SigV2: an Authorization header "AWS <key>:<signature>", or an

@@ -86,6 +86,30 @@ inline constexpr std::size_t max_delete_objects = 1000;
 /// without exactly one Key and one Value. An empty TagSet is valid (no tags).
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> parse_tagging(std::string_view body, error_code& ec);
 
+/// One <Grant> of an AccessControlPolicy.
+struct acl_grant {
+  std::string type;        ///< the Grantee's xsi:type: "CanonicalUser", "Group", "AmazonCustomerByEmail"
+  std::string id;          ///< <ID> (CanonicalUser)
+  std::string uri;         ///< <URI> (Group)
+  std::string email;       ///< <EmailAddress>
+  std::string permission;  ///< <Permission>: FULL_CONTROL, READ, WRITE, READ_ACP, WRITE_ACP
+  friend bool operator==(const acl_grant&, const acl_grant&) = default;
+};
+/// A PutObjectAcl / PutBucketAcl body.
+struct access_control_policy {
+  std::string owner_id;  ///< <Owner><ID>; empty when absent
+  std::vector<acl_grant> grants;
+  friend bool operator==(const access_control_policy&, const access_control_policy&) = default;
+};
+/// The most grants an AccessControlPolicy may hold (S3's limit is 100).
+inline constexpr std::size_t max_acl_grants = 100;
+/// Parses `<AccessControlPolicy><Owner><ID>…</ID></Owner><AccessControlList><Grant><Grantee
+/// xsi:type="…"><ID>…</ID></Grantee><Permission>…</Permission></Grant>…</AccessControlList>
+/// </AccessControlPolicy>`. errc::malformed_xml for invalid XML, a wrong root, no
+/// AccessControlList or two, an unknown element, a Grant without exactly one Grantee and one
+/// Permission, or more than max_acl_grants grants.
+[[nodiscard]] access_control_policy parse_access_control_policy(std::string_view body, error_code& ec);
+
 // ---------------------------------------------------------------------------------------------
 // Response bodies (writers)
 // ---------------------------------------------------------------------------------------------
@@ -145,9 +169,11 @@ struct list_page {
 [[nodiscard]] std::string initiate_multipart_upload(std::string_view bucket, std::string_view key,
                                                     std::string_view upload_id);
 
-/// CompleteMultipartUploadResult: Location, Bucket, Key, ETag (quoted here; pass it bare).
+/// CompleteMultipartUploadResult: Location, Bucket, Key, ETag (quoted here; pass it bare), then
+/// the object's checksums (ChecksumCRC32, ...: a composite "<base64>-N").
 [[nodiscard]] std::string complete_multipart_upload(std::string_view location, std::string_view bucket,
-                                                    std::string_view key, std::string_view etag);
+                                                    std::string_view key, std::string_view etag,
+                                                    const std::map<std::string, std::string>& checksums = {});
 
 /// ListPartsResult: Bucket, Key, UploadId, StorageClass, PartNumberMarker (the request's),
 /// NextPartNumberMarker, MaxParts, IsTruncated, then each part's PartNumber, LastModified,
@@ -196,6 +222,30 @@ struct delete_outcome {
 /// ISO 8601 UTC with milliseconds, as S3 bodies write times: "2013-09-17T18:07:53.000Z"
 /// (truncated to the millisecond).
 [[nodiscard]] std::string iso8601(std::chrono::system_clock::time_point t);
+
+/// AccessControlPolicy (GetObjectAcl, GetBucketAcl): the owner, and one grant, FULL_CONTROL to it.
+[[nodiscard]] std::string access_control_policy_body(std::string_view owner_id, std::string_view owner_name);
+
+/// What GetObjectAttributes answers; each element only when asked for (and, for ObjectParts, when
+/// the object is a multipart one).
+struct object_attributes_page {
+  std::optional<std::string> etag;               ///< <ETag>, bare (S3 does not quote it here)
+  std::map<std::string, std::string> checksums;  ///< <Checksum>: object_attributes::checksums' names
+  std::string checksum_type;                     ///< <ChecksumType>: COMPOSITE or FULL_OBJECT
+  bool object_parts = false;                     ///< write <ObjectParts>
+  std::uint32_t parts_count = 0;
+  std::uint32_t part_number_marker = 0;
+  std::uint32_t next_part_number_marker = 0;
+  std::uint32_t max_parts = 1000;
+  bool truncated = false;
+  std::vector<part_info> parts;  ///< PartNumber, Size and checksums of each part of the page
+  std::optional<std::string> storage_class;
+  std::optional<std::uint64_t> object_size;
+};
+/// GetObjectAttributesResponse: ETag, Checksum (ChecksumCRC32, ..., ChecksumType), ObjectParts
+/// (PartsCount, PartNumberMarker, NextPartNumberMarker, MaxParts, IsTruncated, Part...),
+/// StorageClass, ObjectSize, as `page` holds them.
+[[nodiscard]] std::string get_object_attributes(const object_attributes_page& page);
 
 /// RFC 7231 IMF-fixdate, as Last-Modified and Date carry it: "Sun, 06 Nov 1994 08:49:37 GMT"
 /// (truncated to the second).

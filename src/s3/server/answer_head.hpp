@@ -151,11 +151,17 @@ void object_fields(Head& fields, const object_info& info, bool with_checksums) {
   if (!info.attributes.tags.empty()) {
     fields.set("x-amz-tagging-count", std::uint64_t{info.attributes.tags.size()});
   }
-  for (const auto& [name, value] : info.attributes.metadata) fields.set("x-amz-meta-", name, value);
-  if (with_checksums) {
+  thread_local std::string encoded;  // non-ASCII metadata as an RFC 2047 word, in a reused buffer
+  for (const auto& [name, value] : info.attributes.metadata) {
+    fields.set("x-amz-meta-", name, header_safe_metadata(value, encoded));
+  }
+  if (with_checksums && !info.attributes.checksums.empty()) {
+    bool composite = false;  // a multipart object's "<base64>-N"
     for (const auto& [algorithm, value] : info.attributes.checksums) {
       fields.set("x-amz-checksum-", algorithm, value);
+      composite = composite || value.find('-') != std::string::npos;
     }
+    fields.set("x-amz-checksum-type", composite ? std::string_view("COMPOSITE") : std::string_view("FULL_OBJECT"));
   }
 }
 

@@ -74,8 +74,11 @@ object_attributes connection<Stream>::attributes_from(const request& req) const 
     std::string name(field.name_string().data(), field.name_string().size());
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (name.starts_with("x-amz-meta-"))
-      a.metadata[name.substr(11)] = std::string(field.value().data(), field.value().size());
+    if (name.starts_with("x-amz-meta-")) {
+      const std::string_view value(field.value().data(), field.value().size());
+      auto decoded = rfc2047_decoded(value);  // non-ASCII metadata as SDKs must send it
+      a.metadata[name.substr(11)] = decoded ? std::move(*decoded) : std::string(value);
+    }
   }
   return a;
 }

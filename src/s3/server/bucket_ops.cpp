@@ -25,8 +25,15 @@ asio::awaitable<bool> connection<Stream>::create_bucket(request& req) {
   auto body = co_await read_small_body(req, 64 * kib);
   if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
   error_code ec;
-  (void)xml::parse_create_bucket_configuration(*body, ec);  // any region is accepted
+  // Any region is accepted, and kept with the bucket (GetBucketLocation returns it) by a store
+  // that keeps bucket settings.
+  const std::string location = xml::parse_create_bucket_configuration(*body, ec);
   if (ec) co_return co_await send_error(req, s3::errc::malformed_xml);
+  if (!is_location_name(location)) {
+    co_return co_await send_error(req, s3::errc::invalid_location_constraint,
+                                  "The LocationConstraint must be a region name: 1 to 64 letters, digits and "
+                                  "hyphens.");
+  }
   // A store that can keep the owner with the bucket (fs_store) does, so it survives a restart.
   (void)co_await store_call([&] {
     state_->store->create_bucket(req.where.bucket, req.user, ec);
@@ -41,6 +48,18 @@ asio::awaitable<bool> connection<Stream>::create_bucket(request& req) {
         req, owns(req, req.where.bucket) ? s3::errc::bucket_already_owned_by_you : s3::errc::bucket_already_exists);
   }
   if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  if (!location.empty()) {
+    (void)co_await offload([&] {
+      state_->store->set_bucket_settings(req.where.bucket, bucket_settings{location, {}}, ec);
+      if (ec == s3::errc::not_implemented) ec = {};  // a store without settings: accepted, not kept
+      if (ec) {
+        error_code ignored;  // the bucket is new and empty: no half-made bucket stays
+        state_->store->remove_bucket(req.where.bucket, ignored);
+      }
+      return 0;
+    });
+    if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  }
   state_->owners.update([&](auto& owners) { owners[req.where.bucket] = req.user; });
   string_response res{http::status::ok, 11};
   res.set(http::field::location, "/" + req.where.bucket);
@@ -77,7 +96,11 @@ asio::awaitable<bool> connection<Stream>::bucket_only(request& req) {
   }
   (void)co_await store_call([&] { return state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec); });
   if (ec) co_return co_await send_error(req, to_s3(ec, true));
-  const std::string region = state_->config.region.value_or("us-east-1");
+  // The bucket's LocationConstraint when it was created with one, else the server's region.
+  std::string region =
+      co_await store_call([&] { return state_->store->bucket_settings_of(req.where.bucket, ec).location; });
+  if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  if (region.empty()) region = state_->config.region.value_or("us-east-1");
   if (req.where.op == operation::get_bucket_location) {
     co_return co_await send_xml(req, xml::location_constraint(region));
   }
@@ -200,11 +223,99 @@ asio::awaitable<bool> connection<Stream>::delete_objects(request& req) {
   co_return co_await send_xml(req, xml::delete_result(deleted, errors, what.quiet));
 }
 
-#define SLUICE_CONNECTION_MEMBERS(S)                                                    \
-  template asio::awaitable<bool> connection<S>::list_buckets(connection<S>::request&);  \
-  template asio::awaitable<bool> connection<S>::create_bucket(connection<S>::request&); \
-  template asio::awaitable<bool> connection<S>::bucket_only(connection<S>::request&);   \
-  template asio::awaitable<bool> connection<S>::list_objects(connection<S>::request&);  \
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::bucket_tagging(request& req) {
+  // The tags live in the bucket's settings, with the limits of object tags (read_tag_set).
+  const std::string& bucket = req.where.bucket;
+  error_code ec;
+  bucket_settings settings = co_await store_call([&] { return state_->store->bucket_settings_of(bucket, ec); });
+  if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  if (req.where.op == operation::get_bucket_tagging) {
+    if (settings.tags.empty()) co_return co_await send_error(req, s3::errc::no_such_tag_set);
+    co_return co_await send_xml(req, xml::tagging(settings.tags));
+  }
+  std::map<std::string, std::string> tags;
+  if (req.where.op == operation::put_bucket_tagging) {
+    answer_error failure{};
+    auto read = co_await read_tag_set(req, failure);
+    if (!read) co_return co_await send_error(req, failure.code, failure.message);
+    tags = std::move(*read);
+  }
+  if (tags != settings.tags) {
+    settings.tags = std::move(tags);
+    (void)co_await offload([&] {
+      state_->store->set_bucket_settings(bucket, settings, ec);
+      return 0;
+    });
+    if (ec == s3::errc::not_implemented) {
+      co_return co_await send_error(req, s3::errc::not_implemented,
+                                    std::string(operation_name(req.where.op)) + " is not implemented by this store.");
+    }
+    if (ec) co_return co_await send_error(req, to_s3(ec, true));
+  }
+  co_return co_await send_empty(req, http::status::no_content);
+}
+
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::acl(request& req) {
+  // The one ACL there is: the owner's FULL_CONTROL (the canned ACL private). Setting it again is
+  // accepted and changes nothing; any other grant is 501.
+  const bool object = req.where.op == operation::get_object_acl || req.where.op == operation::put_object_acl;
+  const bool put = req.where.op == operation::put_object_acl || req.where.op == operation::put_bucket_acl;
+  const std::string name(operation_name(req.where.op));
+  if (put) {
+    bool grant_header = false;  // x-amz-grant-read, -write, -full-control, ...
+    for (const auto& field : req.msg()) {
+      const std::string_view field_name(field.name_string().data(), field.name_string().size());
+      if (field_name.size() >= 11 && iequals(field_name.substr(0, 11), "x-amz-grant")) grant_header = true;
+    }
+    const std::string_view canned = req.header("x-amz-acl");
+    auto body = co_await read_small_body(req, 64 * kib);
+    if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
+    bool private_only = false;
+    if (!body->empty() && !canned.empty()) {
+      co_return co_await send_error(req, s3::errc::invalid_request,
+                                    "Specify either x-amz-acl or an AccessControlPolicy body, not both.");
+    }
+    if (!body->empty()) {
+      error_code ec;
+      const xml::access_control_policy policy = xml::parse_access_control_policy(*body, ec);
+      if (ec) co_return co_await send_error(req, to_s3(ec));
+      private_only = (policy.owner_id.empty() || policy.owner_id == req.user) && policy.grants.size() == 1 &&
+                     policy.grants.front().type == "CanonicalUser" && policy.grants.front().id == req.user &&
+                     policy.grants.front().permission == "FULL_CONTROL";
+    } else if (!canned.empty()) {
+      private_only = canned == "private";
+    } else if (!grant_header) {
+      co_return co_await send_error(req, s3::errc::invalid_request,
+                                    name + " needs x-amz-acl or an AccessControlPolicy body.");
+    }
+    if (grant_header || !private_only) {
+      co_return co_await send_error(req, s3::errc::not_implemented,
+                                    name +
+                                        " is not implemented for grants other than the owner's FULL_CONTROL "
+                                        "(the canned ACL private).");
+    }
+  }
+  // The bucket or object must exist, as for any operation on it.
+  error_code ec;
+  if (object) {
+    (void)co_await store_call([&] { return state_->store->head({req.where.bucket, req.where.key}, ec); });
+  } else {
+    (void)co_await store_call([&] { return state_->store->list(list_request{req.where.bucket, {}, {}, 1}, ec); });
+  }
+  if (ec) co_return co_await send_error(req, to_s3(ec, !object));
+  if (put) co_return co_await send_empty(req, http::status::ok);
+  co_return co_await send_xml(req, xml::access_control_policy_body(req.user, req.user));
+}
+
+#define SLUICE_CONNECTION_MEMBERS(S)                                                     \
+  template asio::awaitable<bool> connection<S>::bucket_tagging(connection<S>::request&); \
+  template asio::awaitable<bool> connection<S>::acl(connection<S>::request&);            \
+  template asio::awaitable<bool> connection<S>::list_buckets(connection<S>::request&);   \
+  template asio::awaitable<bool> connection<S>::create_bucket(connection<S>::request&);  \
+  template asio::awaitable<bool> connection<S>::bucket_only(connection<S>::request&);    \
+  template asio::awaitable<bool> connection<S>::list_objects(connection<S>::request&);   \
   template asio::awaitable<bool> connection<S>::delete_objects(connection<S>::request&);
 SLUICE_CONNECTION_MEMBERS(plain_stream)
 SLUICE_CONNECTION_MEMBERS(tls_stream)

@@ -163,8 +163,16 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   asio::awaitable<bool> get_object(request& req, bool speculate = true);
   asio::awaitable<bool> delete_object(request& req);
   asio::awaitable<bool> multipart(request& req);
+  asio::awaitable<bool> create_multipart_upload(request& req);
   asio::awaitable<bool> upload_part_copy(request& req);
   asio::awaitable<bool> object_tagging(request& req);
+  asio::awaitable<bool> bucket_tagging(request& req);
+  // Get/PutObjectAcl and Get/PutBucketAcl: the owner's FULL_CONTROL is the only ACL there is.
+  asio::awaitable<bool> acl(request& req);
+  asio::awaitable<bool> object_attributes_of(request& req);
+  // The tag set of a PutObjectTagging or PutBucketTagging body (read here), checked against S3's
+  // limits; nullopt with the error to answer in `failure`.
+  asio::awaitable<std::optional<std::map<std::string, std::string>>> read_tag_set(request& req, answer_error& failure);
 
   // Runs `work` (a store call that may wait for the disk) on the blocking pool, then resumes
   // on this connection's loop: network threads never wait for fsync.
@@ -377,9 +385,9 @@ std::optional<s3::errc> transfer_encoding_problem(const http::request_header<Fie
   return std::nullopt;
 }
 
-/// What a conditional write that S3 does not do is told.
+/// What a conditional write that S3 does not do is told (after the operation's name).
 inline constexpr std::string_view unsupported_condition =
-    "Conditional writes take If-None-Match: * or If-Match with one ETag.";
+    " is not implemented with this condition: conditional writes take If-None-Match: * or If-Match with one ETag.";
 
 /// A Content-MD5 header that is there with an empty value (req.header() cannot tell it from none).
 inline bool has_empty_content_md5(const auto& req) {

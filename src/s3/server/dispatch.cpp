@@ -137,17 +137,26 @@ asio::awaitable<bool> connection<Stream>::handle(header_parser& parser) {
   req.head = msg.method() == http::verb::head;
   req.keep_alive = parser.get().keep_alive();
   req.body_pending = !parser.is_done();
-  if (const auto problem = transfer_encoding_problem(msg)) {
-    req.keep_alive = false;  // the body's end is unknown: nothing after this header is a request
-    co_return co_await send_error(req, *problem,
-                                  *problem == s3::errc::not_implemented
-                                      ? "A Transfer-Encoding other than chunked is not supported."
-                                      : "Transfer-Encoding must end in chunked, once, without Content-Length.");
-  }
-
   const std::string_view method(msg.method_string().data(), msg.method_string().size());
   const std::string_view target(msg.target().data(), msg.target().size());
   error_code ec;
+  if (const auto problem = transfer_encoding_problem(msg)) {
+    req.keep_alive = false;  // the body's end is unknown: nothing after this header is a request
+    if (*problem != s3::errc::not_implemented) {
+      co_return co_await send_error(req, *problem,
+                                    "Transfer-Encoding must end in chunked, once, without Content-Length.");
+    }
+    // Routed only to name the operation in the message.
+    parse_route(req.where, method, target, req.header("Host"), state_->config.virtual_host_suffixes,
+                msg.find("x-amz-copy-source") != msg.end(), ec);
+    const std::string name = req.where.op == operation::not_implemented
+                                 ? unimplemented_operation_name(method, req.where)
+                                 : std::string(operation_name(req.where.op));
+    req.where.op = operation::not_implemented;  // what the metrics and the access log count
+    co_return co_await send_error(req, *problem,
+                                  name + " is not implemented with a Transfer-Encoding other than chunked.");
+  }
+
   parse_route(req.where, method, target, req.header("Host"), state_->config.virtual_host_suffixes,
               msg.find("x-amz-copy-source") != msg.end(), ec);
   if (ec) co_return co_await send_error(req, to_s3(ec));
@@ -294,10 +303,19 @@ asio::awaitable<bool> connection<Stream>::dispatch(request& req) {
     case operation::get_object_tagging:
     case operation::put_object_tagging:
     case operation::delete_object_tagging: return object_tagging(req);
+    case operation::get_bucket_tagging:
+    case operation::put_bucket_tagging:
+    case operation::delete_bucket_tagging: return bucket_tagging(req);
+    case operation::get_object_acl:
+    case operation::put_object_acl:
+    case operation::get_bucket_acl:
+    case operation::put_bucket_acl: return acl(req);
+    case operation::get_object_attributes: return object_attributes_of(req);
     case operation::not_implemented: break;
   }
+  const std::string_view method(req.msg().method_string().data(), req.msg().method_string().size());
   return send_error(req, s3::errc::not_implemented,
-                    "A header or query you provided implies functionality that is not implemented.");
+                    unimplemented_operation_name(method, req.where) + " is not implemented.");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,14 +11,7 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
   const std::string upload_id(r.param("uploadId").value_or(""));
   error_code ec;
   switch (r.op) {
-    case operation::create_multipart_upload: {
-      std::string why;
-      if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
-      const std::string id =
-          co_await store_call([&] { return state_->store->create_upload(object, attributes_from(req), ec); });
-      if (ec) co_return co_await send_error(req, to_s3(ec));
-      co_return co_await send_xml(req, xml::initiate_multipart_upload(r.bucket, r.key, id));
-    }
+    case operation::create_multipart_upload: co_return co_await create_multipart_upload(req);
     case operation::upload_part: {
       const auto number = parse_part_number(r.param("partNumber").value_or(""));
       if (!number) {
@@ -39,7 +32,8 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
     case operation::complete_multipart_upload: {
       const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
       if (!precondition) {
-        co_return co_await send_error(req, s3::errc::not_implemented, std::string(unsupported_condition));
+        co_return co_await send_error(req, s3::errc::not_implemented,
+                                      std::string(operation_name(req.where.op)) + std::string(unsupported_condition));
       }
       auto body = co_await read_small_body(req, 4 * mib);
       if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
@@ -54,8 +48,8 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
         return current;
       };
       const auto completed = [&](const object_info& info) {
-        return send_xml(
-            req, xml::complete_multipart_upload("/" + r.bucket + "/" + r.key, r.bucket, r.key, info.attributes.etag));
+        return send_xml(req, xml::complete_multipart_upload("/" + r.bucket + "/" + r.key, r.bucket, r.key,
+                                                            info.attributes.etag, info.attributes.checksums));
       };
       const std::vector<part_info> uploaded = state_->store->list_parts(object, upload_id, ec);
       if (ec == sluice::errc::no_such_upload) {
@@ -65,6 +59,11 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
       if (const auto failure = co_await early_precondition_failure(req, *precondition)) {
         co_return co_await send_error(req, *failure);
       }
+      object_attributes attributes;
+      for (const auto& u : state_->store->list_uploads(r.bucket, r.key, ec)) {
+        if (u.upload_id == upload_id) attributes = u.attributes;
+      }
+      composite_checksum composite(attributes);
       std::vector<part_info> parts;
       digest etags(digest_kind::md5);
       for (std::size_t i = 0; i < chosen.size(); ++i) {
@@ -82,12 +81,12 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
           binary.push_back(static_cast<std::byte>(v));
         }
         etags.update(binary);
+        if (auto failure = composite.add(*it, chosen[i].checksums)) {
+          co_return co_await send_error(req, failure->code, failure->message);
+        }
         parts.push_back(*it);
       }
-      object_attributes attributes;
-      for (const auto& u : state_->store->list_uploads(r.bucket, r.key, ec)) {
-        if (u.upload_id == upload_id) attributes = u.attributes;
-      }
+      composite.finish(attributes);
       attributes.etag = to_hex(etags.finish()) + "-" + std::to_string(parts.size());
       attributes.upload_id = upload_id;
       attributes.part_sizes.clear();
@@ -119,7 +118,49 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
     }
     default: break;
   }
-  co_return co_await send_error(req, s3::errc::not_implemented);
+  co_return co_await send_error(req, s3::errc::not_implemented,
+                                std::string(operation_name(r.op)) + " is not implemented.");
+}
+
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::create_multipart_upload(request& req) {
+  const route& r = req.where;
+  const object_ref object{r.bucket, r.key};
+  error_code ec;
+  std::string why;
+  if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
+  object_attributes attributes = attributes_from(req);
+  // x-amz-checksum-algorithm: every part must carry that checksum, and the object gets their
+  // composite. Kept with the upload as a checksum of that name without a value yet.
+  std::optional<checksum_algorithm> algorithm;
+  if (const auto named = req.header("x-amz-checksum-algorithm"); !named.empty()) {
+    algorithm = parse_checksum_algorithm(named);
+    if (!algorithm) {
+      co_return co_await send_error(req, s3::errc::invalid_request,
+                                    "Checksum algorithm provided is unsupported. "
+                                    "Please try again with any of the valid types: "
+                                    "[CRC32, CRC32C, SHA1, SHA256]");
+    }
+    attributes.checksums[lower_name(*algorithm)] = "";
+  }
+  if (const auto type = req.header("x-amz-checksum-type"); !type.empty() && !iequals(type, "COMPOSITE")) {
+    if (iequals(type, "FULL_OBJECT")) {
+      co_return co_await send_error(req, s3::errc::not_implemented,
+                                    "CreateMultipartUpload with x-amz-checksum-type FULL_OBJECT is not "
+                                    "implemented; COMPOSITE is.");
+    }
+    co_return co_await send_error(req, s3::errc::invalid_request, "Value for x-amz-checksum-type is invalid.");
+  }
+  const std::string id = co_await store_call([&] { return state_->store->create_upload(object, attributes, ec); });
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  string_response res{http::status::ok, 11};
+  res.set(http::field::content_type, "application/xml");
+  if (algorithm) {
+    res.set("x-amz-checksum-algorithm", algorithm_name(*algorithm));
+    res.set("x-amz-checksum-type", "COMPOSITE");
+  }
+  res.body() = xml::initiate_multipart_upload(r.bucket, r.key, id);
+  co_return co_await send(req, std::move(res));
 }
 
 template <class Stream>
@@ -164,8 +205,9 @@ asio::awaitable<bool> connection<Stream>::upload_part_copy(request& req) {
   co_return co_await send_xml(req, xml::copy_part_result(info.attributes.etag, info.last_modified));
 }
 
-#define SLUICE_CONNECTION_MEMBERS(S)                                                \
-  template asio::awaitable<bool> connection<S>::multipart(connection<S>::request&); \
+#define SLUICE_CONNECTION_MEMBERS(S)                                                              \
+  template asio::awaitable<bool> connection<S>::multipart(connection<S>::request&);               \
+  template asio::awaitable<bool> connection<S>::create_multipart_upload(connection<S>::request&); \
   template asio::awaitable<bool> connection<S>::upload_part_copy(connection<S>::request&);
 SLUICE_CONNECTION_MEMBERS(plain_stream)
 SLUICE_CONNECTION_MEMBERS(tls_stream)

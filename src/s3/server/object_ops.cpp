@@ -10,7 +10,10 @@ asio::awaitable<bool> connection<Stream>::put_object(request& req) {
   std::string why;
   if (!header_tags(req, why)) co_return co_await send_error(req, s3::errc::invalid_tag, why);
   const auto precondition = write_precondition_of(req.header("If-Match"), req.header("If-None-Match"));
-  if (!precondition) co_return co_await send_error(req, s3::errc::not_implemented, std::string(unsupported_condition));
+  if (!precondition) {
+    co_return co_await send_error(req, s3::errc::not_implemented,
+                                  std::string(operation_name(req.where.op)) + std::string(unsupported_condition));
+  }
   if (const auto failure = co_await early_precondition_failure(req, *precondition)) {
     co_return co_await send_error(req, *failure);
   }
@@ -62,6 +65,9 @@ asio::awaitable<bool> connection<Stream>::copy_object(request& req) {
   attributes.part_sizes.clear();  // the copy is one piece, with the MD5 of its bytes as ETag
   attributes.upload_id.clear();
   attributes.checksums = mapping.info().attributes.checksums;  // the bytes are the same
+  // but not the parts: a composite ("...-N") and the parts' checksums do not describe the copy.
+  attributes.part_checksums.clear();
+  std::erase_if(attributes.checksums, [](const auto& c) { return c.second.find('-') != std::string::npos; });
   const object_info info = co_await offload([&] {
     const const_region bytes = mapping.region();
     digest md5(digest_kind::md5);
@@ -115,14 +121,10 @@ asio::awaitable<bool> connection<Stream>::object_tagging(request& req) {
   }
   std::map<std::string, std::string> tags;
   if (req.where.op == operation::put_object_tagging) {
-    auto body = co_await read_small_body(req, 64 * kib);
-    if (!body) co_return co_await send_error(req, s3::errc::malformed_xml);
-    auto pairs = xml::parse_tagging(*body, ec);
-    if (ec) co_return co_await send_error(req, to_s3(ec));
-    std::string why;
-    auto checked = checked_tags(pairs, why);
-    if (!checked) co_return co_await send_error(req, s3::errc::invalid_tag, why);
-    tags = std::move(*checked);
+    answer_error failure{};
+    auto read = co_await read_tag_set(req, failure);
+    if (!read) co_return co_await send_error(req, failure.code, failure.message);
+    tags = std::move(*read);
   }
   // Tags live in the object's metadata: the object is written again with the new set (same
   // bytes, ETag and other attributes), published only if it is still the version that was read,
@@ -150,12 +152,130 @@ asio::awaitable<bool> connection<Stream>::object_tagging(request& req) {
       req, req.where.op == operation::put_object_tagging ? http::status::ok : http::status::no_content);
 }
 
-#define SLUICE_CONNECTION_MEMBERS(S)                                                        \
-  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);        \
-  template asio::awaitable<void> connection<S>::announce(const object_ref&, std::uint64_t); \
-  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);       \
-  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&);     \
-  template asio::awaitable<bool> connection<S>::object_tagging(connection<S>::request&);
+template <class Stream>
+asio::awaitable<std::optional<std::map<std::string, std::string>>> connection<Stream>::read_tag_set(
+    request& req, answer_error& failure) {
+  auto body = co_await read_small_body(req, 64 * kib);
+  if (!body) {
+    failure = {s3::errc::malformed_xml, {}};
+    co_return std::nullopt;
+  }
+  error_code ec;
+  auto pairs = xml::parse_tagging(*body, ec);
+  if (ec) {
+    failure = {to_s3(ec), {}};
+    co_return std::nullopt;
+  }
+  std::string why;
+  auto checked = checked_tags(pairs, why);
+  if (!checked) failure = {s3::errc::invalid_tag, std::move(why)};
+  co_return checked;
+}
+
+template <class Stream>
+asio::awaitable<bool> connection<Stream>::object_attributes_of(request& req) {
+  // x-amz-object-attributes names what to return: ETag, Checksum, ObjectParts, StorageClass,
+  // ObjectSize (comma separated, as the SDKs send a list).
+  bool etag = false, checksum = false, parts = false, storage_class = false, size = false;
+  std::string_view wanted = req.header("x-amz-object-attributes");
+  bool any = false;
+  while (!wanted.empty()) {
+    const auto comma = wanted.find(',');
+    std::string_view one = wanted.substr(0, comma);
+    while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.remove_prefix(1);
+    while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.remove_suffix(1);
+    bool* flag = one == "ETag"           ? &etag
+                 : one == "Checksum"     ? &checksum
+                 : one == "ObjectParts"  ? &parts
+                 : one == "StorageClass" ? &storage_class
+                 : one == "ObjectSize"   ? &size
+                                         : nullptr;
+    if (flag == nullptr && !one.empty()) {
+      co_return co_await send_error(req, s3::errc::invalid_argument, "Invalid attribute name specified.");
+    }
+    if (flag != nullptr) *flag = any = true;
+    if (comma == std::string_view::npos) break;
+    wanted.remove_prefix(comma + 1);
+  }
+  if (!any) {
+    co_return co_await send_error(req, s3::errc::invalid_request,
+                                  "The x-amz-object-attributes header specifying the attributes to be retrieved "
+                                  "is either missing or empty");
+  }
+  const auto number = [&](std::string_view name, std::uint32_t fallback) -> std::optional<std::uint32_t> {
+    const std::string_view text = req.header(name);
+    if (text.empty()) return fallback;
+    std::uint32_t n = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+    return n;
+  };
+  const auto max_parts = number("x-amz-max-parts", 1000);
+  const auto marker = number("x-amz-part-number-marker", 0);
+  if (!max_parts || !marker) {
+    co_return co_await send_error(req, s3::errc::invalid_argument,
+                                  "x-amz-max-parts and x-amz-part-number-marker must be non-negative integers.");
+  }
+  error_code ec;
+  const object_info info = co_await store_call([&] {
+    return state_->store->head({req.where.bucket, req.where.key}, ec);
+  });
+  if (ec) co_return co_await send_error(req, to_s3(ec));
+  const object_attributes& a = info.attributes;
+  xml::object_attributes_page page;
+  if (etag) page.etag = a.etag;
+  // A multipart object's checksum is the composite ("...-N") of its parts' (part_checksums).
+  std::string composite;
+  if (checksum) {
+    for (const auto& [name, value] : a.checksums) {
+      if (value.empty()) continue;
+      page.checksums.emplace(name, value);
+      if (value.find('-') != std::string::npos) composite = name;
+    }
+    if (!page.checksums.empty()) page.checksum_type = composite.empty() ? "FULL_OBJECT" : "COMPOSITE";
+  } else {
+    for (const auto& [name, value] : a.checksums) {
+      if (value.find('-') != std::string::npos) composite = name;
+    }
+  }
+  if (parts && !a.part_sizes.empty()) {
+    page.object_parts = true;
+    page.parts_count = static_cast<std::uint32_t>(a.part_sizes.size());
+    page.part_number_marker = *marker;
+    page.max_parts = std::min<std::uint32_t>(*max_parts, 1000);
+    page.next_part_number_marker = *marker;
+    const bool with_checksums = !composite.empty() && a.part_checksums.size() == a.part_sizes.size();
+    for (std::size_t i = *marker; i < a.part_sizes.size(); ++i) {
+      if (page.parts.size() == page.max_parts) {
+        page.truncated = true;
+        break;
+      }
+      part_info part;
+      part.number = static_cast<std::uint32_t>(i + 1);
+      part.size = a.part_sizes[i];
+      if (with_checksums) part.checksums.emplace(composite, a.part_checksums[i]);
+      page.next_part_number_marker = part.number;
+      page.parts.push_back(std::move(part));
+    }
+  }
+  if (storage_class) page.storage_class = "STANDARD";
+  if (size) page.object_size = info.size;
+  string_response res{http::status::ok, 11};
+  res.set(http::field::content_type, "application/xml");
+  res.set(http::field::last_modified, xml::http_date(info.last_modified));
+  res.body() = xml::get_object_attributes(page);
+  co_return co_await send(req, std::move(res));
+}
+
+#define SLUICE_CONNECTION_MEMBERS(S)                                                                       \
+  template asio::awaitable<bool> connection<S>::put_object(connection<S>::request&);                       \
+  template asio::awaitable<void> connection<S>::announce(const object_ref&, std::uint64_t);                \
+  template asio::awaitable<bool> connection<S>::copy_object(connection<S>::request&);                      \
+  template asio::awaitable<bool> connection<S>::delete_object(connection<S>::request&);                    \
+  template asio::awaitable<bool> connection<S>::object_tagging(connection<S>::request&);                   \
+  template asio::awaitable<bool> connection<S>::object_attributes_of(connection<S>::request&);             \
+  template asio::awaitable<std::optional<std::map<std::string, std::string>>> connection<S>::read_tag_set( \
+      connection<S>::request&, answer_error&);
 SLUICE_CONNECTION_MEMBERS(plain_stream)
 SLUICE_CONNECTION_MEMBERS(tls_stream)
 #undef SLUICE_CONNECTION_MEMBERS

@@ -123,6 +123,62 @@ class payload_digests {
   std::vector<std::tuple<checksum_algorithm, std::string, digest>> checksums_;  // algorithm, expected (base64), running
 };
 
+/// A checksum's name as object_attributes::checksums spells it: "crc32", "crc32c", "sha1", "sha256".
+inline std::string lower_name(checksum_algorithm algorithm) {
+  std::string name(algorithm_name(algorithm));
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name;
+}
+
+/// The composite checksum of a multipart upload created with x-amz-checksum-algorithm (kept in
+/// its attributes as that checksum without a value): the checksum, by the same algorithm, of
+/// the concatenated binary checksums of its parts, in base64 with "-N" (N parts), as S3 makes it.
+/// Each part must have been uploaded with that checksum, and one the completion names must equal it.
+class composite_checksum {
+ public:
+  explicit composite_checksum(const object_attributes& upload) {
+    for (const auto& [name, value] : upload.checksums) {
+      const auto algorithm = parse_checksum_algorithm(name);
+      if (value.empty() && algorithm) {
+        name_ = name;
+        running_.emplace(digest_kind_of(*algorithm));
+      }
+    }
+  }
+  /// Adds the next chosen part; the error to answer when it lacks the checksum or the completion
+  /// names another value (`named`: the part's Checksum* elements of the completion body).
+  std::optional<answer_error> add(const part_info& part, const std::map<std::string, std::string>& named) {
+    if (!running_) return std::nullopt;
+    const auto kept = part.checksums.find(name_);
+    const auto bytes = kept == part.checksums.end() ? std::nullopt : base64_decode(kept->second);
+    if (!bytes) {
+      return answer_error{s3::errc::invalid_request, "The upload was created using a " + name_ + " checksum; part " +
+                                                         std::to_string(part.number) + " was uploaded without it."};
+    }
+    if (const auto given = named.find(name_); given != named.end() && given->second != kept->second) {
+      return answer_error{s3::errc::invalid_part, "The " + name_ + " checksum given for part " +
+                                                      std::to_string(part.number) + " does not match the part's."};
+    }
+    running_->update(*bytes);
+    parts_.push_back(kept->second);
+    return std::nullopt;
+  }
+  /// Sets the object's checksums: the composite and each part's (none without an algorithm).
+  void finish(object_attributes& attributes) {
+    attributes.checksums.clear();
+    attributes.part_checksums.clear();
+    if (!running_) return;
+    attributes.checksums[name_] = base64_encode(running_->finish()) + "-" + std::to_string(parts_.size());
+    attributes.part_checksums = std::move(parts_);
+  }
+
+ private:
+  std::string name_;
+  std::optional<digest> running_;
+  std::vector<std::string> parts_;
+};
+
 /// The identity of a mapped object version, for registration caches: the file's device and
 /// inode when the store's mapping has a descriptor (fs_store), else none.
 template <class Mapping>
@@ -270,9 +326,9 @@ struct copy_extent {
 
 /// Parses UploadPartCopy's x-amz-copy-source-range (`header`; nullopt when absent: the whole
 /// source). S3 takes only "bytes=first-last", both inclusive offsets given as plain decimal, first
-/// <= last: no suffix, open-ended or multi-range form, no sign or blank. A malformed value, and
-/// one reaching past the source, are 400 InvalidArgument as on S3 (not 416: the request is
-/// wrong, not the object's state). Numbers that overflow 64 bits are malformed.
+/// <= last: no suffix, open-ended or multi-range form, no sign or blank. A malformed value is
+/// 400 InvalidArgument; a well-formed one reaching past the source is 416 InvalidRange, as S3
+/// answers (and the s3-tests conformance suite checks). Numbers that overflow 64 bits are malformed.
 inline copy_extent parse_copy_source_range(std::optional<std::string_view> header, std::uint64_t size) {
   copy_extent r;
   if (!header) {
@@ -296,7 +352,7 @@ inline copy_extent parse_copy_source_range(std::optional<std::string_view> heade
     return r;
   }
   if (last >= size) {
-    r.problem = s3_failure{s3::errc::invalid_argument,
+    r.problem = s3_failure{s3::errc::invalid_range,
                            "Range specified is not valid for source object of size: " + std::to_string(size)};
     return r;
   }
@@ -408,6 +464,76 @@ inline std::optional<std::map<std::string, std::string>> checked_tags(
     }
   }
   return tags;
+}
+
+/// Whether `location` may be a CreateBucket LocationConstraint: empty (us-east-1), or a region
+/// name of 1 to 64 ASCII letters, digits and hyphens ("eu-west-1", the legacy "EU").
+inline bool is_location_name(std::string_view location) noexcept {
+  return location.size() <= 64 && std::all_of(location.begin(), location.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+         });
+}
+
+/// User metadata as S3 takes it (RFC 2047, as AWS documents for non-ASCII metadata): a value made
+/// only of encoded words ("=?UTF-8?B?w6k=?=", B or Q encoding, UTF-8 or US-ASCII, several
+/// separated by blanks) is stored decoded, when what it decodes to is UTF-8 a header and an XML
+/// body can carry; any other value is stored as sent. nullopt: keep the value as it is.
+inline std::optional<std::string> rfc2047_decoded(std::string_view value) {
+  std::string out;
+  bool any = false;
+  while (!value.empty()) {
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    if (value.empty()) break;
+    // =?charset?encoding?text?=
+    if (!value.starts_with("=?")) return std::nullopt;
+    const auto q1 = value.find('?', 2);
+    const auto q2 = q1 == std::string_view::npos ? q1 : value.find('?', q1 + 1);
+    const auto end = q2 == std::string_view::npos ? q2 : value.find("?=", q2 + 1);
+    if (end == std::string_view::npos) return std::nullopt;
+    const std::string_view charset = value.substr(2, q1 - 2);
+    const std::string_view encoding = value.substr(q1 + 1, q2 - q1 - 1);
+    const std::string_view text = value.substr(q2 + 1, end - q2 - 1);
+    value.remove_prefix(end + 2);
+    if (!iequals(charset, "UTF-8") && !iequals(charset, "US-ASCII")) return std::nullopt;
+    if (iequals(encoding, "B")) {
+      const auto bytes = base64_decode(text);
+      if (!bytes) return std::nullopt;
+      out.append(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    } else if (iequals(encoding, "Q")) {
+      for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '_') {
+          out.push_back(' ');
+        } else if (text[i] == '=') {
+          unsigned byte = 0;
+          if (i + 2 >= text.size()) return std::nullopt;
+          const auto [p, e] = std::from_chars(text.data() + i + 1, text.data() + i + 3, byte, 16);
+          if (e != std::errc{} || p != text.data() + i + 3) return std::nullopt;
+          out.push_back(static_cast<char>(byte));
+          i += 2;
+        } else {
+          out.push_back(text[i]);
+        }
+      }
+    } else {
+      return std::nullopt;
+    }
+    any = true;
+  }
+  if (!any || !is_xml_safe_utf8(out) || out.find_first_of("\r\n") != std::string::npos) return std::nullopt;
+  return out;
+}
+
+/// How a stored metadata value goes out as a header: as it is when it is ASCII, else (UTF-8 a
+/// client would read as Latin-1, as Python's http.client does) one RFC 2047 encoded word,
+/// "=?UTF-8?B?<base64>?=", as S3 answers. The text is written into `buffer`, reused.
+inline std::string_view header_safe_metadata(std::string_view value, std::string& buffer) {
+  if (std::all_of(value.begin(), value.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    return value;
+  }
+  buffer.assign("=?UTF-8?B?");
+  buffer += base64_encode(std::as_bytes(std::span(value.data(), value.size())));
+  buffer += "?=";
+  return buffer;
 }
 
 /// Whether a header value may be sent as it is: no CR, LF or other control character but tab
