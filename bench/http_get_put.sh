@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GET and PUT of one object over loopback with curl: `sluice serve` against nginx serving the
 # same file (sendfile) in the same run. Prints MiB/s and the ratio sluice/nginx.
 #   bench/http_get_put.sh [SLUICE_BINARY] [SIZE_MIB]     (defaults: build/release/src/sluice, 1024)

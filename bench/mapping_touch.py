@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # The cost of a fresh read-only mapping of a 1 GiB file that is in the page cache: first touch of
 # every page (what an RMA read of a GET's fresh mapping pays) against a second touch.
 import mmap, os, time

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The benchmark harness: runs a scenario set, each scenario beside its baseline in the same run,
 and writes results.json, table.md (printed at the end) and PNG plots.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ccache as the compiler launcher (SLUICE_CCACHE, on by default for the top-level project) when it
 # is installed and the user set no launcher of their own (CMAKE_<LANG>_COMPILER_LAUNCHER, as a
 # cache variable or an environment variable).

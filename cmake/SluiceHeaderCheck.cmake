@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Every public header compiles on its own: one generated translation unit per header,
 # including only that header, built into one object library per tier. Headers under a detail/
 # folder are implementation, compiled through the public header that includes them, and get no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Clang with -shared-libsan (the asan preset): every program and shared library links the shared
 # ASan+UBSan runtime, libclang_rt.asan-<arch>.so. Shared, because libsluice_c.so is linked with
 # --no-undefined and a shared library never gets clang's static runtime; one runtime for the

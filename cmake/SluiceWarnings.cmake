@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sluice_set_warnings(target): strict warnings for sluice's own code; errors in the developer build.
 # Dependencies come in as SYSTEM (imported targets), so their headers do not trip these.
 function(sluice_set_warnings target)

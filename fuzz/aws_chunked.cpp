@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for sluice::s3::aws_chunked_decoder. The input is a 5-byte prologue, then the body:
 //   [0] payload mode (mod 3)   [1] trailer checksum: none, crc32, crc32c, sha1, sha256 (mod 5)
 //   [2..3] decoded length, little-endian   [4] seed of the split pattern

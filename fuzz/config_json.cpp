@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the JSON configuration loader (sluice::parse_config) and the size parser
 // it uses (sluice::parse_size). Both take untrusted bytes (a config file); neither may crash,
 // and their results must keep the documented contract:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the checks a gateway makes of its upstream's answers
 // (include/sluice/s3/gateway_upstream.hpp): a ListObjectsV2 body through the client's parser and
 // check_upstream_listing, and a GET answer's header fields through check_upstream_get. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: GET planning (src/s3/server/get_plan.hpp, sans-I/O) over arbitrary request text
 // and object layouts. Must never crash, and every answer it plans must lie inside the object and
 // the mapping the store lent, with the status its extent calls for.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the same-host grant socket's packets (sluice::s3::detail::decode_grant_message,
 // src/s3/grant_codec.hpp): every packet a local process sends the server, and every answer a
 // client reads, goes through this decoder first. It must never crash or read out of bounds, and

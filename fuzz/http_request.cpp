@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: HTTP request parsing (Beast's parser, as the server configures it) followed by
 // S3 routing and the SigV4 header parse, over arbitrary bytes. Must never crash, hang or leak.
 #include <sluice/s3/router.hpp>

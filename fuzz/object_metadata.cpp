@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the object file header parser of fs_store (sluice::s3::parse_object_header).
 // The header comes from disk, so it is untrusted: damaged files, files from another version.
 // The parser must not crash or read past its input, and its results keep the contract:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for sluice::s3::decode_rdma_token. Each input is tried twice: as the header value
 // itself, and as the binary form (encoded here with a reference base64url, so that mutations
 // reach the field parser instead of dying in the base64 layer). The decoder must never crash

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Corpus replay for compilers without libFuzzer: runs LLVMFuzzerTestOneInput once over every
 // file named on the command line or found (recursively) under a directory named there, so that
 // the fuzz targets' invariants are checked on the seed corpus in every build. Arguments that

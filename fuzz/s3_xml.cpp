@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the S3 XML request-body parsers (sluice::s3::xml) and the HTTP date parser
 // beside them. All take untrusted bytes from a request; none may crash, and each result must
 // keep its documented contract:

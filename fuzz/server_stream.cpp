@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: whole byte streams (several requests, body bytes, garbage, cut anywhere) through
 // the S3 server's real connection handling, over loopback TCP, in process. One
 // sluice::s3::server is started on the first input (io_threads 1, timeouts 1 s,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the SigV4 code of sluice::s3 (canonical_uri, canonical_query,
 // parse_authorization, verify, sign, presign). The input is a request in a loose text form:
 //   METHOD SP TARGET '\n' (NAME ':' VALUE '\n')*

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """No doc names code that does not exist.
 
 Usage: scripts/check_docs.py [ROOT]      (ROOT: the repository, default: this script's parent)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What an embedder pays to compile against sluice: wall seconds and peak memory of one
 # translation unit per public entry header, and of a translation unit that serves its own store
 # type with s3::server (tests/compile_cost/own_store_server.cpp), each at -O2 with g++ (or $CXX).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's main-job command: installs what is missing, builds the release preset, starts
 # `sluice serve` on a free loopback port with a temporary store (libfabric tcp, and the same-host
 # grant socket), and runs the S3 RDMA demo against it: a generated object PUT by RDMA, then GET

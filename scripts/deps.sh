@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages sluice builds and tests with, when any is missing.
 # Usage: scripts/deps.sh            (sourced or run by scripts/test.sh and scripts/demo.sh)
 set -euo pipefail

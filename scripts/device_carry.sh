@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packs what the GPU work needs on the device machine (CUDA runtime and Ubuntu's libfabric there,
 # built without CUDA; no libfabric headers, simdjson or liburing): release binaries built here,
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA

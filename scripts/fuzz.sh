@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A fuzzing campaign: configures the `asan` preset (clang 19, libFuzzer, ASan, UBSan), builds
 # its fuzz targets only (build/asan/fuzz/fuzz_<name>), then fuzzes each target for MINUTES
 # minutes and merges what it found into the seed corpus.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # clang-format check and clang-tidy over sluice's own sources, using the dev build's
 # compile_commands.json. Run by the test suite (format, and tidy one source per test).
 #   scripts/lint.sh format      # exit 1 when a file is not formatted

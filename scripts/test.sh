@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs what is missing, then for each preset (default: dev, then
 # asan: clang 19 with ASan, UBSan and the libFuzzer targets, which also fuzzes each parser for
 # 10 s) configures, builds and runs the whole CTest suite. Exits non-zero on any failure.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Each test of a configured build tree, N at a time, with its wall time and the CPU time
 (user + system) of its whole process tree: what `ctest` does not report, and what decides how
 long the suite takes on a machine of few cores.

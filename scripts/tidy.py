@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """clang-tidy over sources of a configured build, remembering the sources that passed.
 
     scripts/tidy.py BUILD_DIR SOURCE...

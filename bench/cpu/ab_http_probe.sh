@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two builds of `sluice serve` on one store, in turns: a 1 GiB object, then ROUNDS rounds of one
 # server of each build serving 3 HTTP GETs of it to sluice_s3_bench (8 MiB × 4 parts), which
 # prints each GET's rate and the server's CPU. Prints each build's median and their ratio.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two builds of a gateway on misses, in turns: an upstream `sluice serve` (of BUILD) holding a
 # 1 GiB object, then ROUNDS rounds of: the upstream's own HTTP GET (the baseline of the round),
 # and for each build a new, empty gateway serving one GET (a miss) over http and one by RDMA

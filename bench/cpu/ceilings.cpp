@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ceilings the CPU set of the benchmark harness (bench/run.py) sets the S3 paths against:
 // what one host moves without S3 in the way.
 //

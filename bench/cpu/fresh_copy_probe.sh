@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a gateway miss must at least do, without a gateway: GET 1 GiB from a `sluice serve` into
 # memory the client reuses (sluice_s3_bench, the miss rows' baseline) and into a new file on tmpfs
 # (`sluice get` to /dev/shm: fresh page-cache pages, as a miss's cache copy), 3 runs each, then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a HEAD costs straight to an upstream `sluice serve` and through a gateway in front of it, and a
 # 100-byte ranged GET of the cached copy through the gateway (each one a revalidation), for a 64 KiB and
 # a 1 GiB object; curl --aws-sigv4, 6 requests each (seconds, new connection per request).

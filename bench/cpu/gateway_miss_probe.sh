@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What shapes a gateway miss: an upstream `sluice serve` holding a 1 GiB object, its own HTTP GET
 # with sluice_s3_bench (the baseline, 3 runs), then for each SETTINGS (the fields of a --config
 # file's "gateway" object, as JSON) 3 runs of one GET through a new, empty gateway (a miss each),

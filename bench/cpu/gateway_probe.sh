@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a gateway cache hit costs over a local store's GET, and how much of it is the revalidation
 # HEAD: a local `sluice serve`, an upstream, a gateway that asks the upstream on every read and
 # one with --revalidate-after 600; 1 GiB GETs through the same-host memfd grant, 5 runs each

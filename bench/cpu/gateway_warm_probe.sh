@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Is a gateway's first miss slower than its later ones? An upstream `sluice serve` holding three
 # 1 GiB objects, its own HTTP GET (the baseline, 3 runs), then one new gateway serving one GET of
 # each object in turn (three misses of one process), by VIA (http or rdma). Prints each miss's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Where the CPU goes in a 1 GiB GET over HTTP: perf record -a -g over five GETs by sluice_s3_bench
 # from `sluice serve` and from nginx (sendfile), then one `sluice get` into a tmpfs file. Needs
 # perf, nginx, curl and a release build (default build/release):

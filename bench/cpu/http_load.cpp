@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice_http_load: keep-alive HTTP/1.1 load of one request, for what wrk cannot drive (a HEAD: wrk
 // waits for the body its Content-Length announces). bench/run.py runs it for HEAD and GET alike,
 // so that the two rates come from the same client.

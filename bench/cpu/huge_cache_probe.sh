@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Does a gateway's cache fill faster on a tmpfs with 2 MiB pages? A miss is bound by how fast the
 # host adds fresh 4 KiB tmpfs pages to one file (docs/history/performance-2026-11.md); a tmpfs mounted
 # huge=within_size adds a 2 MiB folio per insertion. Needs root (mount). Prints the kernel's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Where a gateway miss's CPU goes: user and system seconds and page faults of the gateway, the
 # upstream and the client for one 1 GiB GET over http through a new, empty gateway, per SETTINGS.
 #   bench/cpu/miss_cpu_probe.sh BUILD [SETTINGS ...]

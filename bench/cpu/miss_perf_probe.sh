@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A perf profile of the gateway over one 1 GiB miss over http (kernel symbols included); with
 # PERF_ALL=1, of the whole machine (every process, idle included), reported per process too.
 # probe_dir_gateway=DIR puts the gateway's cache on DIR (probe_lib.sh).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How fast can N threads fill a new file with fresh page-cache pages: the bound of a gateway miss,
 // which fills its copy while it serves it. A 1 GiB file under DIR, mapped shared and filled in
 // 16 MiB steps taken in turn by N threads, four ways:

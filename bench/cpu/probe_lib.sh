@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the bench/cpu probes: `probe_setup BUILD NAME` sets sluice, bench (the binaries of
 # BUILD: build/device, or build/device-carry/cpu on a GPU host) and work (a new directory on
 # /dev/shm when it is writable, removed at exit with every server started there);

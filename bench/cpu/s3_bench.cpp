@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One S3 transfer, measured: the CPU set of the benchmark harness (bench/run.py) runs it once per
 // case and reads the one JSON line it prints.
 //

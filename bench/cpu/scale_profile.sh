@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Where sluice serve's CPU goes under wrk (4 KiB presigned GETs), server on 1 and on 8 cores: user
 # vs system CPU per request (/proc) and, where strace exists, syscalls (strace -c -f). Needs 16
 # cores (wrk on 8-15). On a GPU host after scripts/device_carry.sh:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The C path of the Python-vs-C comparison (bench/gpu/python_get.py): the same GET into device
  * memory through the C API (sluice_get_object_to_device), timed in a loop after one untimed GET.
  * Built on the GPU host by build/device-carry/run.sh python against the carried libsluice_c.so:

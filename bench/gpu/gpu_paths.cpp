@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU set of the benchmark harness: every storage → GPU path of sluice beside its baseline,
 // in one run, on one object / file of --size bytes (default 4 GiB).
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GET → CUDA tensor through the Python module against the same GET through the C API underneath,
 in one run against one `sluice serve` (the same object, the same grant socket): the cost of the
 Python layer (pybind11, the GIL released, __cuda_array_interface__) on the GPU host.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What registering a file's page cache with CUDA costs, and which way of doing it copies a
 // resident file into device memory fastest: the question behind the first grant GET of an object
 // (the server registers the object's mapping in chunks as it copies). Each case maps the file

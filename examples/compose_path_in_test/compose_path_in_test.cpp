@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How to compose a whole sluice path inside a unit test, and run the same test body against
 // the in-process path and against a real S3 server.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice demo (in-process): put a generated object into an in-memory store and get it back
 // through a composed path, whole and as parallel ranged parts; verify the bytes and print the
 // throughput and the path that carried them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice S3 RDMA demo, the README's main job. Against a running `sluice serve --fabric auto` it
 // PUTs a generated object by RDMA (x-amz-rdma-token), then GETs it back into a fresh host buffer
 // by RDMA on each libfabric provider asked for, by HTTP, and with the automatic choice, all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // vectors_from_s3: the vector-database use case (Milvus, say). A float32 vector set lives in S3 as
 // one object; the search runs on the GPU. The program loads the object into GPU memory two ways
 // and times each:

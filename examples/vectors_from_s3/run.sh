@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the vectors_from_s3 example end to end: starts `sluice serve --fabric auto` on a free
 # loopback port with a temporary store, runs the example with --upload against it (generate and
 # PUT the vector set, load it into GPU memory by sluice and naively, search both copies), stops

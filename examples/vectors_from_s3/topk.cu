@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Brute-force k-nearest-neighbour search over float32 vectors in device memory, in three kernels
 // per tile of queries:
 //   1. distances: one warp per dataset vector (coalesced row load into shared memory), every

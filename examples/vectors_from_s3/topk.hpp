@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU side of the vectors_from_s3 example: brute-force k-nearest-neighbour search (squared L2)
 // and a byte checksum, over float32 vectors already in device memory. Plain C++ declarations: no
 // CUDA header and no sluice header, so main.cpp (g++) and topk.cu (nvcc) both include it. Errors

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // any_path: the one place where the choice of path is made at run time (CLI flags, a config
 // file). Inside, every path stays a fully static path<N, R, T>.
 #pragma once

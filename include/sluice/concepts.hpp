@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The four parts a sluice path is made of, as C++20 concepts. Each has a requirements page
 // in docs/requirements/ and a minimal model used by the tests.
 #pragma once

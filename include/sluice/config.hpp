@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed configuration: plain structs with defaults, validated before use, and a JSON loader
 // that maps a config file onto them and names the field and the reason on bad input.
 // The library never reads environment variables; the CLI builds these structs.

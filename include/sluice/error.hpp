@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Error values for everything sluice reports itself. Other origins (S3, libfabric,
 // CUDA) have categories of their own in their tiers; all are boost::system::error_code,
 // which converts to std::error_code.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fallback_path: paths in order of preference, chosen per transfer. The first path runs; when
 // it fails in a way that says "this path, not this transfer" (declined by the peer, the fabric
 // failed) the next one runs, and the result says which ran and why the others did not.

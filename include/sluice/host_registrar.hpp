@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host registrar: host memory needs no registration for in-process transports, but the
 // path still checks that the memory is something its transport can reach.
 #pragma once

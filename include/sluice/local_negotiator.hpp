@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The local negotiator: the other end is an object_store in this process. It resolves the
 // request against the store, hands the transport a region to move from or into, and
 // publishes (put) or releases (get) when the transport is done.

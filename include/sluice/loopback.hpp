@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loopback transport: memcpy between two regions of this process. The data plane of
 // in-process paths (tests, examples, embedding both ends in one binary).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // memory_store: an object_store in process memory. The peer of in-process paths and the
 // store of tests; bounded by memory_store_config, thread-safe, atomic publish, multipart
 // uploads (parts staged in memory, counted by the same reservation accounting).

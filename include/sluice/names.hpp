@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which bucket names and object keys sluice accepts (the S3 rules, shared by every store).
 #pragma once
 

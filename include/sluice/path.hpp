@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // path<Negotiator, Registrar, Transport>: one of each part, composed at compile time into
 // the pipeline negotiate → register → move → complete.
 #pragma once

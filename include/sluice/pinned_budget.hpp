@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One budget of pinned host memory shared by every cache that pins (the CUDA grant opener's
 // registered page cache, the fabric plane's kept registrations, the file path's registered
 // chunks): a registration that does not fit evicts what its cache may evict, or is refused, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A memory region: the one description of memory that every part of a path shares.
 #pragma once
 

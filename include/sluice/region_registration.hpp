@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // region_registration: the registration of registrars that only check a region (host_registrar,
 // s3::token_registrar, cuda::device_registrar): nothing was registered, so nothing is undone.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a path is asked to do and what it reports back.
 #pragma once
 

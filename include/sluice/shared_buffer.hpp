@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::shared_buffer: host memory that another process on this host can be granted, and
 // nothing else of ours: an anonymous memory file (memfd) mapped here. Its descriptor is what a
 // same-host grant passes to the server (s3::local_client_plane), so the server maps exactly these

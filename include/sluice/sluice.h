@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* sluice.h: the C API of sluice (libsluice_c.so), for programs and languages that cannot use the
  * C++ headers: C, Go through cgo, Python through its bindings, anything with a C FFI.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The core of sluice in one include: vocabulary, concepts, path, any_path and the
 // in-process models (loopback transport, host registrar, local negotiator, memory store).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API (include/sluice/sluice.h) over sluice::s3::client, sluice::cuda and
 // sluice::s3::server. Every entry point catches everything: no exception leaves it.
 #include <sluice/sluice.h>

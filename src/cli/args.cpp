@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command line of `sluice` (cli.hpp): one CLI::App with a subcommand per command. Every
 // usage error exits 2 with a message that names the problem, the command's usage line and
 // where its --help is; an unknown option close to a known one gets "did you mean --X?".

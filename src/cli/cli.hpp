@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `sluice` command-line tool, in three parts: the command line (args.cpp, CLI11: every
 // subcommand, its options, --help and the usage errors), `sluice serve` (serve.cpp) and the
 // client commands mb, rb, put, get, ls and rm (commands.cpp). Internal to the tool.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client commands of `sluice`: mb, rb, put, get, ls and rm against any S3 endpoint
 // (sluice::s3::client), over HTTP or, for get and put, RDMA; --json for get, put and ls.
 #include "cli.hpp"

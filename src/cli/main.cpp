@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `sluice` command-line tool: `sluice serve`, and the client commands mb, rb, put, get, ls
 // and rm. `sluice --help` and `sluice COMMAND --help` say the rest (args.cpp).
 #include "cli.hpp"

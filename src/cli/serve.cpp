@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `sluice serve`: an fs_store (or, with --upstream, a gateway_store) over S3 with the data planes this build and host
 // have (libfabric, same-host grants, CUDA IPC), their counters in /metrics, users reloaded on SIGHUP.
 #include "cli.hpp"

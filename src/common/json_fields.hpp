@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one configuration loader: a JSON object's members read through a table of named fields
 // (simdjson's DOM). The core's parse_config, the server's parse_server_config and the gateway's
 // parse_gateway_config are each a table of these. Internal (src/common/), never installed.

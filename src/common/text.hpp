@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ASCII text helpers shared by the library's translation units (src/common/: internal headers
 // every tier may include; nothing here is installed): case-insensitive comparison, hex digits,
 // quotes. None allocates except where it appends to a string it is given.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one owned file descriptor of the library's translation units (src/common/: internal headers
 // every tier may include; nothing here is installed).
 #pragma once

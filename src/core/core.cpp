@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::core: configuration validation, the JSON loader (simdjson), and
 // reading the files an operator names (detail/regular_file.hpp).
 #include <sluice/config.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::shared_buffer: a memfd mapped MAP_SHARED, sealed against shrinking.
 #include <sluice/shared_buffer.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::cuda: every call into the CUDA runtime lives here, so the headers
 // need no CUDA headers and a host without a GPU gets error codes, never a crash.
 #include <sluice/cuda/device.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA driver entry points reached through the runtime (no link to libcuda), shared by the
 // translation units of sluice::cuda. Private: not installed, included as "driver.hpp".
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files into device memory, the transport of cuda::file_path: io_uring reads into a stager's
 // pinned slots (each slot copied to the device while the next ones are read), cuFile straight
 // into device memory, or DMA from the registered page cache (mapped); and read_file_to_device,

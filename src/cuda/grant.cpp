@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Same-host device-memory grants (include/sluice/cuda/grant.hpp): CUDA IPC export and open,
 // and the server's copies from registered page cache into opened client allocations.
 // The opener's parts shared with grant_registration.cpp and grant_copiers.cpp are in

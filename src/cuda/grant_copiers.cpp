@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA grant opener's copy pool (include/sluice/cuda/grant.hpp): its copiers help cold
 // transfers by copying chunks the registration pool would reach late through pinned slots. The parts
 // shared with grant.cpp and grant_registration.cpp are in grant_opener.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA grant opener's parts (include/sluice/cuda/grant.hpp) that its translation units share:
 // grant.cpp (the client's exporter; the opener: opening grants, its transfers, stats; the
 // configuration and the factories), grant_registration.cpp (page-cache registrations: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA grant opener's page-cache registrations (include/sluice/cuda/grant.hpp): the
 // registration context, the cache of registered sources per object version, and the registering
 // thread with its queues. The parts shared with grant.cpp and grant_copiers.cpp are in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 objects into and out of device memory: a fallback_path over the device paths of
 // sluice/cuda/s3_path.hpp (direct, then staged by RDMA, then staged over HTTP), and the upload
 // source the staged PUT reads device memory through.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::fabric: the error category, provider choice, endpoints and
 // memory registration.
 #include <sluice/fabric/domain.hpp>

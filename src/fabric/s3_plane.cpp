@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::fabric that serves the S3 tier: the token protocol's data plane.
 #include <sluice/fabric/s3_plane.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The server's side of the token protocol as a path: a GET by RDMA is
 //
 //     path<token_negotiator, mapping_registrar, token_transport>::async_put(mapping)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The server's PUT by RDMA on its RMA engine: the token's bytes are RMA-read by token_transport
 // (src/fabric/server_path.hpp) into staging buffers lent by the provider's staging_pool, and
 // handed to the store's writer (the sink) in order. Internal to sluice::fabric

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::file: the cuFile transport's driver and reader
 // (include/sluice/file/cufile.hpp), libcufile loaded with dlopen so that a host without it runs
 // everything else.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::file: the page-cache residency probe, the file negotiator and the
 // io_uring transport into host memory. The io_uring reader is in uring_reader.cpp, the cuFile
 // transport in cufile.cpp; the helpers they share in file_support.hpp.

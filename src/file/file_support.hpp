@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The helpers sluice::file's translation units share (src/file/uring_reader.cpp, cufile.cpp,
 // file.cpp): opening a file for reading (O_DIRECT when the file system takes it), its size,
 // O_DIRECT alignment. Not installed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::file: the io_uring reader (include/sluice/file/uring_reader.hpp). The
 // only translation unit that includes <liburing.h>.
 #include <sluice/file/uring_reader.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/client.hpp: the public class. The requests are in the
 // client's other translation units (client_connection, client_exchange, client_get, client_put,
 // client_ops .cpp), which share the declarations of client_internal.hpp.

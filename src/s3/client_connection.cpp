@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connections: the endpoint URL, cancellation scopes, the TCP layer under TLS, the connection
 // pool, and the state a client and its operations share.
 // Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One HTTP exchange with retries: the request, its target and signature, reading the answer
 // (into the caller's memory for a body), TLS, backoff.
 // Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its

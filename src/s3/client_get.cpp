@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operations' shared parts (outcomes, workers), HeadObject, and GetObject: parallel ranged
 // GETs straight into the caller's memory, by HTTP body or by x-amz-rdma-token.
 // Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its

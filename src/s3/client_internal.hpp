@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's internal declarations (include/sluice/s3/client.hpp), shared by its translation
 // units: client_connection.cpp (the endpoint URL, cancellation scopes, the connection pool),
 // client_exchange.cpp (one HTTP exchange with retries, TLS), client_get.cpp (HeadObject,

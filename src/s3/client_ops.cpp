@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeleteObject, CreateBucket/DeleteBucket, ListObjectsV2 and ListBuckets.
 // Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
 // translation units share are in client_internal.hpp.

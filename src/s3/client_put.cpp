@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PutObject: sources (memory, file, upload_source, device memory), single PUT and multipart
 // upload, by HTTP body or by x-amz-rdma-token.
 // Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled part of sluice::s3.
 #include <sluice/s3/error.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The on-disk format: file descriptors and whole-buffer I/O, the JSON metadata (a small writer, a
 // strict reader over simdjson), small files and directories, and the object header.
 // Part of fs_store's implementation (include/sluice/s3/fs_store.hpp), included by src/s3/fs_store.ipp

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The writer (staged in a temporary file, published by rename) and the mapping of an object.
 // Part of fs_store's implementation (include/sluice/s3/fs_store.hpp), included by src/s3/fs_store.ipp
 // in the order written there.

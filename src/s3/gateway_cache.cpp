@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gateway store's cache (include/sluice/s3/gateway_store.hpp): its index and byte budget,
 // the plan and progress of a fetch's copy, the mapping of a copy being written, and the members
 // that keep the cache within its budget and its disk. A translation unit of its own.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gateway store's fetch (include/sluice/s3/gateway_store.hpp): an object version copied from
 // the upstream into the cache as a composed operation on the upstream client's executor.
 // A translation unit of its own.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the gateway store's translation units share (src/s3/gateway_*.cpp): the checks of an
 // upstream's values, whole-buffer file I/O and the mapping of a cache file's data. Internal.
 #pragma once

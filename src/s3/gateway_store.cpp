@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/gateway_store.hpp: the configuration, opening the store,
 // the upstream's errors, and the reads (head, map, map_streaming, map_range, confirm) that decide
 // between the cached copy and a fetch (src/s3/gateway_fetch.cpp); the cache's index and budget

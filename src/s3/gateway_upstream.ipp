@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/gateway_upstream.hpp; included by src/s3/s3.cpp (sans-I/O,
 // so that the fuzz build, which has no network part, has it too).
 #include <sluice/names.hpp>

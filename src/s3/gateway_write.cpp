@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gateway store's writes and the calls it passes to its upstream
 // (include/sluice/s3/gateway_store.hpp): write-through PUTs, deletes, buckets and multipart
 // uploads. A translation unit of its own.

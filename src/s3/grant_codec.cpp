@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant session's packet codec (src/s3/grant_codec.hpp). Every byte is hostile: each length
 // and count is checked against what is left of the packet before it is used, so that no sum can
 // wrap and no field is read past the end.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The same-host grant session's packets (include/sluice/s3/local_plane.hpp): what each end of the
 // Unix-domain SOCK_SEQPACKET socket sends, one message per packet. Sans-I/O: functions over bytes,
 // which the socket code (src/s3/grant_socket.cpp) only feeds; fuzz/grant_packet.cpp drives them.

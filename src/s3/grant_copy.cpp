@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-memory grant's copy (src/s3/grant_copy.hpp).
 #include "grant_copy.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-memory grant's copy (src/s3/local_plane.cpp): the store's bytes into a client's memfd
 // mapping, in pieces posted on the caller's executor (the server's RDMA pool). No thread is made
 // for a transfer and none waits for another: the worker that finishes the transfer's last piece

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant session's socket and proofs (src/s3/grant_socket.hpp).
 #include "grant_socket.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant session's socket, shared by both ends of the same-host plane (src/s3/local_plane.cpp,
 // the server; src/s3/local_client_plane.cpp, the client): one packet per sendmsg/recvmsg on a
 // Unix-domain SOCK_SEQPACKET socket, a descriptor passed with SCM_RIGHTS, and the proofs of the

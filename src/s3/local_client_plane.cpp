@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Same-host grants, the client's side (include/sluice/s3/local_plane.hpp): one session with the
 // server over its Unix-domain socket (src/s3/grant_socket.hpp), the handshake in which the server
 // proves it holds the user's secret first, and the registrations of shared buffers and device

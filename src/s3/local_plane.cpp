@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Same-host grants, the server's side (include/sluice/s3/local_plane.hpp): the sessions on the
 // Unix-domain SOCK_SEQPACKET socket (their packets: src/s3/grant_codec.hpp; the socket and the
 // handshake's proofs: src/s3/grant_socket.hpp), the grant table, and the transfers (a memfd

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/rdma_token.hpp; included by src/s3/s3.cpp.
 #include <sluice/s3/error.hpp>
 #include <sluice/s3/rdma_token.hpp>

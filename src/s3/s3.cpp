@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3 without the network, one translation unit (asio's impl/*.ipp pattern): each .ipp
 // included here implements one header of include/sluice/s3/ (error codes, checksums, SigV4 and
 // SigV2, chunked bodies, the token codec, XML, the checks of a gateway's upstream answers,

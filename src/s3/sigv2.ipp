@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/sigv2.hpp; included by src/s3/s3.cpp after sigv4.ipp,
 // whose helpers (sigv4_detail: trimming, percent-decoding, query splitting, dates) it shares.
 #include <sluice/s3/checksum.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/sigv4.hpp; included by src/s3/s3.cpp.
 #include <sluice/s3/checksum.hpp>
 #include <sluice/s3/error.hpp>

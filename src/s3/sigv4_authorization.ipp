@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/sigv4.hpp, continued: parsing a request's SigV4
 // authorization, from its Authorization header or a presigned URL's query (credential scope,
 // signed headers, signature, date), and verifying it. Included by src/s3/s3.cpp after sigv4.ipp,

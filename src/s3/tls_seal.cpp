@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TLS records sealed in bulk (tls_seal.hpp).
 #include "tls_seal.hpp"
 

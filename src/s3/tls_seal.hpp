@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TLS records sealed in bulk for one write: the large-body path of an HTTPS answer.
 #pragma once
 

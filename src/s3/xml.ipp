@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/xml.hpp; included by src/s3/s3.cpp.
 // Parsing goes through pugixml (a private dependency of sluice::s3); writing is by hand, because
 // S3 escapes more than pugixml's writer does (" and ' in text, CR and LF as references).

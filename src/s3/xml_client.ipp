@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/xml_client.hpp; included by src/s3/s3.cpp.
 // Parsing goes through pugixml, as in xml.ipp. The helpers live in their own namespace
 // (xml::reply) because s3.cpp is one translation unit that also holds xml.ipp's helpers.

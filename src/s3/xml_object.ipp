@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/xml.hpp, continued: the bodies of ACLs (Get/Put of
 // ?acl) and of GetObjectAttributes. Included by src/s3/s3.cpp after xml.ipp, whose helpers
 // (load_root, for_each_element, take_once, body_writer, checksum_element) it uses.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/xml.hpp, continued: the time formats S3 writes and reads
 // (ISO 8601 in XML, the HTTP dates of RFC 9110 §5.6.7). Included by src/s3/s3.cpp after xml.ipp.
 #include <sluice/s3/xml.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heap allocations per 4 KiB GET of the S3 server, counted: the test fails when they rise above
 // the figure the server holds today (docs/performance.md "Many small objects" gives the figure; issue 43 the target).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The C API (include/sluice/sluice.h), compiled as C11, against an embedded server started through
  * the C API itself (a real fs_store on a temporary directory, real HTTP on loopback). Every
  * function is called with good arguments and with the hostile ones (NULL, zero lengths, bad

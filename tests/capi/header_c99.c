@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* sluice.h compiles as strict C99 on its own (this file is built with -std=c99 -pedantic). */
 #include <sluice/sluice.h>
 

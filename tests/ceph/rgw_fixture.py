@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A single-node Ceph cluster with a radosgw on loopback, for tests of the gateway against a real
 RGW (issue 41). Everything lives in one temporary directory: the configuration (passed with -c to
 every command), the mon's, mgr's and OSD's data, run files, admin sockets and logs. Nothing is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an embedder compiles to serve a store type of its own over S3: the store, the server's
 // public header, and the server's construction (any_store::wrap instantiates the small adapter;
 // the server itself is compiled once, in the library). scripts/compile_cost.sh times it; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // complete_upload(..., ec, precondition) checks the precondition at publish; a multipart store
 // whose complete_upload has no precondition leaves the check to the server.
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A conditional writer takes the whole write_precondition (If-None-Match and If-Match); one that
 // takes only "if absent" is not one.
 #include <sluice/concepts.hpp>

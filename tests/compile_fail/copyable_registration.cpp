@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A registration must be move-only (it owns a registration that its destructor undoes);
 // a registrar whose registration can be copied is rejected.
 #include <sluice/host_registrar.hpp>

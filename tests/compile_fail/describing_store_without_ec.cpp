@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // describe(obj, ec) reports a missing object in `ec`; a describe without it is not used.
 #include <sluice/memory_store.hpp>
 

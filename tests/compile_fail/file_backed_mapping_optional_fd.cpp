@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // native_handle() is a descriptor, -1 for none; an optional descriptor is not one.
 #include <sluice/concepts.hpp>
 

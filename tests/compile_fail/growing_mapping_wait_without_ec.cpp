@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // async_wait_until(end, done) reports a fill that failed to `done`; a `done` without the
 // error_code is not the capability (the server would send bytes that never came).
 #include <sluice/concepts.hpp>

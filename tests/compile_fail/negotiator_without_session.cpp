@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A negotiator must name its session type; path<> rejects one that does not.
 #include <sluice/host_registrar.hpp>
 #include <sluice/loopback.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A mapping is read through a const reference: an info() that is not const is not a mapping's.
 #include <sluice/concepts.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // data_offset() is a member function; a data member of that name is not the capability.
 #include <sluice/concepts.hpp>
 

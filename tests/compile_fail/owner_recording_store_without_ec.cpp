@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // create_bucket(bucket, owner, ec) records the owner; an overload without the error_code is not
 // the capability.
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bucket_owner(bucket) answers from what the store holds, without an error_code: one that takes
 // an error_code is not the capability.
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // base() is read through a const mapping: a base() that is not const is not used.
 #include <sluice/concepts.hpp>
 

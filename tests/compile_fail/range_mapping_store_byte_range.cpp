@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // map_range takes the HTTP Range header as the client sent it; one that takes a parsed
 // byte_range is not the capability.
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A registrar must offer register_region(region, error_code&); path<> rejects one that does not.
 #include <sluice/host_registrar.hpp>
 #include <sluice/local_negotiator.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A remote store declares `static constexpr bool remote = true`; one that declares it false is
 // not remote (the server keeps its calls on the network threads).
 #include <sluice/memory_store.hpp>

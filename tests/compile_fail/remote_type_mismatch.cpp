@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The negotiator's remote descriptors must be what the transport moves to/from; path<> rejects
 // a negotiator and transport that disagree.
 #include <sluice/host_registrar.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bucket_settings_of answers the bucket's settings themselves (errors in `ec`): a store whose
 // answer is another type (an optional, here) does not keep bucket settings for the server.
 #include <sluice/memory_store.hpp>

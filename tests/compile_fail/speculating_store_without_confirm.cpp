@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A copy lent by map_unconfirmed is answered with only once confirm() said it is current: a
 // store without confirm does not speculate.
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An object_store must list; local_negotiator<> rejects a store without list().
 #include <sluice/local_negotiator.hpp>
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // s3::server reads objects in place: it rejects a multipart store that cannot map them.
 #include <sluice/memory_store.hpp>
 #include <sluice/s3/server.hpp>

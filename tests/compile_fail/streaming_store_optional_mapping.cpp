@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // map_streaming returns a mapping (an empty one, with `ec`, on error); an optional is not one.
 #include <sluice/memory_store.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A transport must offer both async_read and async_write; path<> rejects one without async_write.
 #include <sluice/host_registrar.hpp>
 #include <sluice/local_negotiator.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // File pieces for conformance fixtures: a remote that is a file on the local file system, opened
 // as the file negotiator opens it.
 #pragma once

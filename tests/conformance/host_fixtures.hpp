@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-memory pieces for conformance fixtures: a local buffer and a remote region in this process.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The negotiator conformance suite, written once and run for every negotiator
 // (docs/requirements/negotiator.md): what a path relies on when it composes one with a transport.
 //

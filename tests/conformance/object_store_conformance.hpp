@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The object_store conformance suite, written once and run for every store
 // (docs/requirements/object_store.md): object_store, mappable_store and multipart_store.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registrar conformance suite, written once and run for every registrar
 // (docs/requirements/registrar.md).
 //

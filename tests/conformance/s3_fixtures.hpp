@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 pieces for conformance fixtures: a remote that is an object on a live S3 server, seen
 // through a client (the transports of sluice/s3/path.hpp move to and from it), and an in-process
 // server over a memory_store to hold it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An S3 server and client in this process whose bytes cross a real libfabric provider: the
 // server (a memory_store) with an RDMA plane on one provider, the client with a plane on another
 // (or the same). Shared by the fabric and GPU tests of the token protocol.

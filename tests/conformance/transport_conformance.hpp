@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The transport conformance suite, written once and run for every transport.
 //
 // A transport joins the suite with a fixture type and one line:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files into GPU memory as a path<N, R, T>: file::negotiator × cuda::device_registrar ×
 // cuda::file_transport, every method through the transport conformance suite, and the path run
 // asynchronously with its reads on a pool of their own.

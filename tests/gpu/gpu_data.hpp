@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test data for the GPU suite: fast deterministic bytes (gigabytes of them) and device-memory
 // helpers that copy back through the CUDA runtime to compare.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA IPC grants between processes: the server's grant plane (this process, with the real
 // device opener) against client processes that each hold device memory of their own (this test
 // binary started again with --grant-child). What a hostile or dying client can make the server

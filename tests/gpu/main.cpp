@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runner of the GPU suite: exits 77 (CTest: skipped) with the reason when there is no device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <sluice/cuda/device.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/cuda/s3.hpp>
 
 #include <sluice/fabric/s3_plane.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The S3 RDMA path into and out of GPU memory as a path<N, R, T>: s3::negotiator ×
 // cuda::device_registrar × s3::rdma_transport, over shm with FI_HMEM (the client's plane registers
 // the device memory; the server's RMA lands in HBM). Needs a libfabric with CUDA (run.sh carries

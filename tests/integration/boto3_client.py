@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """boto3 (Debian's python3-boto3) against sluice serve: usage boto3_client.py URL AK SK TMPDIR."""
 import hashlib
 import os

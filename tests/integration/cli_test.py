@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The client commands of the `sluice` CLI (mb, rb, put, get, ls, rm, presign) against a real `sluice serve`
 on an ephemeral loopback port, and its command line: --help of every command, usage errors (exit 2,
 the unknown option named, "did you mean --X?" for a close one), --json of put, get and ls parsed and

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Our client (through the `sluice` CLI) against a server we did not write: npm s3rver 3.7.
 Usage: client_vs_s3rver.py SLUICE_BINARY
        client_vs_s3rver.py --install    (only installs s3rver: CTest's fixture for its users)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared by the integration tests: a `sluice serve` process on an ephemeral loopback port, and
 small helpers (assertions that print, deterministic test files, MD5 of a file)."""
 import hashlib

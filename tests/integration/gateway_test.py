@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """`sluice serve --upstream` (gateway_store, issue 16) in front of a real upstream: a second `sluice
 serve` with other users and another root, or npm s3rver. The clients are the sluice CLI (signed, as a
 gateway user) and urllib (anonymous requests, for status codes).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Same-host grants across processes, spoken by a second, independent implementation: this
 script is the client. It opens sessions on `sluice serve`'s grant socket (SOCK_SEQPACKET, HMAC
 proofs), passes memfds with SCM_RIGHTS, writes x-amz-rdma-token by hand and signs the S3 requests

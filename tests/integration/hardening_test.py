@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The server's front door, tried as an attacker on loopback would: raw sockets and requests
 signed here (SigV4, standard library only) against a real `sluice serve`.
   hardening_test.py SLUICE_BINARY SCENARIO

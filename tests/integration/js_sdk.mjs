@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // @aws-sdk/client-s3 (v3) against sluice serve: usage node js_sdk.mjs URL AK SK
 // The SDK streams bodies with Content-Encoding: aws-chunked and a trailing CRC32
 // (STREAMING-UNSIGNED-PAYLOAD-TRAILER), sends ?x-id=..., and checksum-mode GETs.

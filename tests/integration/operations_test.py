@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Operating `sluice serve`: the access log, the admin listener, bucket ownership across restarts
 and SIGHUP, against real server processes.
   operations_test.py SLUICE_BINARY SCENARIO

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rdma_probe: one hand-made x-amz-rdma-token request against a running `sluice serve`, for the
 // cases the sluice client never sends (tests/integration/rdma_test.py runs it). It opens a
 // fabric::client_plane, registers a buffer poisoned with 0xA5, builds the token (grant_access,

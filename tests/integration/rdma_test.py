@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The x-amz-rdma-token data plane across processes: a real `sluice serve --fabric P` and the sluice
 CLI (or rdma_probe, a client that hand-makes one request) in other processes, on each libfabric
 provider:  rdma_test.py SLUICE_BINARY RDMA_PROBE SCENARIO

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """S3 behaviour, second round (issue 42), each against a real `sluice serve` with boto3 (Debian's)
 or the AWS CLI, and raw sockets where the client library would hide the wire format.
   s3_behaviour_test.py SLUICE_BINARY SCENARIO

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Interop tests: a real `sluice serve` process on an ephemeral loopback port, driven by real S3
 clients. One client per run:  s3_interop.py SLUICE_BINARY CLIENT
 CLIENT: curl | awscli-v1 | awscli-v2 | boto3 | s3cmd | rclone | negative | crash

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """S3 behaviour that real clients expect (issue 12), each against a real `sluice serve` with the
 client a user would use.
   s3_semantics_test.py SLUICE_BINARY SCENARIO

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """AWS Signature Version 2 against a real `sluice serve` (issue 12), with the clients that make it:
   s3_sigv2_test.py SLUICE_BINARY
 - boto3 with signature_version "s3" (header auth, `Authorization: AWS AK:sig`, checked on the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python module `sluice` (bindings/python) against a real `sluice serve`: GET into numpy arrays,
 bytearrays and memoryviews, PUT from any buffer, HEAD, LIST, DELETE, buckets, the report, errors
 as sluice.S3Error with .code and .status, the GIL released during transfers. With torch and a

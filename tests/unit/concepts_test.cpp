@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/concepts.hpp>
 
 #include <sluice/host_registrar.hpp>

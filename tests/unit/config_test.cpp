@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/config.hpp>
 
 #include <sluice/detail/regular_file.hpp>

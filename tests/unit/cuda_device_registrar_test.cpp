@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/cuda/device_registrar.hpp>
 
 #include <sluice/cuda/device.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/cuda/device.hpp>
 
 #include <sluice/cuda/error.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The S3 path's RDMA transport over a real libfabric provider (tcp;ofi_rxm, shm): the token
 // protocol as a path<s3::negotiator, host_registrar, s3::rdma_transport>.
 #include <sluice/fallback_path.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/fabric/s3_plane.hpp>
 
 #include <sluice/memory_store.hpp>

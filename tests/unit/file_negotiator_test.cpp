@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/file/negotiator.hpp>
 
 #include <sluice/file/transport.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/host_registrar.hpp>
 
 #include <doctest/doctest.h>

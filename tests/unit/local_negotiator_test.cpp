@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/local_negotiator.hpp>
 
 #include <sluice/host_registrar.hpp>

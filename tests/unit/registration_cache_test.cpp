@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/detail/registration_cache.hpp>
 #include <sluice/pinned_budget.hpp>
 

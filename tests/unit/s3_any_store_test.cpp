@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/s3/any_store.hpp>
 
 #include <sluice/memory_store.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/s3/checksum.hpp>
 
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grant session's packet codec (src/s3/grant_codec.hpp): every message kept, every malformed
 // packet refused (hostile lengths and counts included).
 #include "s3/grant_codec.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-memory grant's copy (src/s3/grant_copy.hpp): pieces that cover the range exactly, and
 // workers posted on a pool that copy them all, complete once, and never wait for each other (a
 // pool of one thread finishes a transfer of several pieces).

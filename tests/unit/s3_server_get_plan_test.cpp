@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "s3/server/get_plan.hpp"
 
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "s3/server/support.hpp"
 
 #include "s3/server/answer_head.hpp"

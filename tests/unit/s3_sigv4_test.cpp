@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/s3/sigv4.hpp>
 
 #include <doctest/doctest.h>

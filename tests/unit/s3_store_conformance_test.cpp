@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The object_store conformance suite (conformance/object_store_conformance.hpp) for every store
 // the library ships: memory_store, fs_store in a scratch directory, and gateway_store over a real
 // upstream (an s3::server over a memory_store on 127.0.0.1).

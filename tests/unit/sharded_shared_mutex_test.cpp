@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sluice/detail/sharded_shared_mutex.hpp>
 
 #include <doctest/doctest.h>

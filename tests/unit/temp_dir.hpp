@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A scratch directory for unit tests that need real files (FIFOs, symbolic links, devices).
 #pragma once
 

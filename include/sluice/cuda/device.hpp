@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which CUDA devices this host has. Every GPU path asks here first, so a host without a GPU
 // (or without a driver) gets sluice::errc::no_device instead of a crash.
 #pragma once

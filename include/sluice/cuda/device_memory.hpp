@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU memory, streams and copies: RAII owners of cudaMalloc'd memory and cudaStream_t, and the
 // copies every GPU path ends with. No CUDA header is needed to use them.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device registrar: device memory for a path whose transport reaches it (the S3 RDMA path,
 // whose client plane registers the memory per request with FI_HMEM, or grants it to a same-host
 // server through CUDA IPC).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA runtime errors as error_code values (value: cudaError_t, message: cudaGetErrorString).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Local files (NVMe, any file system) into GPU memory. Compiled into sluice::cuda when the file
 // tier (liburing) is built.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Same-host device-memory grants over CUDA IPC: the sluice::cuda side of s3::local_client_plane
 // and s3::local_server_plane (include/sluice/s3/local_plane.hpp).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pinned (page-locked) host memory: allocated by CUDA, or pinned in place by a registrar.
 #pragma once
 

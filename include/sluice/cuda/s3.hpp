@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 objects into and out of GPU memory through sluice::s3::client. Compiled into sluice::cuda
 // when the S3 tier is built.
 //

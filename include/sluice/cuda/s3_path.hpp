@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 objects into and out of GPU memory as path<N, R, T>: the S3 negotiator, the device registrar,
 // and a transport that reaches device memory.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stager: a bounded ring of pinned host slots between a host-side producer (an RDMA or HTTP
 // GET, a file read) and device memory. A slot is filled, its bytes are copied to the device
 // with cudaMemcpyAsync on the slot's own stream, and the slot is handed out again only once that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The blocking overloads every path type offers, written once over its async_get/async_put.
 #pragma once
 

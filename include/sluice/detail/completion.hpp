@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the asynchronous parts: completing a handler on its own executor, and
 // running an asynchronous operation to completion for the blocking overloads.
 #pragma once

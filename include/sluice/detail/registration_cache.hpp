@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one registration cache: registrations kept past the transfer that made them, least
 // recently used first out, never one a transfer still holds.
 #pragma once

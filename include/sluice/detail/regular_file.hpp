@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening files an operator names (the configuration, the access log) so that whatever sits at
 // the path cannot hang or exhaust the server: regular files only, opened without blocking, and
 // read with a bound. A FIFO would block open(2) until a writer came (a SIGHUP reload stuck there

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reader-writer lock whose readers on different threads touch different cache lines.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RAII wrappers for libfabric objects and the provider choice: fi_info, fid handles, and the
 // typed configuration an endpoint is opened from.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An RDM endpoint on one libfabric provider, with its fabric, domain, completion queue and
 // address vector, memory registration, and a progress thread that completes operations.
 //

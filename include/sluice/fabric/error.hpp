@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric errors as error_code values: the value is the positive FI_E* / errno number
 // libfabric returns (negated), the message is fi_strerror's.
 #pragma once

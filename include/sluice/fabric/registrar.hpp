@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fabric registrar: makes memory reachable by libfabric RMA on one endpoint, with a
 // registration cache so that registering the same (or a covered) range again reuses the MR.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The S3 tier's RDMA data plane over libfabric: the server side (bounded pools of registered
 // staging buffers, one endpoint per provider) and the client side (registration cache, tokens).
 // Built into sluice::fabric when the S3 tier is built too.

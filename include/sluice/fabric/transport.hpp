@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fabric transport: libfabric RMA between a local registration and a peer's registered
 // memory, on any provider (verbs, efa, shm, tcp;ofi_rxm).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cufile transport: a file range read straight into GPU memory by NVIDIA's cuFile library
 // (GPUDirect Storage). libcufile.so.0 is loaded at run time (dlopen), so sluice neither links
 // against it nor needs cufile.h to build; a host without it gets errc::unavailable.

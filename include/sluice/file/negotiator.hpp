@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The file negotiator: the other end is a local file (or block device). It opens the file a
 // request names, resolves the range against the file's size, measures the range's page-cache
 // residency when asked (the file → device transport chooses its method by it), and closes the

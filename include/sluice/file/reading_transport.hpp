@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the file transports share: reads that block a thread, run on an executor the host gives
 // (else on the handler's), and no writes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How much of a file range is in the page cache now: cachestat(2) (Linux 6.5 and later) where
 // the kernel has it, else mincore(2) over a temporary read-only mapping of the range. Both only
 // look: neither reads a page in nor keeps one there.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files into host memory as a path: the file negotiator, the host registrar and a transport that
 // reads with io_uring.
 //

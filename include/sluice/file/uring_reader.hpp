@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The file transport: reads a byte range of a local file (NVMe, any block device file system)
 // with io_uring, O_DIRECT when the file system allows it, several chunk reads in flight.
 //

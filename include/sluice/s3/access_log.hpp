@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3 access log: one line per request a server answers (or gives up on), as text or
 // JSON, to stderr or a file. Formatting is a pure function over a record (unit-tested); the sink
 // buffers lines under a mutex and writes whole buffers, so lines never interleave.

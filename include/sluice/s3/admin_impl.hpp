@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin listener of sluice::s3::server (server_config::admin_listen): plain HTTP/1.1 that
 // answers GET (or HEAD) /metrics, /health and /ready and 404 to everything else. No
 // authentication and no objects: it only reads the server's counters. Included by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3::any_store: any servable_store behind one interface, so that the S3 server is
 // compiled once, in the library, whatever store it serves. Wrap a store with
 // any_store::wrap(store) (s3::server's constructor does it for you), or derive from any_store

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Digests and checksums of the S3 tier: incremental MD5/SHA-1/SHA-256 (OpenSSL) and CRC32/CRC32C
 // (ISA-L), the x-amz-checksum-* algorithms, and the small encoding and comparison helpers that
 // SigV4 and the flexible checksums need. The header names no OpenSSL or ISA-L type.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decoder for `Content-Encoding: aws-chunked` request bodies (SigV4 streaming uploads), sans I/O:
 // the caller feeds the bytes as they arrive and receives the decoded payload.
 // https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-streaming.html

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3::client: an S3 client (Boost.Beast, HTTP/1.1 keep-alive, plain or over TLS with
 // OpenSSL) with a connection pool per host, retries with backoff, a deadline per request,
 // multipart uploads and parallel ranged downloads straight into the caller's memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 errors: the codes S3 puts in its XML error bodies, with their HTTP status.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fs_store: the crash-safe directory store the S3 server embeds by default. It models
 // object_store, mappable_store and multipart_store over one directory tree:
 //

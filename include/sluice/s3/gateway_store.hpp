@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gateway_store: a store that fronts an existing S3 service (the upstream: MinIO, Ceph RGW, AWS
 // S3, another sluice) with a local read-through cache, so that the server's token, grant and
 // HTTP paths serve the upstream's objects. It models object_store, mappable_store and

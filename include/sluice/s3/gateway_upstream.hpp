@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a gateway's upstream answers, checked before anything of it is cached or passed on:
 // sans-I/O functions over an answer's header fields and a parsed listing page, which
 // gateway_store (gateway_store.hpp) feeds from its S3 client and fuzz/gateway_upstream.cpp feeds

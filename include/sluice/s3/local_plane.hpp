@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Same-host grants: the token's data plane for a client on the server's host, in which the client
 // grants the server exactly the buffers it chose and the server can touch nothing else.
 //

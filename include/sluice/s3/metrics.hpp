@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3 server metrics: counters a server keeps while it answers (atomics, relaxed: a few
 // increments per request), rendered in the Prometheus text exposition format 0.0.4 for the admin
 // listener's GET /metrics, followed by the families of the host's metrics sources.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An S3 server as the far end of a path<N, R, T>: the negotiator and the transports that
 // compose sluice::s3::client into the pipeline negotiate → register → move → complete.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA data plane as the S3 server and client see it: two small interfaces, so that the S3
 // tier needs no libfabric. sluice::fabric implements both (include/sluice/fabric/s3_plane.hpp);
 // an embedder hands an instance to server_config::rdma or client_config::rdma.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The x-amz-rdma-token header value, sans I/O: a client's grant to the server to RMA-write into
 // (GET) or RMA-read from (PUT, UploadPart) exactly the memory segments it lists, over one
 // libfabric provider, until it expires. The header protocol follows the public "S3 RDMA Protocol

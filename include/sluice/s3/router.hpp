@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing of S3 requests, sans-I/O: method + request target + Host header → which S3 operation,
 // on which bucket and key, with which (decoded) query parameters.
 #pragma once

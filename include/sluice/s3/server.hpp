@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3::server: an embeddable S3 server (Boost.Beast, HTTP/1.1 keep-alive) over any
 // servable_store. The S3 request is the control plane of every sluice path that ends here.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AWS Signature Version 2 for S3, sans I/O: the string to sign, parsing the `Authorization: AWS
 // AK:signature` header or the presigned query (AWSAccessKeyId, Expires, Signature), verification
 // (server side), and signing and presigning (client side, for tests and old peers).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AWS Signature Version 4 for S3, sans I/O: canonicalization, parsing the Authorization header or
 // the presigned query, verification (server side), and signing and presigning (client side).
 // https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-authenticating-requests.html

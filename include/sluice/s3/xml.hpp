@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 XML bodies, sans-I/O: parsers for the request bodies a server receives
 // (CompleteMultipartUpload, Delete, CreateBucketConfiguration) and writers for the response
 // bodies it sends, as AWS S3 writes them; plus the time formats those bodies and headers use.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // S3 XML bodies as a client sees them, sans-I/O: parsers for the response bodies a client
 // receives (ListObjectsV2, ListBuckets, InitiateMultipartUpload, CompleteMultipartUpload, Error)
 // and writers for the request bodies it sends (CompleteMultipartUpload, CreateBucketConfiguration).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The status line and header fields of a GET's or HEAD's answer, written as text into one buffer
 // the connection reuses, and the object headers every such answer carries.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).

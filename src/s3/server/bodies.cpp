@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Request bodies: 100-continue, small XML bodies, object metadata from headers, preconditions,
 // checking a token (receive.hpp receives an object's payload).
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).

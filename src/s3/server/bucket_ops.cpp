@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bucket operations: ListBuckets, CreateBucket, HEAD/DELETE/location of a bucket, ListObjects
 // (V1 and V2), DeleteObjects.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).

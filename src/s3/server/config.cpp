@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The S3 server's configuration: server_config::validate and parse_server_config.
 #include <sluice/s3/server.hpp>
 

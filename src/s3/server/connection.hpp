@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One client connection of the server: the connection class and its members' declarations.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once

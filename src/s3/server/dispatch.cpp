@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A connection's request loop: reading a request, authenticating, routing it to its operation,
 // logging it, and the answers (headers, XML, errors).
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).

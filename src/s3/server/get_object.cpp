@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GetObject and HeadObject: the store's mapping, the answer plan_get chooses (get_plan.hpp),
 // and the body by RDMA or a same-host grant (a token), sendfile(2), sealed TLS batches or slices
 // from memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GET and HEAD planning without I/O (get_plan.hpp).
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #include "get_plan.hpp"

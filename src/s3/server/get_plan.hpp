@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GET and HEAD planning without I/O: from what a request asks and what the store lent, which
 // answer to make (an error, 304, 416, or 200/206 with its extent and extra fields), and how its
 // body leaves. connection::get_object gathers the facts, asks plan_get and route_body, and runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Accepting connections (HTTP and HTTPS) and writing the access log out.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multipart uploads: create, UploadPart, UploadPartCopy, complete, abort, list parts and uploads.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #include "receive.hpp"

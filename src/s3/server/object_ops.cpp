@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Object operations: PutObject, CopyObject, DeleteObject, object tagging (GetObject and
 // HeadObject are in get_object.cpp).
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A value that many threads read and few replace, with no lock and no shared write on the read
 // side: the server's users and bucket owners, read by every request.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Receiving an object's payload into a store writer: the HTTP body (plain or aws-chunked), or
 // by RDMA through a checked token. Member templates of connection, included by the
 // operations that receive a payload (object_ops.cpp, multipart.cpp).

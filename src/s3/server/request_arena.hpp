@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory for one request's header fields, reused by the connection's every request.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sluice::s3::server: its life (construct, listen, stop) over the state its connections share.
 // The parts of the server, each in src/s3/server/: state.hpp (what connections share; published.hpp
 // the snapshots every request reads),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a server and its connections share (server_state), and what a failed request answers.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once

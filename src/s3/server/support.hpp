@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Request helpers of the server: header values, payload digests, ranges, copy sources, writers.
 // Part of the S3 server (src/s3/server/; docs/architecture.md lists the files).
 #pragma once

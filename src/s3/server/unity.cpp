@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The S3 server's parts as one translation unit: what src/CMakeLists.txt compiles instead of
 // the eight files when SLUICE_UNITY_SERVER is ON (scripts/test.sh, the CI, turns it on). Each
 // part instantiates the same Beast and Asio machinery for both streams; compiled together that
