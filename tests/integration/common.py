@@ -147,3 +147,24 @@ def ensure_s3rver():
         if r.returncode != 0 or not os.path.exists(script):
             return None, "npm could not install s3rver@3.7: " + (r.stderr or r.stdout)[-800:]
     return script, None
+
+
+def run_scenario(binary, scenario, prefix, access_key, secret_key, body):
+    """Runs body(server, tmp) against a new `sluice serve` (no RDMA or grant plane) in a new
+    temporary folder: 0 when it passed, 77 when it returned a reason to skip (printed)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        server = Server(binary, os.path.join(tmp, "root"), access_key, secret_key,
+                        ["--fabric", "off", "--grant-socket", "off"]).start()
+        try:
+            print("%s against sluice serve on %s" % (scenario, server.url))
+            skipped = body(server, tmp)
+        finally:
+            server.stop()
+        if skipped:
+            print("SKIPPED: " + skipped)
+            return 77
+        print("PASSED: " + scenario)
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

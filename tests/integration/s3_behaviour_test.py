@@ -36,14 +36,12 @@ import base64
 import hashlib
 import http.client
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect  # noqa: E402
+from common import MIB, expect, run_scenario  # noqa: E402
 from s3_semantics_test import AK, SK, Aws, boto3_client, error_of, find_aws_clis, signed_request  # noqa: E402
 
 SKIP = 77
@@ -548,21 +546,7 @@ def main():
     except ImportError:
         print("SKIPPED: boto3 is not installed for " + sys.executable)
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="sluice-behaviour-")
-    try:
-        server = Server(binary, os.path.join(tmp, "root"), AK, SK, ["--fabric", "off", "--grant-socket", "off"]).start()
-        try:
-            print("%s against sluice serve on %s" % (scenario, server.url))
-            skipped = tests[scenario](server, tmp)
-        finally:
-            server.stop()
-        if skipped:
-            print("SKIPPED: " + skipped)
-            return SKIP
-        print("PASSED: " + scenario)
-        return 0
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return run_scenario(binary, scenario, "sluice-behaviour-", AK, SK, tests[scenario])
 
 
 if __name__ == "__main__":

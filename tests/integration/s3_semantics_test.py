@@ -29,10 +29,9 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, make_file, sha256  # noqa: E402
+from common import MIB, expect, make_file, run_scenario, sha256  # noqa: E402
 
 AK, SK = "SEMAK", "semantics-secret-key"
 SKIP = 77
@@ -748,23 +747,10 @@ def main():
     if not clis and scenario in ("copy", "copy-large", "rb"):
         print("SKIPPED: no AWS CLI is installed (scripts/deps.sh installs Debian's awscli, v2)")
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="sluice-semantics-")
-    try:
-        server = Server(binary, os.path.join(tmp, "root"), AK, SK, ["--fabric", "off", "--grant-socket", "off"]).start()
-        try:
-            print("%s against sluice serve on %s" % (scenario, server.url))
-            if clis:
-                print("AWS CLIs: " + ", ".join("%s (%s)" % c for c in clis))
-            skipped = tests[scenario](server, tmp, clis)
-        finally:
-            server.stop()
-        if skipped:
-            print("SKIPPED: " + skipped)
-            return SKIP
-        print("PASSED: " + scenario)
-        return 0
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    if clis:
+        print("AWS CLIs: " + ", ".join("%s (%s)" % c for c in clis))
+    return run_scenario(binary, scenario, "sluice-semantics-", AK, SK,
+                        lambda server, tmp: tests[scenario](server, tmp, clis))
 
 
 if __name__ == "__main__":
