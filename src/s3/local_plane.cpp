@@ -12,7 +12,10 @@
 #include "grant_copy.hpp"
 #include "grant_socket.hpp"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/system_executor.hpp>
 
 #include <openssl/crypto.h>
@@ -98,8 +101,9 @@ struct grant_entry {
 
 /// A connection: a handshake until the client proved its key, then a session.
 struct session {
+  explicit session(boost::asio::posix::stream_descriptor s) : socket(std::move(s)) {}
   std::uint64_t id = 0;
-  unique_fd fd;
+  boost::asio::posix::stream_descriptor socket;  // owns the connection's descriptor
   uid_t uid = 0;                   // the peer's, from SO_PEERCRED
   steady::time_point accepted;     // handshakes: the oldest is evicted first
   steady::time_point deadline;     // of the handshake
@@ -119,26 +123,37 @@ struct uid_slots {
 
 }  // namespace
 
+/// The sessions run on an io_context of the plane's own, run by one thread (the plane's io
+/// thread): readiness waits on the listener and on each connection, one timer for the earliest
+/// handshake or idle deadline. Only that thread changes `sessions`; other threads read the
+/// grants and the counts under `mutex`.
 struct local_server_plane::state {
   local_server_plane_config config;
-  unique_fd listener;
-  unique_fd wake_read, wake_write;
+  boost::asio::io_context io{1};
+  boost::asio::posix::stream_descriptor listener{io};
+  boost::asio::steady_timer deadlines{io};
+  std::optional<steady::time_point> armed;  // the deadline `deadlines` waits for
   std::thread loop;
   std::atomic<bool> closed{false};
   std::shared_ptr<mapped_budget> budget = std::make_shared<mapped_budget>();
-  mutable std::mutex mutex;  // grants; sessions and the counts below (the loop thread changes them)
+  mutable std::mutex mutex;  // grants; sessions and the counts below (the io thread changes them)
   std::map<grant_id, std::shared_ptr<const grant_entry>> grants;
-  std::map<int, session> sessions;  // by descriptor; handshakes too
+  std::map<std::uint64_t, session> sessions;  // by id (a descriptor's number comes back); handshakes too
   std::map<uid_t, uid_slots> slots;
   std::size_t handshakes = 0, authenticated = 0;
   std::uint64_t next_session = 1;
 
-  void run();
+  void wait_for_connections();
+  void wait_for_message(std::uint64_t id);
+  void arm_deadlines();
+  void drop_late();
+  void stop();
   void accept_all();
   void make_handshake_room(uid_t uid);
   void evict_handshake_of(uid_t uid);
-  void serve(session& s);
-  void drop(int fd);
+  bool serve(session& s);  // false: the session was dropped
+  void drop(std::uint64_t id);
+  [[nodiscard]] bool late(const session& s, steady::time_point now) const;
   std::vector<std::byte> handle(session& s, std::span<const std::byte> packet, unique_fd& fd);
   std::vector<std::byte> register_memfd(session& s, std::uint64_t size, unique_fd fd);
   std::vector<std::byte> register_device(session& s, std::span<const std::byte> description);
@@ -204,8 +219,8 @@ std::shared_ptr<local_server_plane> local_server_plane::open(local_server_plane_
   }
   auto st = std::make_shared<state>();
   st->config = std::move(config);
-  st->listener = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (st->listener.get() < 0) {
+  unique_fd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (listener.get() < 0) {
     ec = last_errno();
     return nullptr;
   }
@@ -223,20 +238,14 @@ std::shared_ptr<local_server_plane> local_server_plane::open(local_server_plane_
     }
     ::unlink(path.c_str());
   }
-  if (::bind(st->listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::chmod(path.c_str(), 0666) != 0 || ::listen(st->listener.get(), 128) != 0) {
+  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::chmod(path.c_str(), 0666) != 0 || ::listen(listener.get(), 128) != 0) {
     ec = last_errno();
     return nullptr;
   }
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    ec = last_errno();
-    ::unlink(path.c_str());
-    return nullptr;
-  }
-  st->wake_read = unique_fd(pipe_fds[0]);
-  st->wake_write = unique_fd(pipe_fds[1]);
-  st->loop = std::thread([raw = st.get()] { raw->run(); });
+  st->listener.assign(listener.release());
+  st->wait_for_connections();
+  st->loop = std::thread([raw = st.get()] { raw->io.run(); });
   std::shared_ptr<local_server_plane> plane(new local_server_plane());
   plane->state_ = std::move(st);
   ec = {};
@@ -257,8 +266,8 @@ bool local_server_plane::serves(std::string_view provider) const {
 
 void local_server_plane::close() noexcept {
   if (state_->closed.exchange(true)) return;
-  const char byte = 1;
-  [[maybe_unused]] const auto n = ::write(state_->wake_write.get(), &byte, 1);
+  // The io thread drops every session (and their grants) and runs out of work.
+  boost::asio::post(state_->io, [raw = state_.get()] { raw->stop(); });
   if (state_->loop.joinable() && state_->loop.get_id() != std::this_thread::get_id()) state_->loop.join();
   ::unlink(state_->config.socket_path.c_str());
   const std::lock_guard lock(state_->mutex);
@@ -289,81 +298,108 @@ std::size_t local_server_plane::handshake_count() const {
   return state_->handshakes;
 }
 
-void local_server_plane::state::run() {
-  std::vector<pollfd> fds;
-  const auto idle = config.idle_timeout;
-  while (!closed) {
-    fds.clear();
-    fds.push_back({wake_read.get(), POLLIN, 0});
-    fds.push_back({listener.get(), POLLIN, 0});
-    // Only this thread changes `sessions`: it reads them without the lock.
-    auto next_deadline = steady::time_point::max();
-    for (const auto& [fd, s] : sessions) {
-      fds.push_back({fd, POLLIN, 0});
-      if (!s.authenticated) next_deadline = std::min(next_deadline, s.deadline);
-      if (s.authenticated && s.grants == 0) next_deadline = std::min(next_deadline, s.last_active + idle);
-    }
-    int timeout = -1;
-    if (next_deadline != steady::time_point::max()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - steady::now()).count();
-      timeout = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
-    }
-    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
-    if (closed) break;
-    // Messages first, so that a handshake or session whose message came in time is not timed
-    // out below; then new connections (which may evict handshakes: their descriptors' numbers
-    // may come back for new connections, so the loop looks every descriptor up again).
-    for (std::size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const auto it = sessions.find(fds[i].fd);
-      if (it != sessions.end()) serve(it->second);
-    }
-    if ((fds[1].revents & POLLIN) != 0) accept_all();
-    // Handshakes that did not finish in time, and sessions that hold nothing and said nothing
-    // for idle_timeout, are closed.
-    std::vector<int> late;
-    const auto now = steady::now();
-    for (const auto& [fd, s] : sessions) {
-      if ((!s.authenticated && now >= s.deadline) ||
-          (s.authenticated && s.grants == 0 && now >= s.last_active + idle)) {
-        late.push_back(fd);
-      }
-    }
-    for (const int fd : late) drop(fd);
+void local_server_plane::state::wait_for_connections() {
+  listener.async_wait(boost::asio::posix::descriptor_base::wait_read, [this](const error_code& ec) {
+    if (ec || closed) return;
+    accept_all();
+    arm_deadlines();
+    wait_for_connections();
+  });
+}
+
+void local_server_plane::state::wait_for_message(std::uint64_t id) {
+  const auto it = sessions.find(id);
+  if (it == sessions.end()) return;
+  it->second.socket.async_wait(boost::asio::posix::descriptor_base::wait_read, [this, id](const error_code& ec) {
+    // A dropped session's wait ends aborted (its descriptor closed), or finds no session: ids
+    // are never reused.
+    if (ec || closed) return;
+    const auto s = sessions.find(id);
+    if (s == sessions.end()) return;
+    if (serve(s->second)) wait_for_message(id);
+    arm_deadlines();
+  });
+}
+
+bool local_server_plane::state::late(const session& s, steady::time_point now) const {
+  return (!s.authenticated && now >= s.deadline) ||
+         (s.authenticated && s.grants == 0 && now >= s.last_active + config.idle_timeout);
+}
+
+void local_server_plane::state::arm_deadlines() {
+  // Handshakes that do not finish in time, and sessions that hold nothing and say nothing for
+  // idle_timeout, are closed: one timer waits for the earliest of them. A deadline that moved
+  // later (a session spoke) is found when the timer fires early and looks again.
+  auto next = steady::time_point::max();
+  for (const auto& [id, s] : sessions) {
+    if (!s.authenticated) next = std::min(next, s.deadline);
+    if (s.authenticated && s.grants == 0) next = std::min(next, s.last_active + config.idle_timeout);
   }
-  std::vector<int> all;
-  for (const auto& [fd, s] : sessions) all.push_back(fd);
-  for (const int fd : all) drop(fd);
+  if (next == steady::time_point::max() || (armed && *armed <= next)) return;
+  armed = next;
+  deadlines.expires_at(next);  // aborts the wait for a later deadline
+  deadlines.async_wait([this](const error_code& ec) {
+    if (ec || closed) return;
+    armed.reset();
+    drop_late();
+    arm_deadlines();
+  });
+}
+
+void local_server_plane::state::drop_late() {
+  const auto now = steady::now();
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, s] : sessions) {
+    if (late(s, now)) ids.push_back(id);
+  }
+  for (const std::uint64_t id : ids) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) continue;
+    // A message that came in time but is not read yet is served first: a handshake that spoke
+    // before its deadline is not timed out for the order in which the io thread saw the two.
+    pollfd p{it->second.socket.native_handle(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1 && !serve(it->second)) continue;
+    const auto again = sessions.find(id);
+    if (again != sessions.end() && late(again->second, now)) drop(id);
+  }
+}
+
+void local_server_plane::state::stop() {
+  error_code ignored;
+  listener.close(ignored);
+  deadlines.cancel();
+  std::vector<std::uint64_t> all;
+  for (const auto& [id, s] : sessions) all.push_back(id);
+  for (const std::uint64_t id : all) drop(id);
 }
 
 void local_server_plane::state::accept_all() {
-  // A bounded batch per turn, so that a flood of connects cannot keep the loop from the
+  // A bounded batch per turn, so that a flood of connects cannot keep the io thread from the
   // sessions' messages; the rest wait in the listen backlog for the next turn.
   for (int i = 0; i < 64; ++i) {
-    unique_fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    unique_fd fd(::accept4(listener.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (fd.get() < 0) return;
     ucred peer{};
     socklen_t length = sizeof peer;
     if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || length != sizeof peer) continue;
     make_handshake_room(peer.uid);
-    session s;
+    session s(boost::asio::posix::stream_descriptor(io, fd.release()));
     s.id = next_session++;
     s.uid = peer.uid;
     s.accepted = steady::now();
     s.deadline = s.accepted + config.handshake_timeout;
     s.last_active = s.accepted;
-    const int key = fd.get();
-    s.fd = std::move(fd);
+    const std::uint64_t id = s.id;
     session* added = nullptr;
     {
       const std::lock_guard lock(mutex);
-      added = &sessions.emplace(key, std::move(s)).first->second;
+      added = &sessions.emplace(id, std::move(s)).first->second;
       ++handshakes;
       ++slots[peer.uid].handshakes;
     }
     // A client sends its hello right after connect: read it now, so that the connections
     // accepted after it in this batch find it speaking, not silent (silent ones go first).
-    serve(*added);
+    if (serve(*added)) wait_for_message(id);
   }
 }
 
@@ -384,14 +420,14 @@ void local_server_plane::state::make_handshake_room(uid_t uid) {
 void local_server_plane::state::evict_handshake_of(uid_t uid) {
   // The oldest that has not said hello, else the oldest: a client that answers at once keeps
   // its place against a flood of silent connections of its own uid.
-  const auto is_silent = [](const session& s) {
+  const auto is_silent = [](session& s) {
     if (s.user != nullptr) return false;
-    pollfd p{s.fd.get(), POLLIN, 0};  // a hello waiting to be read counts as speaking
+    pollfd p{s.socket.native_handle(), POLLIN, 0};  // a hello waiting to be read counts as speaking
     return ::poll(&p, 1, 0) == 0;
   };
-  const session* victim = nullptr;
+  session* victim = nullptr;
   bool victim_silent = false;
-  for (const auto& [fd, s] : sessions) {
+  for (auto& [id, s] : sessions) {
     if (s.authenticated || s.uid != uid) continue;
     const bool silent = is_silent(s);
     if (victim == nullptr || (silent && !victim_silent) || (silent == victim_silent && s.accepted < victim->accepted)) {
@@ -399,15 +435,14 @@ void local_server_plane::state::evict_handshake_of(uid_t uid) {
       victim_silent = silent;
     }
   }
-  if (victim != nullptr) drop(victim->fd.get());
+  if (victim != nullptr) drop(victim->id);
 }
 
-void local_server_plane::state::drop(int fd) {
+void local_server_plane::state::drop(std::uint64_t id) {
   const std::lock_guard lock(mutex);
-  const auto it = sessions.find(fd);
+  const auto it = sessions.find(id);
   if (it == sessions.end()) return;
   const session& s = it->second;
-  const std::uint64_t id = s.id;
   // The session's grants end with it: a client that exited (or was killed) leaves nothing mapped
   // once its transfers in flight finish.
   std::erase_if(grants, [id](const auto& g) { return g.second->session == id; });
@@ -420,29 +455,34 @@ void local_server_plane::state::drop(int fd) {
     if (owner != slots.end()) --owner->second.handshakes;
   }
   if (owner != slots.end() && owner->second.handshakes == 0 && owner->second.sessions == 0) slots.erase(owner);
-  sessions.erase(it);
+  sessions.erase(it);  // closes the descriptor; its pending wait ends aborted
 }
 
-void local_server_plane::state::serve(session& s) {
+bool local_server_plane::state::serve(session& s) {
   std::vector<std::byte> packet;
   unique_fd fd;
-  const error_code ec = receive_packet(s.fd.get(), packet, fd);
-  if (ec.value() == EAGAIN || ec.value() == EINTR) return;
+  const int socket = s.socket.native_handle();
+  const error_code ec = receive_packet(socket, packet, fd);
+  if (ec.value() == EAGAIN || ec.value() == EINTR) return true;
   if (ec || packet.empty() || packet.size() > max_message) {
     if (!packet.empty() && !ec) {
-      [[maybe_unused]] auto sent = send_packet(s.fd.get(), error_message(EMSGSIZE, "message too long"));
+      [[maybe_unused]] auto sent = send_packet(socket, error_message(EMSGSIZE, "message too long"));
     }
-    drop(s.fd.get());
-    return;
+    drop(s.id);
+    return false;
   }
   s.last_active = steady::now();
   const bool was_authenticated = s.authenticated;
   const std::vector<std::byte> answer = handle(s, packet, fd);
-  if (answer.empty()) return;  // release: no answer
+  if (answer.empty()) return true;  // release: no answer
   // A handshake's refusal ends the connection (its slot goes to the next client).
   const bool fatal = static_cast<message_type>(std::to_integer<std::uint8_t>(answer.front())) == message_type::error &&
                      !was_authenticated;
-  if (send_packet(s.fd.get(), answer) || fatal) drop(s.fd.get());
+  if (send_packet(socket, answer) || fatal) {
+    drop(s.id);
+    return false;
+  }
+  return true;
 }
 
 std::vector<std::byte> local_server_plane::state::handle(session& s, std::span<const std::byte> packet, unique_fd& fd) {
