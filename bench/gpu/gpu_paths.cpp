@@ -75,6 +75,7 @@ struct options {
   unsigned aggregate = 4;             // client processes of the concurrent grant case
   int server_pid = 0;                 // for the server's CPU seconds
   bool child = false;                 // one process of the concurrent case (internal)
+  int device = 0;                     // the child's device (internal)
   std::string only;                   // "grant": the ceilings and the grant GETs only
   // The grant GETs' "parts" case: grant_in_flight threads, each one ranged GET of grant_part
   // bytes at once (the client's own grant GET into device memory is one request).
@@ -245,11 +246,12 @@ int run_child(const options& opt) {
     std::fprintf(stderr, "child: %s\n", ec.message().c_str());
     return 1;
   }
-  auto device = cuda::device_buffer::allocate(piece * threads);
+  auto device = cuda::device_buffer::allocate(piece * threads, opt.device);
   const std::uint64_t ranges = std::max<std::uint64_t>(opt.size / piece, 1);
   const auto one = [&](unsigned t, unsigned round) {
     const std::uint64_t offset = ((static_cast<std::uint64_t>(round) * threads + t) % ranges) * piece;
-    const region to{static_cast<std::byte*>(device.native_handle()) + t * piece, piece, memory_kind::cuda_device, 0};
+    const region to{static_cast<std::byte*>(device.native_handle()) + t * piece, piece, memory_kind::cuda_device,
+                    opt.device};
     s3::get_options get(byte_range{offset, piece});
     get.via = s3::transfer_via::rdma;
     error_code e;
@@ -276,6 +278,96 @@ int run_child(const options& opt) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%llu %.6f\n", static_cast<unsigned long long>(piece * threads * rounds), seconds);
   return ok ? 0 : 1;
+}
+
+/// `processes` child processes × 16 concurrent 64 MiB GETs each, started together, child c on
+/// device c % `devices`: the aggregate rate, as seconds for --size.
+result aggregate_case(const options& opt, const std::string& group, unsigned processes, unsigned devices) {
+  std::vector<pid_t> children;
+  std::vector<FILE*> pipes;
+  std::vector<int> gos;
+  for (unsigned c = 0; c < processes; ++c) {
+    int fds[2];
+    int in[2];
+    if (::pipe(fds) != 0) break;
+    if (::pipe(in) != 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      break;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    posix_spawn_file_actions_addclose(&actions, in[1]);
+    const std::string size_text = std::to_string(opt.size);
+    std::vector<std::string> args = {"/proc/self/exe",
+                                     "--endpoint",
+                                     opt.endpoint,
+                                     "--access-key",
+                                     opt.access_key,
+                                     "--secret-key",
+                                     opt.secret_key,
+                                     "--grant-socket",
+                                     opt.grant_socket,
+                                     "--size",
+                                     size_text,
+                                     "--child",
+                                     "1",
+                                     "--device",
+                                     std::to_string(c % devices)};
+    std::vector<char*> argv_child;
+    for (auto& a : args) argv_child.push_back(a.data());
+    argv_child.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv_child.data(), environ) == 0) {
+      children.push_back(pid);
+      pipes.push_back(::fdopen(fds[0], "r"));
+      gos.push_back(in[1]);
+    } else {
+      ::close(fds[0]);
+      ::close(in[1]);
+    }
+    ::close(fds[1]);
+    ::close(in[0]);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  bool children_ok = children.size() == processes;
+  char line[128] = {};
+  for (FILE* f : pipes) {  // every child has warmed up
+    if (std::fgets(line, sizeof line, f) == nullptr || std::strncmp(line, "ready", 5) != 0) children_ok = false;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (const int go : gos) {
+    if (::write(go, "g", 1) != 1) children_ok = false;
+    ::close(go);
+  }
+  double bytes = 0;
+  for (std::size_t c = 0; c < children.size(); ++c) {
+    unsigned long long b = 0;
+    double sec = 0;
+    if (std::fgets(line, sizeof line, pipes[c]) == nullptr || std::sscanf(line, "%llu %lf", &b, &sec) != 2) {
+      children_ok = false;
+    }
+    bytes += static_cast<double>(b);
+  }
+  // From the common start to the last child's last byte.
+  const double slowest = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (std::size_t c = 0; c < children.size(); ++c) {
+    std::fclose(pipes[c]);
+    int status = 0;
+    ::waitpid(children[c], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) children_ok = false;
+  }
+  const std::string name = std::to_string(processes) + " processes × 16 concurrent 64 MiB GETs" +
+                           (devices > 1 ? ", one per GPU on " + std::to_string(devices) + " GPUs" : "");
+  if (!children_ok || slowest <= 0) return {group, name, std::nullopt, "a client process failed"};
+  measured m;
+  m.seconds = slowest * static_cast<double>(opt.size) / bytes;  // as if moving --size at the aggregate rate
+  m.note = "aggregate " + std::to_string(bytes / gib / slowest).substr(0, 5) + " GiB/s over " +
+           std::to_string(static_cast<unsigned long long>(bytes) >> 20) + " MiB";
+  return {group, name, m, m.note};
 }
 
 int usage() {
@@ -319,6 +411,8 @@ int main(int argc, char** argv) {
       opt.server_pid = std::stoi(value);
     else if (flag == "--child")
       opt.child = value == "1";
+    else if (flag == "--device")
+      opt.device = std::stoi(value);
     else if (flag == "--only" && value == "grant")
       opt.only = value;
     else if (flag == "--grant-part")
@@ -605,92 +699,18 @@ int main(int argc, char** argv) {
       in_parts = false;
       for (unsigned i = 0; i < cold_run; ++i) client.delete_object("bench", "cold-" + std::to_string(i), ec);
 
-      // N processes × 16 concurrent 64 MiB GETs each.
+      // N processes × 16 concurrent 64 MiB GETs each, on device 0; with several GPUs, the same
+      // processes one per device as well (a client on device k gets its bytes on device k).
       if (opt.aggregate > 0) {
-        std::vector<pid_t> children;
-        std::vector<FILE*> pipes;
-        std::vector<int> gos;
-        for (unsigned c = 0; c < opt.aggregate; ++c) {
-          int fds[2];
-          int in[2];
-          if (::pipe(fds) != 0) break;
-          if (::pipe(in) != 0) {
-            ::close(fds[0]);
-            ::close(fds[1]);
-            break;
-          }
-          posix_spawn_file_actions_t actions;
-          posix_spawn_file_actions_init(&actions);
-          posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-          posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-          posix_spawn_file_actions_addclose(&actions, fds[0]);
-          posix_spawn_file_actions_addclose(&actions, in[1]);
-          const std::string size_text = std::to_string(opt.size);
-          std::vector<std::string> args = {"/proc/self/exe",
-                                           "--endpoint",
-                                           opt.endpoint,
-                                           "--access-key",
-                                           opt.access_key,
-                                           "--secret-key",
-                                           opt.secret_key,
-                                           "--grant-socket",
-                                           opt.grant_socket,
-                                           "--size",
-                                           size_text,
-                                           "--child",
-                                           "1"};
-          std::vector<char*> argv_child;
-          for (auto& a : args) argv_child.push_back(a.data());
-          argv_child.push_back(nullptr);
-          pid_t pid = 0;
-          if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv_child.data(), environ) == 0) {
-            children.push_back(pid);
-            pipes.push_back(::fdopen(fds[0], "r"));
-            gos.push_back(in[1]);
-          } else {
-            ::close(fds[0]);
-            ::close(in[1]);
-          }
-          ::close(fds[1]);
-          ::close(in[0]);
-          posix_spawn_file_actions_destroy(&actions);
-        }
-        bool children_ok = children.size() == opt.aggregate;
-        char line[128] = {};
-        for (FILE* f : pipes) {  // every child has warmed up
-          if (std::fgets(line, sizeof line, f) == nullptr || std::strncmp(line, "ready", 5) != 0) children_ok = false;
-        }
-        const auto start = std::chrono::steady_clock::now();
-        for (const int go : gos) {
-          if (::write(go, "g", 1) != 1) children_ok = false;
-          ::close(go);
-        }
-        double bytes = 0;
-        for (std::size_t c = 0; c < children.size(); ++c) {
-          unsigned long long b = 0;
-          double sec = 0;
-          if (std::fgets(line, sizeof line, pipes[c]) == nullptr || std::sscanf(line, "%llu %lf", &b, &sec) != 2) {
-            children_ok = false;
-          }
-          bytes += static_cast<double>(b);
-        }
-        // From the common start to the last child's last byte.
-        const double slowest = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        for (std::size_t c = 0; c < children.size(); ++c) {
-          std::fclose(pipes[c]);
-          int status = 0;
-          ::waitpid(children[c], &status, 0);
-          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) children_ok = false;
-        }
-        const std::string name = std::to_string(opt.aggregate) + " processes × 16 concurrent 64 MiB GETs";
-        if (children_ok && slowest > 0) {
-          measured m;
-          m.seconds = slowest * static_cast<double>(opt.size) / bytes;  // as if moving --size at the aggregate rate
-          m.note = "aggregate " + std::to_string(bytes / gib / slowest).substr(0, 5) + " GiB/s over " +
-                   std::to_string(static_cast<unsigned long long>(bytes) >> 20) + " MiB";
-          results.push_back({group, name, m, m.note});
+        results.push_back(aggregate_case(opt, group, opt.aggregate, 1));
+        const int devices = cuda::device_count(ec);
+        if (devices >= 2) {
+          const auto k = static_cast<unsigned>(devices);
+          results.push_back(aggregate_case(opt, group, k, 1));
+          results.push_back(aggregate_case(opt, group, k, k));
         } else {
-          results.push_back({group, name, std::nullopt, "a client process failed"});
+          results.push_back({group, "processes on several GPUs", std::nullopt,
+                             "one GPU on this host: not measured (the grant test runs two clients on one device)"});
         }
       }
     }

@@ -3,6 +3,7 @@
 // device opener) against client processes that each hold device memory of their own (this test
 // binary started again with --grant-child). What a hostile or dying client can make the server
 // do: touch only the allocation its own user granted, and keep serving everyone else.
+#include <sluice/cuda/device.hpp>
 #include <sluice/cuda/device_memory.hpp>
 #include <sluice/cuda/grant.hpp>
 #include <sluice/s3/error.hpp>
@@ -51,16 +52,17 @@ std::uint64_t fnv(const std::byte* p, std::size_t n) {
 
 }  // namespace
 
-/// The client process: `--grant-child SOCKET USER SECRET BYTES`. Allocates BYTES of device
-/// memory filled with the poison byte, opens a session, then answers one line per command:
+/// The client process: `--grant-child SOCKET USER SECRET BYTES [DEVICE]`. Allocates BYTES of
+/// memory on device DEVICE (0) filled with the poison byte, opens a session, then answers one line per command:
 ///   grant OFFSET LENGTH w|r  →  "token TEXT" (a grant of [OFFSET, OFFSET + LENGTH) of its memory)
 ///   hash                     →  "hash H" (FNV-1a of the whole allocation, copied to the host)
 ///   quit                     →  exits 0
 int sluice_gpu_grant_child(int argc, char** argv) {
-  if (argc != 6) return 2;
+  if (argc != 6 && argc != 7) return 2;
   const std::uint64_t bytes = std::stoull(argv[5]);
+  const int device = argc == 7 ? std::stoi(argv[6]) : 0;
   error_code ec;
-  auto memory = cuda::device_buffer::allocate(bytes, 0, ec);
+  auto memory = cuda::device_buffer::allocate(bytes, device, ec);
   if (!ec) ec = cuda::fill(memory.region(), poison);
   std::shared_ptr<s3::local_client_plane> plane;
   if (!ec) plane = s3::local_client_plane::open({argv[2], {argv[3], argv[4]}, cuda::make_grant_exporter(), 5000ms}, ec);
@@ -82,7 +84,8 @@ int sluice_gpu_grant_child(int argc, char** argv) {
       std::uint64_t length = 0;
       std::string op;
       in >> offset >> length >> op;
-      const region r{memory.region().bytes() + offset, static_cast<std::size_t>(length), memory_kind::cuda_device, 0};
+      const region r{memory.region().bytes() + offset, static_cast<std::size_t>(length), memory_kind::cuda_device,
+                     device};
       auto g = plane->grant_access(r, op == "r" ? s3::rdma_op::read : s3::rdma_op::write,
                                    std::chrono::system_clock::now() + 1h, ec);
       if (ec) {
@@ -114,7 +117,8 @@ namespace {
 /// One client process and its command pipe.
 class child {
  public:
-  child(const std::filesystem::path& socket, const std::string& user, const std::string& secret, std::uint64_t bytes)
+  child(const std::filesystem::path& socket, const std::string& user, const std::string& secret, std::uint64_t bytes,
+        int device = 0)
       : bytes_(bytes) {
     int to[2];
     int from[2];
@@ -128,7 +132,8 @@ class child {
     posix_spawn_file_actions_addclose(&actions, from[0]);
     const std::string path = socket.string();
     const std::string size = std::to_string(bytes);
-    std::vector<std::string> args = {"/proc/self/exe", "--grant-child", path, user, secret, size};
+    std::vector<std::string> args = {"/proc/self/exe",      "--grant-child", path, user, secret, size,
+                                     std::to_string(device)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -409,6 +414,50 @@ TEST_CASE("cuda-ipc grants: concurrent first GETs of one object version register
   next_backing.reset();
   CHECK(watch.expired());
   CHECK(memory.expired());
+}
+
+TEST_CASE("cuda-ipc grants: clients on different devices each get the object on their own device, at once") {
+  constexpr std::uint64_t mib = 1 << 20;
+  error_code ec;
+  const int devices = cuda::device_count(ec);
+  REQUIRE(devices >= 1);
+  if (devices == 1) MESSAGE("one GPU on this host: both clients are on device 0 (several devices not tested here)");
+  auto backing = std::make_shared<std::vector<std::byte>>(testing::fast_random_bytes(40 * mib + 999, 41));
+  cuda::grant_opener_config small;
+  small.chunk_bytes = 4 * mib;
+  auto opener = cuda::make_grant_opener(small, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  const auto path =
+      std::filesystem::temp_directory_path() / ("sluice-gpu-grants-d-" + std::to_string(::getpid()) + ".sock");
+  s3::local_server_plane_config config;
+  config.socket_path = path;
+  config.users = {{"alice", "alice-secret"}};
+  config.device = opener;
+  auto server = s3::local_server_plane::open(config, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  std::vector<std::unique_ptr<child>> clients;
+  for (int i = 0; i < 2; ++i) {
+    clients.push_back(std::make_unique<child>(path, "alice", "alice-secret", 48 * mib, i % devices));
+  }
+  const s3::rdma_source object{host_region(*backing), 0, backing->size(), backing, {11, 1}};
+  // Twice: the first time cold (copies and registrations), then registered.
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    std::vector<s3::rdma_token> tokens;
+    for (auto& c : clients) tokens.push_back(c->grant(mib, backing->size(), s3::rdma_op::write));
+    std::vector<error_code> results(clients.size());
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      threads.emplace_back([&, i] { results[i] = server->write_from({"alice"}, tokens[i], object); });
+    }
+    for (auto& t : threads) t.join();
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      CAPTURE(i);
+      CHECK_MESSAGE(!results[i], results[i].message());
+      CHECK(clients[i]->hash() == clients[i]->expected({{mib, backing.get()}}));
+    }
+  }
+  server->close();
 }
 
 TEST_CASE("cuda-ipc grants: a cold GET's last chunks go through pinned slots while the first ones register") {
