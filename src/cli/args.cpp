@@ -537,6 +537,7 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
           ->check(s3_url(url_shape::any));
       command.add_flag("--recursive,-r", o.recursive, "Every object under the prefix");
       add_many(command, o, true);
+      command.add_flag("--json", o.json, "-r: one JSON line per object deleted and a summary line");
       break;
     case client_command::presign:
       command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
