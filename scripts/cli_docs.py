@@ -19,19 +19,25 @@ def help_text(binary, *args):
 
 
 def sections(text):
-    """{section title: [(names, value, description)]} of CLI11's help: '  -r,--recursive  Every ...'."""
+    """{section title: [(names, value, description)]} of CLI11's help: '  -r,--recursive  Every ...', a long
+    left column ('  --timeout SECONDS:FLOAT in [...]') with its description on the next, deeper line."""
     out, title = {}, None
     for line in text.splitlines():
         if line and not line.startswith(" ") and line.rstrip().endswith(":"):
             title = line.rstrip()[:-1]
             out[title] = []
             continue
-        m = re.match(r"^  (\S+)(?: ([A-Z][A-Z0-9_:|.\[\]]*|\S+\|\S+))?\s{2,}(.*)$", line)
-        if title and m:
-            out[title].append((m.group(1), m.group(2) or "", m.group(3).strip()))
-        elif title and out[title] and line.startswith("    ") and line.strip():
+        if title is None or not line.strip():
+            continue
+        if re.match(r"^  \S", line):
+            left, _, description = line[2:].partition("  ")
+            words = left.split()
+            value = words[1].split(":")[0].split("=")[0] if len(words) > 1 and words[1] not in ("REQUIRED", "...") \
+                else ""
+            out[title].append((words[0], value, description.strip()))
+        elif out[title]:
             names, value, description = out[title][-1]
-            out[title][-1] = (names, value, description + " " + line.strip())
+            out[title][-1] = (names, value, (description + " " + line.strip()).strip())
     return out
 
 

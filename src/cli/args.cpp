@@ -538,6 +538,13 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
       command.add_flag("--recursive,-r", o.recursive, "Every object under the prefix");
       add_many(command, o, true);
       command.add_flag("--json", o.json, "-r: one JSON line per object deleted and a summary line");
+      command.callback([&o] {
+        for (const std::string& path : o.paths) {
+          if (const auto url = split_s3_url(path); !o.recursive && url && url->second.empty()) {
+            throw CLI::ValidationError("URL", "'" + path + "' names no key (-r deletes every object under a prefix)");
+          }
+        }
+      });
       break;
     case client_command::presign:
       command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
@@ -599,14 +606,7 @@ command_line parse_command_line(int argc, const char* const* argv) {
       client.url.clear();
       client.file.clear();
     }
-    if (which == client_command::rm && !client.recursive) {
-      for (const std::string& path : client.paths) {
-        if (const auto url = split_s3_url(path); url && url->second.empty()) {
-          std::fprintf(stderr, "sluice rm: '%s' names no key (-r deletes every object under a prefix)\n", path.c_str());
-          return 2;
-        }
-      }
-    }
+
     return client;
   }
   return serve;
