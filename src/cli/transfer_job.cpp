@@ -162,8 +162,11 @@ class job_runner {
       interrupted_ = signal_number;
       client_.cancel();
     });
-    if (options_.progress) schedule_redraw();
     start_more();
+    if (options_.progress) {
+      draw();  // the first frame at once, then ten a second
+      schedule_redraw();
+    }
     io_.run();
     return finish();
   }

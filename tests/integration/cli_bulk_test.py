@@ -4,11 +4,13 @@
 cp - and cp KEY -) against a real `sluice serve`, with keys that try the download side (.., //, a leading
 /, unicode, 1,024 bytes, names differing only in case), an unreadable file among many, SIGINT mid-job,
 a server that accepts and never answers, errors that must name the real cause, and ~/.aws profiles.
-cli_bulk_test.py SLUICE_BINARY SCENARIO   (SCENARIO: copy, sync, unsafe, unreadable, sigint, timeout, errors)
+cli_bulk_test.py SLUICE_BINARY SCENARIO   (SCENARIO: copy, sync, unsafe, unreadable, sigint, timeout, errors, docs)
 Exit 0: passed; 77: skipped (printed why); anything else: failed."""
 import hashlib
 import json
 import os
+import pty
+import re
 import signal
 import socket
 import subprocess
@@ -99,6 +101,25 @@ def copy(binary, server, tmp):
            "cp -r --json: one line per object")
     listed = {x["key"] for x in json_lines(cli.ok("ls", "--recursive", "--json", "s3://bulk/up/"))}
     expect(listed == {"up/" + n for n in tree(src)}, "the keys are the relative paths (case, unicode, 1,024 bytes)")
+    expect(b"ETA" not in r.stderr, "no progress line when stdout is not a terminal")
+    # On a terminal: one progress line for the whole job (files, bytes, rate, ETA).
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([binary, "cp", "-r", src, "s3://bulk/pt/", "--endpoint", server.url, "--access-key", AK,
+                             "--secret-key", SK], stdout=secondary, stderr=secondary, env=cli.env)
+    proc.wait(timeout=120)
+    os.close(secondary)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    expect(proc.returncode == 0 and re.search(rb"cp: \d+/%d files, .*/s, ETA" % (len(NAMES) + 40), seen),
+           "on a terminal, one progress line: %r" % seen[:120])
     r = cli.ok("cp", "-r", "s3://bulk/up", down)
     expect(tree(down) == tree(src), "cp -r down: the same files, byte for byte")
     expect(b"of %d done" % (len(NAMES) + 40) in r.stdout, "cp -r prints a summary: %s" % r.stdout[-200:])
@@ -130,7 +151,7 @@ def copy(binary, server, tmp):
     expect(r.stdout.decode().count("delete:") == 2, "rm of two keys")
     r = cli.ok("rm", "-r", "s3://bulk/up/many", "--json")
     expect(json_lines(r)[-1]["files"] == 40, "rm -r deletes the 40 objects under the prefix")
-    left = json_lines(cli.ok("ls", "--recursive", "--json", "s3://bulk/"))
+    left = json_lines(cli.ok("ls", "--recursive", "--json", "s3://bulk/up/"))
     expect(len(left) == len(NAMES), "the rest stays (%d keys)" % len(left))
     r = cli.run("rb", "s3://bulk")
     expect(r.returncode == 1 and b"BucketNotEmpty" in r.stderr, "rb of a bucket with objects: BucketNotEmpty")
@@ -349,7 +370,33 @@ def errors(binary, server, tmp):
     expect(r.returncode == 0 and r.stdout.startswith("sluice ") and r.stdout.split()[1][0].isdigit(), "--version")
 
 
-SCENARIOS = {"copy": copy, "sync": sync, "unsafe": unsafe, "unreadable": unreadable, "sigint": sigint,
+def docs(binary, server, tmp):
+    """The completions and the man page generated from the help text (scripts/cli_docs.py, as the build runs it)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "cli_docs.py")
+    out = os.path.join(tmp, "share")
+    subprocess.run([sys.executable, script, binary, out], check=True, timeout=120)
+    with open(os.path.join(out, "sluice.bash")) as f:
+        completion = f.read()
+    for command in ("cp", "sync", "rm", "rb", "cat", "stat", "ls", "serve"):
+        expect(re.search(r"^    %s\) opts=" % command, completion, re.M), "bash completes sluice %s" % command)
+    cp_line = next(line for line in completion.splitlines() if line.strip().startswith("cp)"))
+    expect(all(o in cp_line for o in ("--recursive", "--jobs", "--include", "--timeout", "--profile")),
+           "bash completes cp's options: %s" % cp_line.strip()[:200])
+    expect(subprocess.run(["bash", "-n", os.path.join(out, "sluice.bash")]).returncode == 0, "bash -n accepts it")
+    with open(os.path.join(out, "_sluice")) as f:
+        zsh = f.read()
+    expect(zsh.startswith("#compdef sluice") and "'sync:" in zsh and "--delete" in zsh, "zsh completion")
+    with open(os.path.join(out, "sluice.1")) as f:
+        page = f.read()
+    expect(page.startswith(".TH SLUICE 1") and ".SS cp" in page and "\\-\\-connect\\-timeout" in page,
+           "the man page has every command and option")
+    if subprocess.run(["which", "man"], capture_output=True).returncode == 0:
+        r = subprocess.run(["man", "-l", os.path.join(out, "sluice.1")], capture_output=True, text=True,
+                           env=dict(os.environ, MANPAGER="cat", PAGER="cat"))
+        expect(r.returncode == 0 and "sync" in r.stdout, "man renders it")
+
+
+SCENARIOS = {"docs": docs, "copy": copy, "sync": sync, "unsafe": unsafe, "unreadable": unreadable, "sigint": sigint,
              "timeout": timeout, "errors": errors}
 
 
