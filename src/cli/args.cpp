@@ -375,7 +375,9 @@ void add_connection(CLI::App& command, client_options& o) {
                   "endpoint_url, http://127.0.0.1:9000)")
       ->type_name("URL")
       ->group("Connection");
-  command.add_option("--profile", o.profile, "The profile of ~/.aws/credentials and ~/.aws/config (default: AWS_PROFILE, default)")
+  command
+      .add_option("--profile", o.profile,
+                  "The profile of ~/.aws/credentials and ~/.aws/config (default: AWS_PROFILE, default)")
       ->type_name("NAME")
       ->group("Connection");
   command.add_flag("--no-sign-request", o.no_sign_request, "Send unsigned (anonymous) requests")->group("Connection");
@@ -403,7 +405,9 @@ void add_connection(CLI::App& command, client_options& o) {
       ->type_name("SK")
       ->envname("AWS_SECRET_ACCESS_KEY")
       ->group("Connection");
-  command.add_option("--region", o.region, "Signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
+  command
+      .add_option("--region", o.region,
+                  "Signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
       ->type_name("R")
       ->group("Connection");
   command.add_flag("--no-progress", o.no_progress, "No progress bar (drawn only on a terminal)");
@@ -428,8 +432,10 @@ struct client_spec {
 };
 
 constexpr std::array<client_spec, 11> client_specs = {{
-    {client_command::cp, "cp", "Copy files and objects: local <-> S3, S3 -> S3; -r for a directory or prefix; - for stdin/stdout"},
-    {client_command::sync, "sync", "Copy what is missing or changed (size, mtime or ETag); --delete what the source lacks"},
+    {client_command::cp, "cp",
+     "Copy files and objects: local <-> S3, S3 -> S3; -r for a directory or prefix; - for stdin/stdout"},
+    {client_command::sync, "sync",
+     "Copy what is missing or changed (size, mtime or ETag); --delete what the source lacks"},
     {client_command::mb, "mb", "Make buckets"},
     {client_command::rb, "rb", "Remove empty buckets (--force: delete their objects first)"},
     {client_command::put, "put", "Upload a file (KEY ending in / or left out: the file's name is added)"},
@@ -448,10 +454,12 @@ void add_many(CLI::App& command, client_options& o, bool filters) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   command.add_flag("--dry-run", o.dry_run, "Print what would be done, do nothing");
   if (!filters) return;
-  command.add_option("--include", o.include, "Copy paths that match this glob even when an --exclude matches (repeatable)")
+  command
+      .add_option("--include", o.include, "Copy paths that match this glob even when an --exclude matches (repeatable)")
       ->type_name("GLOB")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  command.add_option("--exclude", o.exclude, "Leave out paths (relative to the source) that match this glob (repeatable)")
+  command
+      .add_option("--exclude", o.exclude, "Leave out paths (relative to the source) that match this glob (repeatable)")
       ->type_name("GLOB")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
@@ -468,7 +476,10 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
   switch (spec.command) {
     case client_command::mb:
     case client_command::rb:
-      command.add_option("URL", o.paths, "s3://BUCKET ...")->type_name("")->required()->check(s3_url(url_shape::bucket));
+      command.add_option("URL", o.paths, "s3://BUCKET ...")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::bucket));
       if (spec.command == client_command::rb) {
         command.add_flag("--force", o.force, "Delete every object of the bucket first");
         command.add_option("--jobs,-j", o.jobs, "Deletes in flight at once (default 16)")
@@ -503,9 +514,13 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
       break;
     case client_command::cat:
     case client_command::stat:
-      command.add_option("URL", o.paths, "s3://BUCKET/KEY ...")->type_name("")->required()->check(s3_url(url_shape::object));
+      command.add_option("URL", o.paths, "s3://BUCKET/KEY ...")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::object));
       if (spec.command == client_command::stat) {
-        command.add_flag("--json", o.json, "One JSON object per line: bucket, key, size, etag, last_modified, content_type");
+        command.add_flag("--json", o.json,
+                         "One JSON object per line: bucket, key, size, etag, last_modified, content_type");
       }
       break;
     case client_command::put:

@@ -63,10 +63,10 @@ struct client_options {
   std::vector<std::string> paths;  ///< mb, rb, rm, cat, stat: the URLs; cp, sync: SOURCE and TARGET
   std::string endpoint;            ///< --endpoint, else AWS_ENDPOINT_URL, the profile's, http://127.0.0.1:9000
   std::string ca_bundle;
-  std::string access_key;  ///< --access-key, else AWS_ACCESS_KEY_ID, else the profile's
-  std::string secret_key;  ///< --secret-key, else AWS_SECRET_ACCESS_KEY, else the profile's
-  std::string region;      ///< --region, else AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1
-  std::string profile;     ///< --profile, else AWS_PROFILE, else default
+  std::string access_key;        ///< --access-key, else AWS_ACCESS_KEY_ID, else the profile's
+  std::string secret_key;        ///< --secret-key, else AWS_SECRET_ACCESS_KEY, else the profile's
+  std::string region;            ///< --region, else AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1
+  std::string profile;           ///< --profile, else AWS_PROFILE, else default
   bool no_sign_request = false;  ///< anonymous requests, on purpose
   std::string content_type;
   std::string via = "auto";

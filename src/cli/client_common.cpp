@@ -111,9 +111,7 @@ std::optional<s3_url> parse_s3(std::string_view text) {
   return s3_url{split->first, split->second};
 }
 
-std::string url_text(const s3_url& url) {
-  return "s3://" + url.bucket + (url.key.empty() ? "" : "/" + url.key);
-}
+std::string url_text(const s3_url& url) { return "s3://" + url.bucket + (url.key.empty() ? "" : "/" + url.key); }
 
 sluice::object_info head_explained(s3::client& client, const s3_url& url, sluice::error_code& ec) {
   sluice::object_info info = client.head_object(url.bucket, url.key, ec);
@@ -136,8 +134,7 @@ std::string endpoint_address(std::string_view endpoint) {
   return std::string(endpoint) + (has_port ? "" : tls ? ":443" : ":80");
 }
 
-std::optional<made_client> make_client(const client_options& o, const char* name, bool for_transfer,
-                                       int& exit_code) {
+std::optional<made_client> make_client(const client_options& o, const char* name, bool for_transfer, int& exit_code) {
   exit_code = 2;
   const aws_profile profile = read_aws_profile(o.profile);
   if (profile.named && !profile.found) {
@@ -147,7 +144,7 @@ std::optional<made_client> make_client(const client_options& o, const char* name
   }
   made_client made;
   s3::client_config& config = made.config;
-  config.endpoint = !o.endpoint.empty()                 ? o.endpoint
+  config.endpoint = !o.endpoint.empty()                ? o.endpoint
                     : !env("AWS_ENDPOINT_URL").empty() ? env("AWS_ENDPOINT_URL")
                     : !profile.endpoint_url.empty()    ? profile.endpoint_url
                                                        : std::string("http://127.0.0.1:9000");
@@ -239,8 +236,7 @@ std::string describe(const sluice::error_code& ec, const s3::client_config& conf
         return "no TCP connection to " + address + " within " + text + " (--connect-timeout)";
       case client_errc::handshake_timeout:
         return "the TLS handshake with " + address + " did not finish within " + text + " (--connect-timeout)";
-      case client_errc::send_timeout:
-        return address + " took no bytes of the request for " + text + " (--timeout)";
+      case client_errc::send_timeout: return address + " took no bytes of the request for " + text + " (--timeout)";
       case client_errc::answer_timeout:
         return address + " accepted the request but sent no answer for " + text + " (--timeout)";
       case client_errc::body_timeout:
@@ -256,8 +252,8 @@ std::string describe(const sluice::error_code& ec, const s3::client_config& conf
     return ec.message() + " (is an S3 server listening on " + address + "?)";
   }
   if (ec.category() == s3::tls_verify_category()) {
-    return ec.message() + " (is the server's CA in --ca-bundle, and does its certificate name the host of " +
-           address + "?)";
+    return ec.message() + " (is the server's CA in --ca-bundle, and does its certificate name the host of " + address +
+           "?)";
   }
   if (ec.category() == boost::asio::error::get_ssl_category() || ec == boost::asio::ssl::error::stream_truncated) {
     return "TLS with " + address + ": " + ec.message() + " (is it an HTTPS server?)";

@@ -101,8 +101,14 @@ int upload_stdin(const client_options& o, made_client& made, const s3_url& to) {
   }
   if (ec) return fail("cp", url_text(to), describe(ec, made.config));
   if (o.json) {
-    json_line().text("op", "upload").text("source", "-").text("target", url_text(to)).number("bytes", bytes)
-        .text("etag", etag).null("error").print();
+    json_line()
+        .text("op", "upload")
+        .text("source", "-")
+        .text("target", url_text(to))
+        .number("bytes", bytes)
+        .text("etag", etag)
+        .null("error")
+        .print();
   }
   return 0;
 }
@@ -117,8 +123,8 @@ int stream_to_stdout(const char* command, made_client& made, const s3_url& from)
   sluice::error_code ec;
   const sluice::object_info info = head_explained(client, from, ec);
   if (ec) return fail(command, printable_key(url_text(from)), describe(ec, made.config));
-  const std::uint64_t window = std::min<std::uint64_t>(
-      std::max<std::uint64_t>(info.size, 1), client.config().part_size * client.config().parts_in_flight);
+  const std::uint64_t window = std::min<std::uint64_t>(std::max<std::uint64_t>(info.size, 1),
+                                                       client.config().part_size * client.config().parts_in_flight);
   auto buffer = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(window));
   for (std::uint64_t at = 0; at < info.size;) {
     const std::uint64_t n = std::min(window, info.size - at);
@@ -197,9 +203,8 @@ std::optional<std::string> local_target(const std::string& root, std::string_vie
     const std::size_t slash = std::min(relative.find('/', at), relative.size());
     const std::string_view part = relative.substr(at, slash - at);
     if (part.empty() || part == "." || part == "..") {
-      why = part.empty() ? "its key has an empty path segment (// or a leading /)" : "its key has a '" +
-                                                                                        std::string(part) +
-                                                                                        "' segment";
+      why = part.empty() ? "its key has an empty path segment (// or a leading /)"
+                         : "its key has a '" + std::string(part) + "' segment";
       why += ": refused, it could be written outside " + root;
       return std::nullopt;
     }
@@ -224,7 +229,9 @@ job_options job_options_of(const client_options& o, const char* command) {
   j.json = o.json;
   j.progress = progress_wanted(o) && !o.json;
   j.dry_run = o.dry_run;
-  j.via = o.via == "rdma" ? s3::transfer_via::rdma : o.via == "http" ? s3::transfer_via::http : s3::transfer_via::automatic;
+  j.via = o.via == "rdma"   ? s3::transfer_via::rdma
+          : o.via == "http" ? s3::transfer_via::http
+                            : s3::transfer_via::automatic;
   j.content_type = o.content_type;
   return j;
 }
@@ -273,8 +280,8 @@ int cp_command(const client_options& o, made_client& made) {
         if (!inside) return fail("cp", printable_key(from), why.empty() ? "the key names a folder" : why);
         local = *inside;
       }
-      items.push_back({job_item::kind::download, local, *source, {}, info.size, info.attributes.etag,
-                       info.last_modified});
+      items.push_back(
+          {job_item::kind::download, local, *source, {}, info.size, info.attributes.etag, info.last_modified});
     }
   } else {  // every object under a prefix
     const std::string prefix = directory_prefix(source->key);
@@ -286,8 +293,13 @@ int cp_command(const client_options& o, made_client& made) {
       if (!selected(o, relative)) continue;
       const s3_url key{source->bucket, object.key};
       if (target) {
-        items.push_back({job_item::kind::copy, {}, key, {target->bucket, directory_prefix(target->key) + relative},
-                         object.size, object.attributes.etag, {}});
+        items.push_back({job_item::kind::copy,
+                         {},
+                         key,
+                         {target->bucket, directory_prefix(target->key) + relative},
+                         object.size,
+                         object.attributes.etag,
+                         {}});
         continue;
       }
       std::string why;
@@ -296,8 +308,8 @@ int cp_command(const client_options& o, made_client& made) {
         if (!why.empty()) failures.push_back(printable_key(url_text(key)) + ": " + why);
         continue;
       }
-      items.push_back({job_item::kind::download, *local, key, {}, object.size, object.attributes.etag,
-                       object.last_modified});
+      items.push_back(
+          {job_item::kind::download, *local, key, {}, object.size, object.attributes.etag, object.last_modified});
     }
   }
   return run_job(client, std::move(items), job_options_of(o, "cp"), std::move(failures));

@@ -67,9 +67,8 @@ aws_profile read_aws_profile(const std::string& name) {
   if (out.name.empty()) out.name = "default";
   bool found = false;
   const auto credentials = read_section(home_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"), out.name, found);
-  const auto config =
-      read_section(home_file("AWS_CONFIG_FILE", "config"), out.name == "default" ? "default" : "profile " + out.name,
-                   found);
+  const auto config = read_section(home_file("AWS_CONFIG_FILE", "config"),
+                                   out.name == "default" ? "default" : "profile " + out.name, found);
   out.found = found;
   const auto pick = [&](const char* key) {
     if (const auto it = credentials.find(key); it != credentials.end()) return it->second;

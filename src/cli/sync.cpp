@@ -33,7 +33,8 @@ std::map<std::string, sluice::object_info> by_relative_key(const std::vector<slu
   std::map<std::string, sluice::object_info> out;
   for (const auto& object : objects) {
     std::string relative = object.key.substr(prefix.size());
-    if (!relative.empty() && !relative.ends_with('/') && selected(o, relative)) out.emplace(std::move(relative), object);
+    if (!relative.empty() && !relative.ends_with('/') && selected(o, relative))
+      out.emplace(std::move(relative), object);
   }
   return out;
 }
@@ -49,11 +50,13 @@ void plan_upload(const client_options& o, const std::vector<local_entry>& files,
     const auto there = remote.find(e.relative);
     const bool same = there != remote.end() && there->second.size == e.size &&
                       (o.size_only || whole_seconds(e.modified) <= whole_seconds(there->second.last_modified));
-    if (!same) items.push_back({job_item::kind::upload, e.path, {}, {target.bucket, prefix + e.relative}, e.size, {}, {}});
+    if (!same)
+      items.push_back({job_item::kind::upload, e.path, {}, {target.bucket, prefix + e.relative}, e.size, {}, {}});
   }
   if (!o.delete_extra) return;
   for (const auto& [relative, object] : remote) {
-    if (!seen.contains(relative)) items.push_back({job_item::kind::remove, {}, {}, {target.bucket, object.key}, 0, {}, {}});
+    if (!seen.contains(relative))
+      items.push_back({job_item::kind::remove, {}, {}, {target.bucket, object.key}, 0, {}, {}});
   }
 }
 
@@ -77,12 +80,12 @@ void plan_download(const client_options& o, const std::map<std::string, sluice::
     if (!ec && fs::is_regular_file(status)) {
       const auto size = fs::file_size(*local, ec);
       const auto modified = to_system(fs::last_write_time(*local, ec));
-      same = !ec && size == object.size &&
-             (o.size_only || whole_seconds(object.last_modified) <= whole_seconds(modified));
+      same =
+          !ec && size == object.size && (o.size_only || whole_seconds(object.last_modified) <= whole_seconds(modified));
     }
     if (!same) {
-      items.push_back({job_item::kind::download, *local, key, {}, object.size, object.attributes.etag,
-                       object.last_modified});
+      items.push_back(
+          {job_item::kind::download, *local, key, {}, object.size, object.attributes.etag, object.last_modified});
     }
   }
   if (!o.delete_extra) return;
@@ -102,13 +105,19 @@ void plan_copy(const client_options& o, const std::map<std::string, sluice::obje
     const bool same = there != to.end() && there->second.size == object.size &&
                       (o.size_only || there->second.attributes.etag == object.attributes.etag);
     if (!same) {
-      items.push_back({job_item::kind::copy, {}, {source.bucket, object.key}, {target.bucket, prefix + relative},
-                       object.size, object.attributes.etag, {}});
+      items.push_back({job_item::kind::copy,
+                       {},
+                       {source.bucket, object.key},
+                       {target.bucket, prefix + relative},
+                       object.size,
+                       object.attributes.etag,
+                       {}});
     }
   }
   if (!o.delete_extra) return;
   for (const auto& [relative, object] : to) {
-    if (!from.contains(relative)) items.push_back({job_item::kind::remove, {}, {}, {target.bucket, object.key}, 0, {}, {}});
+    if (!from.contains(relative))
+      items.push_back({job_item::kind::remove, {}, {}, {target.bucket, object.key}, 0, {}, {}});
   }
 }
 

@@ -201,8 +201,8 @@ class job_runner {
         std::error_code removed;
         std::filesystem::remove(item.local, removed);
         asio::post(io_, [this, index, began, removed] {
-          done(index, removed ? sluice::error_code(removed.value(), boost::system::system_category())
-                              : sluice::error_code(),
+          done(index,
+               removed ? sluice::error_code(removed.value(), boost::system::system_category()) : sluice::error_code(),
                "", began);
         });
         break;
@@ -270,33 +270,35 @@ class job_runner {
         p->report(done);
       };
     }
-    client_.async_get_object(
-        d->item.source.bucket, d->item.source.key, sluice::region{buffer.get(), static_cast<std::size_t>(n)},
-        std::move(get), here([this, index, d, n, offset, began](sluice::error_code ec, std::uint64_t got) {
-          if (!ec && got != n) ec = s3::errc::precondition_failed;  // shorter than listed: replaced
-          if (!ec && d->write_error != 0) ec = sluice::error_code(d->write_error, boost::system::system_category());
-          if (ec) {
-            d->progress->report(0);
-            d->file.discard();
-            done(index, ec, "", began);
-            return;
-          }
-          const std::byte* data = d->buffers[d->turn].get();
-          d->turn ^= 1U;
-          d->at = offset + n;
-          // The next window arrives into the other buffer while this one is written.
-          const bool more = d->at < d->item.size;
-          if (more) fetch(index, d, began);
-          if (const int error = write_all(d->file.fd(), data, n, offset); error != 0) {
-            d->write_error = error;  // the next window's completion fails the item
-            if (!more) {
-              d->file.discard();
-              done(index, sluice::error_code(error, boost::system::system_category()), "", began);
-            }
-            return;
-          }
-          if (!more) finish_download(index, d, began);
-        }));
+    client_.async_get_object(d->item.source.bucket, d->item.source.key,
+                             sluice::region{buffer.get(), static_cast<std::size_t>(n)}, std::move(get),
+                             here([this, index, d, n, offset, began](sluice::error_code ec, std::uint64_t got) {
+                               if (!ec && got != n)
+                                 ec = s3::errc::precondition_failed;  // shorter than listed: replaced
+                               if (!ec && d->write_error != 0)
+                                 ec = sluice::error_code(d->write_error, boost::system::system_category());
+                               if (ec) {
+                                 d->progress->report(0);
+                                 d->file.discard();
+                                 done(index, ec, "", began);
+                                 return;
+                               }
+                               const std::byte* data = d->buffers[d->turn].get();
+                               d->turn ^= 1U;
+                               d->at = offset + n;
+                               // The next window arrives into the other buffer while this one is written.
+                               const bool more = d->at < d->item.size;
+                               if (more) fetch(index, d, began);
+                               if (const int error = write_all(d->file.fd(), data, n, offset); error != 0) {
+                                 d->write_error = error;  // the next window's completion fails the item
+                                 if (!more) {
+                                   d->file.discard();
+                                   done(index, sluice::error_code(error, boost::system::system_category()), "", began);
+                                 }
+                                 return;
+                               }
+                               if (!more) finish_download(index, d, began);
+                             }));
   }
 
   void finish_download(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
@@ -378,8 +380,8 @@ class job_runner {
     if (rate > 0 && total_bytes_ > moved) {
       eta = std::to_string(static_cast<long long>(static_cast<double>(total_bytes_ - moved) / rate + 0.5)) + " s";
     }
-    std::fprintf(stderr, "\r%s: %zu/%zu files, %s/%s, %s/s, ETA %s\x1b[K", options_.command, files_done_,
-                 items_.size(), human_bytes(static_cast<double>(moved)).c_str(),
+    std::fprintf(stderr, "\r%s: %zu/%zu files, %s/%s, %s/s, ETA %s\x1b[K", options_.command, files_done_, items_.size(),
+                 human_bytes(static_cast<double>(moved)).c_str(),
                  human_bytes(static_cast<double>(total_bytes_)).c_str(), human_bytes(rate).c_str(), eta.c_str());
     std::fflush(stderr);
     drawn_ = true;
@@ -451,7 +453,8 @@ std::string describe_item(const job_item& item) {
   switch (item.op) {
     case job_item::kind::upload: return item.local + " -> " + printable_key(url_text(item.target));
     case job_item::kind::download: return printable_key(url_text(item.source)) + " -> " + item.local;
-    case job_item::kind::copy: return printable_key(url_text(item.source)) + " -> " + printable_key(url_text(item.target));
+    case job_item::kind::copy:
+      return printable_key(url_text(item.source)) + " -> " + printable_key(url_text(item.target));
     case job_item::kind::remove: return "delete " + printable_key(url_text(item.target));
     case job_item::kind::remove_local: return "delete " + item.local;
   }
@@ -462,7 +465,8 @@ int run_job(s3::client& client, std::vector<job_item> items, const job_options& 
             std::vector<std::string> failed_early) {
   if (options.dry_run) {
     for (const job_item& item : items) std::printf("(dry run) %s\n", describe_item(item).c_str());
-    for (const std::string& failure : failed_early) std::fprintf(stderr, "sluice %s: %s\n", options.command, failure.c_str());
+    for (const std::string& failure : failed_early)
+      std::fprintf(stderr, "sluice %s: %s\n", options.command, failure.c_str());
     return failed_early.empty() ? 0 : 1;
   }
   job_runner runner(client, std::move(items), options, std::move(failed_early));

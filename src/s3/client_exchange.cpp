@@ -419,7 +419,8 @@ asio::awaitable<void> read_chosen_body(Stream& stream, beast::flat_buffer& buffe
     reusable = reusable && complete;
     co_return;
   }
-  const std::size_t filled = co_await read_into(stream, buffer, parser, into, spec.progress, r.progressed, r.clock, r.ec);
+  const std::size_t filled =
+      co_await read_into(stream, buffer, parser, into, spec.progress, r.progressed, r.clock, r.ec);
   r.res.body_bytes = filled;
   if (r.ec) co_return;
   if (!parser.is_done()) {

@@ -99,12 +99,12 @@ namespace sluice::s3 {
 /// the phase a connect_timeout or idle_timeout expired in, or an answer that is not S3's. Its
 /// default_error_condition is std::errc::timed_out for the timeouts.
 enum class client_errc : int {
-  connect_timeout = 1,    ///< no TCP connection within connect_timeout
-  handshake_timeout,      ///< https: the TLS handshake did not finish within connect_timeout
-  send_timeout,           ///< the request could not be written: no progress for idle_timeout
-  answer_timeout,         ///< no byte of the answer for idle_timeout after the request was sent
-  body_timeout,           ///< the answer's body stalled: no byte for idle_timeout
-  not_s3_answer,          ///< a 404 whose body is not an S3 error (the endpoint is not an S3 server)
+  connect_timeout = 1,  ///< no TCP connection within connect_timeout
+  handshake_timeout,    ///< https: the TLS handshake did not finish within connect_timeout
+  send_timeout,         ///< the request could not be written: no progress for idle_timeout
+  answer_timeout,       ///< no byte of the answer for idle_timeout after the request was sent
+  body_timeout,         ///< the answer's body stalled: no byte for idle_timeout
+  not_s3_answer,        ///< a 404 whose body is not an S3 error (the endpoint is not an S3 server)
 };
 
 /// The category of client_errc values; its name() is "s3-client".
@@ -131,10 +131,10 @@ struct client_config {
   /// Path-style addressing (http://host/bucket/key). When false, virtual-host style
   /// (http://bucket.host/key): bucket names must then be valid DNS labels and resolve.
   bool path_style = true;
-  std::size_t max_connections_per_host = 16;         ///< open connections to one host, in use or idle
-  std::uint32_t max_retries = 3;                     ///< extra attempts of a retryable request
-  std::chrono::milliseconds retry_base_delay{100};   ///< the first backoff delay (then doubled)
-  std::chrono::seconds request_timeout{300};         ///< deadline of one attempt: connect, send, receive
+  std::size_t max_connections_per_host = 16;        ///< open connections to one host, in use or idle
+  std::uint32_t max_retries = 3;                    ///< extra attempts of a retryable request
+  std::chrono::milliseconds retry_base_delay{100};  ///< the first backoff delay (then doubled)
+  std::chrono::seconds request_timeout{300};        ///< deadline of one attempt: connect, send, receive
   /// Time to open a connection (resolve, TCP connect, TLS handshake): client_errc::connect_timeout
   /// or handshake_timeout when it runs out. Not retried.
   std::chrono::milliseconds connect_timeout{10'000};
