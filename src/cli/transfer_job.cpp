@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -223,7 +224,7 @@ class job_runner {
     auto progress = std::make_shared<item_progress>();
     progress->total_in_flight = &in_flight_;
     client_.async_put_object(item.target.bucket, item.target.key, std::filesystem::path(file), put_options(progress),
-                             here([this, index, began, progress](sluice::error_code ec, std::string etag) {
+                             here([this, index, began, progress](sluice::error_code ec, const std::string& etag) {
                                progress->report(0);
                                done(index, ec, etag, began);
                              }));
@@ -309,7 +310,7 @@ class job_runner {
       const std::string through = "/proc/self/fd/" + std::to_string(d->file.fd());
       client_.async_put_object(d->item.target.bucket, d->item.target.key, std::filesystem::path(through),
                                put_options(d->progress),
-                               here([this, index, d, began](sluice::error_code put_ec, std::string etag) {
+                               here([this, index, d, began](sluice::error_code put_ec, const std::string& etag) {
                                  d->progress->report(0);
                                  d->file.discard();
                                  done(index, put_ec, etag, began);
@@ -378,7 +379,7 @@ class job_runner {
     const double rate = seconds > 0 ? static_cast<double>(moved) / seconds : 0.0;
     std::string eta = "-";
     if (rate > 0 && total_bytes_ > moved) {
-      eta = std::to_string(static_cast<long long>(static_cast<double>(total_bytes_ - moved) / rate + 0.5)) + " s";
+      eta = std::to_string(std::llround(static_cast<double>(total_bytes_ - moved) / rate)) + " s";
     }
     std::fprintf(stderr, "\r%s: %zu/%zu files, %s/%s, %s/s, ETA %s\x1b[K", options_.command, files_done_, items_.size(),
                  human_bytes(static_cast<double>(moved)).c_str(),
