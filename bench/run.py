@@ -897,6 +897,8 @@ class Harness:
                             counter[0] += 1
                             target = os.path.join(self.work, "bulk-down-%d" % counter[0])
                             prefix = "bulk-up-%d" % counter[0] if direction == "up" else seed_prefix
+                            if direction == "down":
+                                os.makedirs(target)  # an empty directory (s3cmd get -r needs one)
                             cmd, env = commands(tool, direction, source if direction == "up" else target, prefix)
                             r = run_measured(cmd, 600, env=env)
                             try:
@@ -943,6 +945,17 @@ class Harness:
                 if os.path.exists(target):
                     os.unlink(target)
         scenario(R, "bulkbig.cp", group, "1 GiB: `sluice cp` to a file", "sluice", cp_big)
+
+        def fresh_file():
+            target = os.path.join(self.work, "bulk-dd-1g")
+            cmd = ["dd", "if=/dev/zero", "of=" + target, "bs=8M", "count=128"]
+            try:
+                return self.external(cmd, GIB, rep, None, lambda r: None,
+                                     note="no network: what writing a fresh 1 GiB file costs here (its pages)")
+            finally:
+                if os.path.exists(target):
+                    os.unlink(target)
+        scenario(R, "bulkbig.dd", group, "1 GiB: dd to a fresh file (no network)", "ceiling", fresh_file)
 
     def part_sweep(self):
         group = "Part size × parts in flight (sluice rdma shm GET 1 GiB)"

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -136,7 +137,25 @@ struct download {
   temporary_file file;
   int write_error = 0;  // an errno of a window's write
   std::shared_ptr<item_progress> progress = std::make_shared<item_progress>();
+  // A large download lands in the file's own pages: mapped, populated ahead of the GET.
+  std::byte* mapping = nullptr;
+  std::uint64_t populated = 0;
+  bool receiving = false;
+
+  download() = default;
+  download(const download&) = delete;
+  download& operator=(const download&) = delete;
+  ~download() { unmap(); }
+  void unmap() {
+    if (mapping != nullptr) ::munmap(mapping, static_cast<std::size_t>(item.size));
+    mapping = nullptr;
+  }
 };
+
+// Objects this large are received straight into the mapped temporary file (one GET in parts, as
+// the library reads into memory) instead of through windows written with pwrite.
+constexpr std::uint64_t mapped_download = 16 * mib;
+constexpr std::uint64_t populate_step = 8 * mib;
 
 class job_runner {
  public:
@@ -250,7 +269,59 @@ class job_runner {
       return;
     }
     if (copy) ::unlink(d->file.path().c_str());  // reached through its descriptor only
+    if (!copy && d->item.size >= mapped_download && map(*d)) {
+      fetch_mapped(index, d, began);
+      return;
+    }
     fetch(index, d, began);
+  }
+
+  // Sizes the temporary file and maps it; false (nothing changed but the size) when it cannot.
+  static bool map(download& d) {
+    const auto size = static_cast<std::size_t>(d.item.size);
+    if (::ftruncate(d.file.fd(), static_cast<off_t>(size)) != 0) return false;
+    void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, d.file.fd(), 0);
+    if (at == MAP_FAILED) return false;
+    d.mapping = static_cast<std::byte*>(at);
+    return true;
+  }
+
+  // Populates the next step of the mapping (the file's pages allocated now, not faulted one by one
+  // inside the receiving threads' recvmsg), then comes back while the GET is still receiving.
+  void populate_ahead(const std::shared_ptr<download>& d) {
+    if (!d->receiving || d->mapping == nullptr || d->populated >= d->item.size) return;
+    const std::uint64_t n = std::min(populate_step, d->item.size - d->populated);
+    (void)::madvise(d->mapping + d->populated, static_cast<std::size_t>(n), MADV_POPULATE_WRITE);
+    d->populated += n;
+    asio::post(io_, [this, d] { populate_ahead(d); });
+  }
+
+  void fetch_mapped(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
+    // The first step before the GET starts, the rest ahead of it as it goes.
+    const std::uint64_t first = std::min(populate_step * 2, d->item.size);
+    (void)::madvise(d->mapping, static_cast<std::size_t>(first), MADV_POPULATE_WRITE);
+    d->populated = first;
+    s3::get_options get;
+    get.via = options_.via;
+    get.if_match = d->item.etag;
+    if (options_.progress) get.progress = [p = d->progress](std::uint64_t done, std::uint64_t) { p->report(done); };
+    d->receiving = true;
+    client_.async_get_object(d->item.source.bucket, d->item.source.key,
+                             sluice::region{d->mapping, static_cast<std::size_t>(d->item.size)}, std::move(get),
+                             here([this, index, d, began](sluice::error_code ec, std::uint64_t got) {
+                               d->receiving = false;
+                               if (!ec && got != d->item.size)
+                                 ec = s3::errc::precondition_failed;  // not the listed object
+                               d->unmap();
+                               if (ec) {
+                                 d->progress->report(0);
+                                 d->file.discard();
+                                 done(index, ec, "", began);
+                                 return;
+                               }
+                               finish_download(index, d, began);
+                             }));
+    asio::post(io_, [this, d] { populate_ahead(d); });
   }
 
   void fetch(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
