@@ -505,10 +505,10 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
       }
       add_many(command, o, true);
       command.add_option("--content-type", o.content_type, "Content-Type of the objects written")->type_name("T");
-      command.add_option("--via", o.via, "How the bytes move: auto (RDMA when the server takes it), rdma or http")
-          ->type_name("auto|rdma|http")
+      command.add_option("--via", o.via, "How the bytes move: over HTTP for now (put and get take --via rdma)")
+          ->type_name("auto|http")
           ->capture_default_str()
-          ->check(one_of({"auto", "rdma", "http"}));
+          ->check(one_of({"auto", "http"}));
       command.add_flag("--json", o.json,
                        "One JSON line per object (op, source, target, bytes, etag, seconds, error) and a summary line");
       break;
