@@ -318,6 +318,31 @@ def timeout(binary, server, tmp):
             s.close()
         listener.close()
 
+    # A listener whose backlog is full and who never accepts: the connect itself waits.
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    port = full.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(8):  # fill the accept queue (its length is the backlog + 1 or so)
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            fillers.append(c)
+        time.sleep(0.2)
+        started = time.monotonic()
+        r = Cli(binary, None, tmp).run("ls", "s3://b", "--endpoint", "http://127.0.0.1:%d" % port,
+                                       "--connect-timeout", "1", timeout=60)
+        took = time.monotonic() - started
+        err = r.stderr.decode()
+        expect(r.returncode == 1 and 0.9 < took < 10 and ("no TCP connection to 127.0.0.1:%d within 1 s" % port) in err,
+               "a connect that is never completed fails at --connect-timeout after %.1f s: %s" % (took, err.strip()))
+    finally:
+        for c in fillers:
+            c.close()
+        full.close()
+
 
 def errors(binary, server, tmp):
     """Errors that name the real cause; profiles; AWS_ENDPOINT_URL; --version."""
