@@ -831,6 +831,132 @@ class Harness:
                                    self.meta["aws_cli"].split()[0], start_up.wall, start_up.cpu))
         return result
 
+    # -- bulk: many files per command, the CLI against the AWS CLI, s3cmd and rclone (issue 40) ----
+    def bulk(self):
+        """100 x 4 KiB and 1,000 x 64 KiB files up and down, one command each, by `sluice cp -r`,
+        `aws s3 cp --recursive`, `s3cmd put/get -r` and `rclone copy` against the same sluice serve;
+        and one 1 GiB object by `sluice cp` to a file beside the library's GET into memory. Each run
+        writes a fresh prefix (up) or an empty directory (down); the downloads are compared."""
+        group = "Bulk: many files per command (wall time)"
+        rep = 1 if self.quick else 3
+        log("== %s (%d run%s each, median)" % (group, rep, "s" if rep > 1 else ""))
+        R = self.results
+        host = self.server.url.split("//")[1]
+        aws_cfg = os.path.join(self.work, "aws-bulk-config")
+        with open(aws_cfg, "w") as f:
+            f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
+        aws_env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+                       AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=aws_cfg,
+                       AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
+                       AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        remote = ":s3,provider=Other,endpoint='%s',access_key_id=%s,secret_access_key=%s,region=us-east-1:" % (
+            self.server.url, ACCESS_KEY, SECRET_KEY)
+        s3cmd_base = ["-c", "/dev/null", "--access_key=" + ACCESS_KEY, "--secret_key=" + SECRET_KEY, "--host=" + host,
+                      "--host-bucket=" + host, "--no-ssl", "--region=us-east-1", "--no-progress"]
+        sluice_auth = ["--endpoint", self.server.url, "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY,
+                       "--no-progress", "--via", "http"]
+        counter = [0]
+
+        def commands(tool, direction, local, prefix):
+            url = "s3://%s/%s/" % (BUCKET, prefix)
+            if tool == "sluice":
+                self.need(self.cli)
+                return [self.cli, "cp", "-r", local, url] + sluice_auth if direction == "up" else \
+                    [self.cli, "cp", "-r", url, local] + sluice_auth, None
+            if tool == "aws":
+                aws = self.tool("aws")
+                cmd = [aws, "s3", "cp", "--recursive", "--only-show-errors", "--endpoint-url", self.server.url]
+                return cmd + ([local, url] if direction == "up" else [url, local]), aws_env
+            if tool == "s3cmd":
+                s3cmd = self.tool("s3cmd")
+                return ([s3cmd] + s3cmd_base + ["put", "-r", local + "/", url] if direction == "up" else
+                        [s3cmd] + s3cmd_base + ["get", "-r", url, local + "/"]), None
+            rclone = self.tool("rclone")
+            cmd = [rclone, "--config", "/dev/null", "copy"]
+            return cmd + ([local, remote + BUCKET + "/" + prefix] if direction == "up" else
+                          [remote + BUCKET + "/" + prefix, local]), dict(os.environ, AWS_CA_BUNDLE="")
+
+        for count, size, tag in ((100, 4 * KIB, "100x4KiB"), (1000, 64 * KIB, "1000x64KiB")):
+            source = os.path.join(self.work, "bulk-" + tag)
+            if not os.path.isdir(source):
+                os.makedirs(source)
+                for i in range(count):
+                    with open(os.path.join(source, "f%04d" % i), "wb") as f:
+                        f.write(os.urandom(size))
+            seed_prefix = "bulk-seed-" + tag  # what every download reads
+            r = run_measured([self.cli, "cp", "-r", source, "s3://%s/%s/" % (BUCKET, seed_prefix)] + sluice_auth, 300)
+            if r.rc != 0:
+                R.add({"id": "bulk.%s.setup" % tag, "group": group, "label": "%s setup" % tag, "kind": "setup",
+                       "status": "error", "error": tail(r.stderr)})
+                continue
+            for direction in ("up", "down"):
+                for tool in ("sluice", "aws", "s3cmd", "rclone"):
+                    def body(tool=tool, direction=direction):
+                        runs = []
+                        for _ in range(rep):
+                            counter[0] += 1
+                            target = os.path.join(self.work, "bulk-down-%d" % counter[0])
+                            prefix = "bulk-up-%d" % counter[0] if direction == "up" else seed_prefix
+                            if direction == "down":
+                                os.makedirs(target)  # an empty directory (s3cmd get -r needs one)
+                            cmd, env = commands(tool, direction, source if direction == "up" else target, prefix)
+                            r = run_measured(cmd, 600, env=env)
+                            try:
+                                if r.rc != 0 or r.timed_out:
+                                    raise RuntimeError("exit %d: %s" % (r.rc, tail(r.stderr or r.stdout)))
+                                if direction == "down":
+                                    got = sorted(os.listdir(target))
+                                    if len(got) != count or not filecmp.cmp(os.path.join(target, got[-1]),
+                                                                             os.path.join(source, got[-1]),
+                                                                             shallow=False):
+                                        raise RuntimeError("downloaded %d files of %d, or the bytes differ" % (
+                                            len(got), count))
+                            finally:
+                                shutil.rmtree(target, ignore_errors=True)
+                            runs.append(r)
+                        runs.sort(key=lambda x: x.wall)
+                        r = runs[len(runs) // 2]
+                        return {"seconds": r.wall, "ops_per_s": count / r.wall, "gib_per_s": count * size / GIB / r.wall,
+                                "seconds_all": [round(x.wall, 3) for x in runs], "cpu_s": r.cpu,
+                                "cmd": " ".join(cmd).replace(SECRET_KEY, "***"),
+                                "note": "%.3f s wall, %.2f CPU-s; process wall incl. start-up" % (r.wall, r.cpu)}
+                    scenario(R, "bulk.%s.%s.%s" % (tag, direction, tool), group,
+                             "%s %s: %s" % (tag, direction, tool), "sluice" if tool == "sluice" else "baseline", body)
+
+        key = "bulk-object-1g"
+        try:
+            self.object(key, GIB, nginx_copy=False)
+        except Exception as e:  # noqa: BLE001
+            R.add({"id": "bulkbig.setup", "group": group, "label": "1 GiB setup", "kind": "setup", "status": "error",
+                   "error": tail(str(e))})
+            return
+        scenario(R, "bulkbig.library", group, "1 GiB: library GET into memory (http)", "baseline",
+                 lambda: self.bench("get", key, GIB, via="http", repeat=rep))
+
+        def cp_big():
+            target = os.path.join(self.work, "bulk-cp-1g")
+            cmd = [self.cli, "cp", "s3://%s/%s" % (BUCKET, key), target] + sluice_auth
+            try:
+                return self.external(cmd, GIB, rep, self.server.proc.pid,
+                                     lambda r: None if os.path.getsize(target) == GIB else
+                                     (_ for _ in ()).throw(RuntimeError("wrong size")),
+                                     note="`sluice cp` to a file on the work directory's filesystem")
+            finally:
+                if os.path.exists(target):
+                    os.unlink(target)
+        scenario(R, "bulkbig.cp", group, "1 GiB: `sluice cp` to a file", "sluice", cp_big)
+
+        def fresh_file():
+            target = os.path.join(self.work, "bulk-dd-1g")
+            cmd = ["dd", "if=/dev/zero", "of=" + target, "bs=8M", "count=128"]
+            try:
+                return self.external(cmd, GIB, rep, None, lambda r: None,
+                                     note="no network: what writing a fresh 1 GiB file costs here (its pages)")
+            finally:
+                if os.path.exists(target):
+                    os.unlink(target)
+        scenario(R, "bulkbig.dd", group, "1 GiB: dd to a fresh file (no network)", "ceiling", fresh_file)
+
     def part_sweep(self):
         group = "Part size × parts in flight (sluice rdma shm GET 1 GiB)"
         key, size = "object-1g", GIB
@@ -1264,6 +1390,7 @@ class Harness:
         ("get.curl_sluice_https", "get.curl_nginx_https", "GET curl https: sluice serve ÷ nginx"),
         ("put.http", "put.curl", "PUT sluice http ÷ curl -T"),
         ("get.cli_file", "get.http", "`sluice get` to a file ÷ library GET into memory (http)"),
+        ("bulkbig.cp", "bulkbig.library", "`sluice cp` 1 GiB to a file ÷ library GET into memory (http)"),
         ("put.cli_file", "put.http", "`sluice put` of a file ÷ library PUT from memory (http)"),
         ("small.4k.sluice", "small.4k.nginx", "4 KiB ops/s sluice ÷ nginx"),
         ("small.64k.sluice", "small.64k.nginx", "64 KiB ops/s sluice ÷ nginx"),
@@ -1581,7 +1708,7 @@ class Harness:
         sizes = sorted({s["size"] for s in self.results.scenarios if s["id"].startswith("size.") and s.get("size")})
         extra = [("size.rdma.%d" % n, "size.http.%d" % n, "%s GET rdma shm ÷ http" % size_name(n)) for n in sizes]
         for num, den, label in self.RATIOS + extra:
-            field = "ops_per_s" if num.startswith(("small.", "list.", "scale.")) else "gib_per_s"
+            field = "ops_per_s" if num.startswith(("small.", "list.", "scale.", "bulk.")) else "gib_per_s"
             a, b = self.results.rate(num, field), self.results.rate(den, field)
             out.append({"numerator": num, "denominator": den, "label": label,
                         "value": a / b if a and b else None})
@@ -1657,6 +1784,13 @@ class Harness:
         ] + [
             target("CLI: `sluice get` to a file ≥ 0.8 × library GET into memory", "get.cli_file", "get.http",
                    "gib_per_s", 0.8),
+        ] + [
+            target("CLI: `sluice cp -r` %s %s wall ≤ 0.5 × AWS CLI's (≥ 2 × its files/s)" % (tag, d),
+                   "bulk.%s.%s.sluice" % (tag, d), "bulk.%s.%s.aws" % (tag, d), "ops_per_s", 2.0)
+            for tag in ("100x4KiB", "1000x64KiB") for d in ("up", "down")
+        ] + [
+            target("CLI: `sluice cp` of 1 GiB to a file ≥ 0.9 × library GET", "bulkbig.cp", "bulkbig.library",
+                   "gib_per_s", 0.9),
             target("CLI: `sluice put` of a file ≥ 0.8 × library PUT", "put.cli_file", "put.http", "gib_per_s", 0.8),
             target("Gateway: hit GET 1 GiB rdma/shm ≥ 0.9 × local fs_store", "gw.hit_rdma_shm", "gw.local_rdma_shm",
                    "gib_per_s", 0.9),
@@ -2077,7 +2211,7 @@ def machine_meta(args):
 
 # The cpu set's groups, in the order they run (--only picks some).
 GROUPS = ("large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep",
-          "gateway", "gateway_rgw")
+          "gateway", "gateway_rgw", "bulk")
 
 
 def main():

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -197,7 +198,7 @@ std::string failure_message(const CLI::App* root, const CLI::Error& error) {
   // unknown command; any other error is said too.
   const bool no_command = selected.empty() && dynamic_cast<const CLI::RequiredError*>(&error) != nullptr;
   if (no_command && problems.empty()) {
-    problems.emplace_back("a command is needed: serve, mb, rb, put, get, ls or rm");
+    problems.emplace_back("a command is needed: cp, sync, ls, rm, mb, rb, cat, stat, put, get, presign or serve");
   } else if (problems.empty() || (!no_command && dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr)) {
     problems.emplace_back(error.what());
   }
@@ -368,9 +369,30 @@ void add_serve(CLI::App& app, serve_options& o) {
 }
 
 void add_connection(CLI::App& command, client_options& o) {
-  command.add_option("--endpoint", o.endpoint, "The S3 server (https://HOST[:PORT] for TLS)")
+  command
+      .add_option("--endpoint", o.endpoint,
+                  "The S3 server (https://HOST[:PORT] for TLS; default: AWS_ENDPOINT_URL, the profile's "
+                  "endpoint_url, http://127.0.0.1:9000)")
       ->type_name("URL")
-      ->capture_default_str()
+      ->group("Connection");
+  command
+      .add_option("--profile", o.profile,
+                  "The profile of ~/.aws/credentials and ~/.aws/config (default: AWS_PROFILE, default)")
+      ->type_name("NAME")
+      ->group("Connection");
+  command.add_flag("--no-sign-request", o.no_sign_request, "Send unsigned (anonymous) requests")->group("Connection");
+  command
+      .add_option("--connect-timeout", o.connect_timeout,
+                  "Seconds to open a connection (TCP and TLS) before giving up (default 10)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->group("Connection");
+  command
+      .add_option("--timeout", o.timeout,
+                  "Seconds a request may go without moving a byte (no answer, a stalled body) before it fails "
+                  "(default 60)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.001, 86400.0))
       ->group("Connection");
   command.add_option("--ca-bundle", o.ca_bundle, "https: the CAs to trust (default: the system's)")
       ->type_name("PEM")
@@ -383,7 +405,9 @@ void add_connection(CLI::App& command, client_options& o) {
       ->type_name("SK")
       ->envname("AWS_SECRET_ACCESS_KEY")
       ->group("Connection");
-  command.add_option("--region", o.region, "Signing region (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)")
+  command
+      .add_option("--region", o.region,
+                  "Signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
       ->type_name("R")
       ->group("Connection");
   command.add_flag("--no-progress", o.no_progress, "No progress bar (drawn only on a terminal)");
@@ -407,22 +431,97 @@ struct client_spec {
   const char* description;
 };
 
-constexpr std::array<client_spec, 7> client_specs = {{
-    {client_command::mb, "mb", "Make a bucket"},
-    {client_command::rb, "rb", "Remove an empty bucket"},
+constexpr std::array<client_spec, 11> client_specs = {{
+    {client_command::cp, "cp",
+     "Copy files and objects: local <-> S3, S3 -> S3; -r for a directory or prefix; - for stdin/stdout"},
+    {client_command::sync, "sync",
+     "Copy what is missing or changed (size, mtime or ETag); --delete what the source lacks"},
+    {client_command::mb, "mb", "Make buckets"},
+    {client_command::rb, "rb", "Remove empty buckets (--force: delete their objects first)"},
     {client_command::put, "put", "Upload a file (KEY ending in / or left out: the file's name is added)"},
     {client_command::get, "get", "Download an object to FILE.partial, then rename it to FILE"},
     {client_command::ls, "ls", "List the buckets, or a bucket's keys under a prefix"},
-    {client_command::rm, "rm", "Delete an object"},
+    {client_command::rm, "rm", "Delete objects (-r: every object under a prefix)"},
+    {client_command::cat, "cat", "Write objects to stdout"},
+    {client_command::stat, "stat", "Show an object's size, ETag, time, type and metadata (HEAD)"},
     {client_command::presign, "presign", "Print a presigned GET URL of an object (SigV4 query, nothing sent)"},
 }};
+
+// cp, sync, rm -r: how many at once, and which.
+void add_many(CLI::App& command, client_options& o, bool filters) {
+  command.add_option("--jobs,-j", o.jobs, "Objects in flight at once, on one connection pool (default 16)")
+      ->type_name("N")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+  command.add_flag("--dry-run", o.dry_run, "Print what would be done, do nothing");
+  if (!filters) return;
+  command
+      .add_option("--include", o.include, "Copy paths that match this glob even when an --exclude matches (repeatable)")
+      ->type_name("GLOB")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  command
+      .add_option("--exclude", o.exclude, "Leave out paths (relative to the source) that match this glob (repeatable)")
+      ->type_name("GLOB")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+CLI::Validator location() {
+  return check([](const std::string& value) -> std::string {
+    if (value.starts_with("s3://") && !split_s3_url(value)) return "'" + value + "' is not s3://BUCKET[/KEY]";
+    return value.empty() ? "an empty path" : "";
+  });
+}
 
 CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) {
   CLI::App& command = *app.add_subcommand(spec.name, spec.description)->group("Commands");
   switch (spec.command) {
     case client_command::mb:
     case client_command::rb:
-      command.add_option("URL", o.url, "s3://BUCKET")->type_name("")->required()->check(s3_url(url_shape::bucket));
+      command.add_option("URL", o.paths, "s3://BUCKET ...")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::bucket));
+      if (spec.command == client_command::rb) {
+        command.add_flag("--force", o.force, "Delete every object of the bucket first");
+        command.add_option("--jobs,-j", o.jobs, "Deletes in flight at once (default 16)")
+            ->type_name("N")
+            ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+      }
+      break;
+    case client_command::cp:
+    case client_command::sync:
+      command.add_option("SOURCE", o.file, "A file or directory, s3://BUCKET[/KEY or PREFIX], or - (cp: stdin)")
+          ->type_name("")
+          ->required()
+          ->check(location());
+      command.add_option("TARGET", o.url, "A file or directory, s3://BUCKET[/KEY or PREFIX], or - (cp: stdout)")
+          ->type_name("")
+          ->required()
+          ->check(location());
+      if (spec.command == client_command::cp) {
+        command.add_flag("--recursive,-r", o.recursive, "Every file under a directory, every object under a prefix");
+      } else {
+        command.add_flag("--delete", o.delete_extra, "Delete what the target has and the source does not");
+        command.add_flag("--size-only", o.size_only, "Compare sizes only, not times or ETags");
+      }
+      add_many(command, o, true);
+      command.add_option("--content-type", o.content_type, "Content-Type of the objects written")->type_name("T");
+      command.add_option("--via", o.via, "How the bytes move: over HTTP for now (put and get take --via rdma)")
+          ->type_name("auto|http")
+          ->capture_default_str()
+          ->check(one_of({"auto", "http"}));
+      command.add_flag("--json", o.json,
+                       "One JSON line per object (op, source, target, bytes, etag, seconds, error) and a summary line");
+      break;
+    case client_command::cat:
+    case client_command::stat:
+      command.add_option("URL", o.paths, "s3://BUCKET/KEY ...")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::object));
+      if (spec.command == client_command::stat) {
+        command.add_flag("--json", o.json,
+                         "One JSON object per line: bucket, key, size, etag, last_modified, content_type");
+      }
       break;
     case client_command::put:
       command.add_option("FILE", o.file, "The file to upload")->type_name("")->required();
@@ -447,7 +546,20 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
                        "One JSON object per line: key, size, etag, last_modified; prefix; or bucket, created");
       break;
     case client_command::rm:
-      command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
+      command.add_option("URL", o.paths, "s3://BUCKET/KEY ... (-r: s3://BUCKET[/PREFIX])")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::any));
+      command.add_flag("--recursive,-r", o.recursive, "Every object under the prefix");
+      add_many(command, o, true);
+      command.add_flag("--json", o.json, "-r: one JSON line per object deleted and a summary line");
+      command.callback([&o] {
+        for (const std::string& path : o.paths) {
+          if (const auto url = split_s3_url(path); !o.recursive && url && url->second.empty()) {
+            throw CLI::ValidationError("URL", "'" + path + "' names no key (-r deletes every object under a prefix)");
+          }
+        }
+      });
       break;
     case client_command::presign:
       command.add_option("URL", o.url, "s3://BUCKET/KEY")->type_name("")->required()->check(s3_url(url_shape::object));
@@ -473,7 +585,7 @@ command_line parse_command_line(int argc, const char* const* argv) {
   app.formatter(make_formatter());
   app.failure_message(failure_message);
   app.require_subcommand(1);
-  app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);  // project(VERSION) in CMakeLists.txt
+  app.set_version_flag("--version,-V", "sluice " SLUICE_VERSION_STRING);  // project(VERSION) in CMakeLists.txt
   // An option given twice: the last one counts (as with a shell alias that sets a default).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
@@ -485,7 +597,8 @@ command_line parse_command_line(int argc, const char* const* argv) {
   for (const client_spec& spec : client_specs) commands.emplace_back(&add_client(app, spec, client), spec.command);
   // After the subcommands: they would inherit it.
   app.footer(
-      "Credentials: --access-key and --secret-key, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.\n"
+      "Credentials: --access-key and --secret-key, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else the\n"
+      "profile (--profile, AWS_PROFILE, default) of ~/.aws/credentials and ~/.aws/config.\n"
       "'sluice COMMAND --help' shows a command's options.");
 
   // `sluice help [COMMAND]` is `sluice [COMMAND] --help`.
@@ -502,7 +615,13 @@ command_line parse_command_line(int argc, const char* const* argv) {
   for (const auto& [command, which] : commands) {
     if (!command->parsed()) continue;
     client.command = which;
-    if (client.region.empty()) client.region = env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", "us-east-1"));
+    if (client.region.empty()) client.region = env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", ""));
+    if (which == client_command::cp || which == client_command::sync) {
+      client.paths = {client.file, client.url};
+      client.url.clear();
+      client.file.clear();
+    }
+
     return client;
   }
   return serve;

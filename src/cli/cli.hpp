@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `sluice` command-line tool, in three parts: the command line (args.cpp, CLI11: every
-// subcommand, its options, --help and the usage errors), `sluice serve` (serve.cpp) and the
-// client commands mb, rb, put, get, ls and rm (commands.cpp). Internal to the tool.
+// subcommand, its options, --help and the usage errors), `sluice serve` (serve.cpp), the
+// single-object client commands (commands.cpp), cp, sync and the streams (cp.cpp, sync.cpp, on
+// the job runner of transfer_job.cpp). Internal to the tool.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace sluice::cli {
 
@@ -51,18 +53,21 @@ struct serve_options {
   std::optional<std::uint32_t> upstream_timeout;  ///< seconds of one upstream attempt
 };
 
-enum class client_command { mb, rb, put, get, ls, rm, presign };
+enum class client_command { mb, rb, put, get, ls, rm, presign, cp, sync, cat, stat };
 
-/// The command line of a client command; the URL and file were checked for the command's shape.
+/// The command line of a client command; the URLs and files were checked for the command's shape.
 struct client_options {
   client_command command = client_command::ls;
-  std::string url;   ///< s3://BUCKET[/KEY]; empty for `ls` of the buckets
-  std::string file;  ///< put: the source; get: the target (empty: the key's name)
-  std::string endpoint = "http://127.0.0.1:9000";
+  std::string url;                 ///< s3://BUCKET[/KEY]; empty for `ls` of the buckets
+  std::string file;                ///< put: the source; get: the target (empty: the key's name)
+  std::vector<std::string> paths;  ///< mb, rb, rm, cat, stat: the URLs; cp, sync: SOURCE and TARGET
+  std::string endpoint;            ///< --endpoint, else AWS_ENDPOINT_URL, the profile's, http://127.0.0.1:9000
   std::string ca_bundle;
-  std::string access_key;  ///< --access-key, else AWS_ACCESS_KEY_ID
-  std::string secret_key;  ///< --secret-key, else AWS_SECRET_ACCESS_KEY
-  std::string region;      ///< --region, else AWS_REGION, AWS_DEFAULT_REGION, us-east-1
+  std::string access_key;        ///< --access-key, else AWS_ACCESS_KEY_ID, else the profile's
+  std::string secret_key;        ///< --secret-key, else AWS_SECRET_ACCESS_KEY, else the profile's
+  std::string region;            ///< --region, else AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1
+  std::string profile;           ///< --profile, else AWS_PROFILE, else default
+  bool no_sign_request = false;  ///< anonymous requests, on purpose
   std::string content_type;
   std::string via = "auto";
   std::string fabric = "auto";
@@ -70,6 +75,15 @@ struct client_options {
   bool no_progress = false;
   bool json = false;             ///< one JSON object per line on stdout
   std::uint64_t expires = 3600;  ///< presign: seconds the URL is valid (1..604800)
+  double connect_timeout = 10;   ///< seconds to open a connection
+  double timeout = 60;           ///< seconds a request may go without progress
+  std::size_t jobs = 16;         ///< cp, sync, rm -r, rb --force: objects in flight
+  std::vector<std::string> include;
+  std::vector<std::string> exclude;
+  bool dry_run = false;       ///< cp, sync, rm: say what would be done
+  bool delete_extra = false;  ///< sync --delete
+  bool size_only = false;     ///< sync --size-only
+  bool force = false;         ///< rb --force
 };
 
 /// What the command line asks for: a command, or the exit code when it is settled already

@@ -1,18 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The client commands of `sluice`: mb, rb, put, get, ls and rm against any S3 endpoint
-// (sluice::s3::client), over HTTP or, for get and put, RDMA; --json for get, put and ls.
-#include "cli.hpp"
+// The single-object client commands of `sluice` against any S3 endpoint (sluice::s3::client):
+// mb, put, get (over HTTP or RDMA), ls, stat, presign, rm and rb of one URL each; and the
+// dispatch of every client command (cp, sync, cat and rm -r, rb --force run in cp.cpp and sync.cpp).
+#include "client_common.hpp"
 
-#include <sluice/names.hpp>
-#include <sluice/s3/access_log.hpp>
-#include <sluice/s3/client.hpp>
 #include <sluice/s3/sigv4.hpp>
-
-#ifdef SLUICE_CLI_WITH_FABRIC
-#include <sluice/fabric/s3_plane.hpp>
-#endif
-
-#include <boost/asio/ssl/error.hpp>
 
 #include <algorithm>
 #include <array>
@@ -20,177 +12,22 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace sluice::cli {
 
 namespace {
-
-namespace s3 = sluice::s3;
-
-struct s3_url {
-  std::string bucket;
-  std::string key;  // may be empty
-};
-
-bool is_loopback_host(std::string_view host) {
-  return host == "localhost" || host.starts_with("127.") || host == "::1" || host == "[::1]";
-}
-
-// The host part of http://host[:port][/...] or https://host[:port][/...].
-std::string host_of(std::string_view url) {
-  if (const auto scheme = url.find("://"); scheme != std::string_view::npos) url.remove_prefix(scheme + 3);
-  url = url.substr(0, url.find('/'));
-  if (url.starts_with('[')) return std::string(url.substr(0, url.find(']') + 1));
-  return std::string(url.substr(0, url.rfind(':')));
-}
-
-// What an error means, for a person: the S3 code with a hint, or the system's message.
-std::string describe(const sluice::error_code& ec, std::string_view endpoint) {
-  if (ec.category() == s3::s3_category()) {
-    std::string text = ec.message();
-    switch (static_cast<s3::errc>(ec.value())) {
-      case s3::errc::no_such_key: text += " (the object does not exist)"; break;
-      case s3::errc::no_such_bucket: text += " (the bucket does not exist)"; break;
-      case s3::errc::signature_does_not_match: text += " (check the secret key)"; break;
-      case s3::errc::invalid_access_key_id: text += " (the server does not know this access key)"; break;
-      case s3::errc::access_denied: text += " (not allowed with these credentials)"; break;
-      case s3::errc::bucket_not_empty: text += " (delete its objects first)"; break;
-      case s3::errc::bucket_already_owned_by_you: text += " (you already own this bucket)"; break;
-      case s3::errc::bucket_already_exists: text += " (the name is taken)"; break;
-      default: break;
-    }
-    return text;
-  }
-  if (ec == boost::asio::error::connection_refused) {
-    return ec.message() + " (is an S3 server listening on " + std::string(endpoint) + "?)";
-  }
-  if (ec.category() == s3::tls_verify_category()) {
-    return ec.message() + " (is the server's CA in --ca-bundle, and does its certificate name the host of " +
-           std::string(endpoint) + "?)";
-  }
-  if (ec.category() == boost::asio::error::get_ssl_category()) {
-    return "TLS: " + ec.message() + " (is " + std::string(endpoint) + " an HTTPS server?)";
-  }
-  return ec.message();
-}
-
-// A one-line progress bar on stderr, redrawn at most ten times a second; only on a terminal.
-class progress_bar {
- public:
-  progress_bar(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}
-  progress_bar(const progress_bar&) = delete;
-  progress_bar& operator=(const progress_bar&) = delete;
-  ~progress_bar() { finish(); }
-
-  void update(std::uint64_t done, std::uint64_t total) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (drawn_ && done < total && now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    drawn_ = true;
-    const double fraction = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
-    constexpr int width = 30;
-    const int filled = static_cast<int>(fraction * width);
-    const double seconds = std::chrono::duration<double>(now - start_).count();
-    const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
-    std::fprintf(stderr, "\r%s [%.*s%*s] %3d%% %s / %s %s/s\x1b[K", label_.c_str(), filled,
-                 "##############################", width - filled, "", static_cast<int>(fraction * 100),
-                 human(static_cast<double>(done)).c_str(), human(static_cast<double>(total)).c_str(),
-                 human(rate).c_str());
-    std::fflush(stderr);
-  }
-
-  void finish() {
-    if (drawn_) std::fputc('\n', stderr);
-    drawn_ = false;
-  }
-
-  static std::string human(double bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    std::size_t unit = 0;
-    while (bytes >= 1024 && unit + 1 < std::size(units)) {
-      bytes /= 1024;
-      ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-    return text;
-  }
-
- private:
-  std::string label_;
-  bool enabled_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
-};
-
-std::string format_time(std::chrono::system_clock::time_point t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm parts{};
-  gmtime_r(&seconds, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &parts);
-  return text;
-}
-
-std::string base_name(std::string_view path) {
-  while (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
-  const auto slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
-// The local address this host uses to reach `host` (a UDP connect sends nothing), so that the
-// fabric endpoint is bound on the interface the server can reach (on a host with several, the
-// provider's first choice may be another); empty when unknown.
-std::string local_address_towards(std::string host) {
-  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return {};
-  std::string out;
-  for (const addrinfo* a = found; a != nullptr && out.empty(); a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof local;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        ::getsockname(fd, static_cast<sockaddr*>(static_cast<void*>(&local)), &length) == 0) {
-      char text[INET6_ADDRSTRLEN] = {};
-      if (local.ss_family == AF_INET) {
-        sockaddr_in in{};
-        std::memcpy(&in, &local, sizeof in);
-        if (::inet_ntop(AF_INET, &in.sin_addr, text, sizeof text) != nullptr) out = text;
-      } else if (local.ss_family == AF_INET6) {
-        sockaddr_in6 in6{};
-        std::memcpy(&in6, &local, sizeof in6);
-        if (::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text) != nullptr) out = text;
-      }
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(found);
-  return out;
-}
 
 // "rdma 1073741824 bytes in 128 requests, http 0 bytes"
 std::string describe_paths(const s3::transfer_report& r) {
@@ -200,60 +37,6 @@ std::string describe_paths(const s3::transfer_report& r) {
   if (r.declined > 0) text += ", " + std::to_string(r.declined) + " declined by the server";
   return text;
 }
-
-// ISO 8601 in UTC, as S3 writes times: 2024-05-01T12:00:00.000Z.
-std::string iso_time(std::chrono::system_clock::time_point t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  const auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(t - std::chrono::system_clock::from_time_t(seconds))
-          .count();
-  std::tm parts{};
-  gmtime_r(&seconds, &parts);
-  char text[40];
-  const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &parts);
-  std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(millis));
-  return text;
-}
-
-// One JSON object on one line (--json), member by member.
-class json_line {
- public:
-  json_line& text(std::string_view name, std::string_view value) {
-    member(name);
-    s3::append_json_string(out_, value);
-    return *this;
-  }
-  json_line& number(std::string_view name, std::uint64_t value) {
-    member(name);
-    out_ += std::to_string(value);
-    return *this;
-  }
-  json_line& seconds(std::string_view name, double value) {
-    member(name);
-    char digits[32];
-    std::snprintf(digits, sizeof digits, "%.6f", value);
-    out_ += digits;
-    return *this;
-  }
-  json_line& null(std::string_view name) {
-    member(name);
-    out_ += "null";
-    return *this;
-  }
-  /// Prints the object and a newline on stdout.
-  void print() {
-    out_ += "}\n";
-    std::fputs(out_.c_str(), stdout);
-  }
-
- private:
-  void member(std::string_view name) {
-    if (out_.size() > 1) out_ += ',';
-    s3::append_json_string(out_, name);
-    out_ += ':';
-  }
-  std::string out_ = "{";
-};
 
 // The --json line of a finished get or put: what moved, and which way (the transfer report).
 void print_transfer(std::string_view op, const s3_url& where, const std::string& file, std::uint64_t bytes,
@@ -340,10 +123,9 @@ std::uint64_t download_to_file(s3::client& client, const s3_url& from, const slu
 int get_command(s3::client& client, const s3_url& from, std::string target, bool show_progress, s3::transfer_via via,
                 bool json) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string endpoint = client.config().endpoint;
   const std::string source = "s3://" + from.bucket + "/" + from.key;
   auto fail = [&](const sluice::error_code& ec) {
-    std::fprintf(stderr, "sluice get: %s: %s\n", source.c_str(), describe(ec, endpoint).c_str());
+    std::fprintf(stderr, "sluice get: %s: %s\n", source.c_str(), describe(ec, client.config()).c_str());
     return 1;
   };
   if (target.empty()) target = base_name(from.key);
@@ -360,7 +142,7 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
   // An object replaced between the HEAD and the GET is fetched again (a few times at most).
   for (int round = 0;; ++round) {
     sluice::error_code ec;
-    const sluice::object_info info = client.head_object(from.bucket, from.key, ec);
+    const sluice::object_info info = head_explained(client, from, ec);
     if (ec) return fail(ec);
     std::memcpy(partial_to_remove, partial.c_str(), partial.size() + 1);
     const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -405,49 +187,8 @@ int get_command(s3::client& client, const s3_url& from, std::string target, bool
   }
 }
 
-/// A key as `ls` prints it: control characters, DEL, backslash and bytes that are not UTF-8
-/// written as \xNN (\\ for a backslash), so that a key can neither end the line early nor send
-/// escape sequences to the terminal; printable UTF-8 as it is.
-std::string printable_key(std::string_view key) {
-  std::string out;
-  out.reserve(key.size());
-  const auto escape = [&](unsigned char b) {
-    static constexpr char hex[] = "0123456789abcdef";
-    out += "\\x";
-    out += hex[b >> 4U];
-    out += hex[b & 15U];
-  };
-  for (std::size_t i = 0; i < key.size();) {
-    const auto b = static_cast<unsigned char>(key[i]);
-    if (b == '\\') {
-      out += "\\\\";
-      ++i;
-      continue;
-    }
-    if (b < 0x20 || b == 0x7F) {
-      escape(b);
-      ++i;
-      continue;
-    }
-    std::size_t n = b < 0x80                 ? 1
-                    : b >= 0xC2 && b <= 0xDF ? 2
-                    : b >= 0xE0 && b <= 0xEF ? 3
-                    : b >= 0xF0 && b <= 0xF4 ? 4
-                                             : 0;
-    // One whole UTF-8 sequence made of allowed characters passes; anything else byte by byte.
-    if (n > 0 && i + n <= key.size() && sluice::is_xml_safe_utf8(key.substr(i, n))) {
-      out.append(key.substr(i, n));
-      i += n;
-    } else {
-      escape(b);
-      ++i;
-    }
-  }
-  return out;
-}
-
 int ls_command(s3::client& client, const std::optional<s3_url>& where, bool recursive, bool json) {
-  const std::string endpoint = client.config().endpoint;
+  const s3::client_config& endpoint = client.config();
   sluice::error_code ec;
   if (!where) {
     const auto buckets = client.list_buckets(ec);
@@ -514,92 +255,67 @@ int presign_command(const s3::client_config& config, const s3_url& object, std::
   return 0;
 }
 
-}  // namespace
-
-int run_client(const client_options& o) {
-  const client_command command = o.command;
-  const char* const name = command == client_command::mb    ? "mb"
-                           : command == client_command::rb  ? "rb"
-                           : command == client_command::put ? "put"
-                           : command == client_command::get ? "get"
-                           : command == client_command::ls  ? "ls"
-                           : command == client_command::rm  ? "rm"
-                                                            : "presign";
-  // The command line's shape was checked (args.cpp): the URL parses, with a key where one is due.
-  std::optional<s3_url> url;
-  if (const auto split = split_s3_url(o.url)) url = s3_url{split->first, split->second};
-  if (command == client_command::put && (url->key.empty() || url->key.ends_with('/'))) url->key += base_name(o.file);
-
-  s3::client_config config;
-  config.endpoint = o.endpoint;
-  config.ca_bundle = o.ca_bundle;
-  config.creds.access_key_id = o.access_key;
-  config.creds.secret_access_key = o.secret_key;
-  config.region = o.region;
-  if (auto error = config.validate()) {
-    std::fprintf(stderr, "sluice %s: %s\n", name, error->message().c_str());
-    return 2;
-  }
-  if (command == client_command::presign) return presign_command(config, *url, o.expires);
-  const bool show_progress = ::isatty(STDERR_FILENO) == 1 && !o.no_progress;
-  const s3::transfer_via via = o.via == "rdma"   ? s3::transfer_via::rdma
-                               : o.via == "http" ? s3::transfer_via::http
-                                                 : s3::transfer_via::automatic;
-  if (via != s3::transfer_via::http && (command == client_command::get || command == client_command::put)) {
-#ifdef SLUICE_CLI_WITH_FABRIC
-    sluice::fabric::client_plane_config plane;
-    plane.fabric.provider = provider_name(o.fabric);
-    const std::string host = host_of(config.endpoint);
-    const bool local = is_loopback_host(host);
-    plane.fabric.node = local ? std::string("127.0.0.1") : local_address_towards(host);
-    sluice::error_code plane_ec;
-    config.rdma = sluice::fabric::client_plane::open(plane, local, plane_ec);
-    if (plane_ec && via == s3::transfer_via::rdma) {
-      std::fprintf(stderr, "sluice %s: --fabric %s: %s\n", name, o.fabric.c_str(), plane_ec.message().c_str());
-      return 1;
-    }
-#else
-    if (via == s3::transfer_via::rdma) {
-      std::fprintf(stderr, "sluice %s: --via rdma: this build has no libfabric\n", name);
-      return 1;
-    }
-#endif
-  }
-  std::optional<s3::client> made;
-  try {
-    made.emplace(config);
-  } catch (const std::invalid_argument& e) {  // a --ca-bundle that cannot be loaded
-    std::fprintf(stderr, "sluice %s: %s\n", name, e.what());
-    return 2;
-  }
-  s3::client& client = *made;
-  sluice::error_code ec;
-  const std::string where = url ? "s3://" + url->bucket + (url->key.empty() ? "" : "/" + url->key) : "";
-  auto report = [&](const char* done_word) {
+// `sluice stat`: what HEAD says of each object, as text or one --json line each.
+int stat_command(s3::client& client, const client_options& o) {
+  int code = 0;
+  for (const std::string& path : o.paths) {
+    const auto url = parse_s3(path);
+    sluice::error_code ec;
+    const sluice::object_info info = head_explained(client, *url, ec);
     if (ec) {
-      std::fprintf(stderr, "sluice %s: %s: %s\n", name, where.c_str(), describe(ec, config.endpoint).c_str());
-      return 1;
+      std::fprintf(stderr, "sluice stat: %s: %s\n", printable_key(path).c_str(), describe(ec, client.config()).c_str());
+      code = 1;
+      continue;
     }
-    std::printf("%s: %s\n", done_word, where.c_str());
-    return 0;
-  };
-  switch (command) {
-    case client_command::mb: client.create_bucket(url->bucket, ec); return report("make_bucket");
-    case client_command::rb: client.delete_bucket(url->bucket, ec); return report("remove_bucket");
-    case client_command::rm: client.delete_object(url->bucket, url->key, ec); return report("delete");
-    case client_command::ls: return ls_command(client, url, o.recursive, o.json);
-    case client_command::get: return get_command(client, *url, o.file, show_progress, via, o.json);
-    case client_command::put: break;
-    case client_command::presign: return 2;  // answered above, before any connection
+    const auto& a = info.attributes;
+    if (o.json) {
+      json_line line;
+      line.text("bucket", url->bucket).text("key", url->key).number("size", info.size).text("etag", a.etag);
+      line.text("last_modified", iso_time(info.last_modified)).text("content_type", a.content_type);
+      for (const auto& [name, value] : a.metadata) line.text("x-amz-meta-" + name, value);
+      line.print();
+      continue;
+    }
+    std::printf("%s\n  size:          %llu\n  etag:          %s\n  last modified: %s\n", printable_key(path).c_str(),
+                static_cast<unsigned long long>(info.size), a.etag.c_str(), iso_time(info.last_modified).c_str());
+    if (!a.content_type.empty()) std::printf("  content type:  %s\n", a.content_type.c_str());
+    for (const auto& [name, value] : a.metadata) {
+      std::printf("  x-amz-meta-%s: %s\n", printable_key(name).c_str(), printable_key(value).c_str());
+    }
   }
+  return code;
+}
+
+// `sluice mb`: each bucket in turn.
+int mb_command(s3::client& client, const client_options& o) {
+  int code = 0;
+  for (const std::string& path : o.paths) {
+    const auto url = parse_s3(path);
+    sluice::error_code ec;
+    client.create_bucket(url->bucket, ec);
+    if (ec) {
+      std::fprintf(stderr, "sluice mb: %s: %s\n", path.c_str(), describe(ec, client.config()).c_str());
+      code = 1;
+    } else {
+      std::printf("make_bucket: %s\n", path.c_str());
+    }
+  }
+  return code;
+}
+
+int put_command(s3::client& client, const client_options& o, s3_url url, s3::transfer_via via) {
   const std::string& file = o.file;
+  if (url.key.empty() || url.key.ends_with('/')) url.key += base_name(file);
+  const std::string where = url_text(url);
+  const s3::client_config& config = client.config();
   const auto started = std::chrono::steady_clock::now();
   std::error_code size_ec;
   const std::uint64_t bytes = std::filesystem::file_size(file, size_ec);  // for --json; a missing file fails below
   std::string etag;
   s3::transfer_report paths;
+  sluice::error_code ec;
   {
-    progress_bar bar("put " + where, show_progress);
+    progress_bar bar("put " + where, progress_wanted(o));
     s3::put_options options;
     options.attributes.content_type = o.content_type;
     options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
@@ -615,26 +331,59 @@ int run_client(const client_options& o) {
     if (mapping != MAP_FAILED) {
       const sluice::region source{mapping, static_cast<std::size_t>(st.st_size), sluice::memory_kind::host_pageable,
                                   -1};
-      etag = client.put_object(url->bucket, url->key, source, std::move(options), ec);
+      etag = client.put_object(url.bucket, url.key, source, std::move(options), ec);
       ::munmap(mapping, static_cast<std::size_t>(st.st_size));
     } else {
-      etag = client.put_object(url->bucket, url->key, std::filesystem::path(file), std::move(options), ec);
+      etag = client.put_object(url.bucket, url.key, std::filesystem::path(file), std::move(options), ec);
     }
     if (fd >= 0) ::close(fd);
   }
   if (ec) {
     const bool local = ec.category() == boost::system::system_category();
-    std::fprintf(stderr, "sluice put: %s: %s\n", local ? file.c_str() : where.c_str(),
-                 describe(ec, config.endpoint).c_str());
+    std::fprintf(stderr, "sluice put: %s: %s\n", local ? file.c_str() : where.c_str(), describe(ec, config).c_str());
     return 1;
   }
   if (o.json) {
-    print_transfer("put", *url, file, size_ec ? 0 : bytes, etag, started, paths, config.rdma.get());
+    print_transfer("put", url, file, size_ec ? 0 : bytes, etag, started, paths, config.rdma.get());
     return 0;
   }
   std::printf("upload: %s to %s (etag %s; %s)\n", file.c_str(), where.c_str(), etag.c_str(),
               describe_paths(paths).c_str());
   return 0;
+}
+
+constexpr std::array<const char*, 11> command_names = {"mb",      "rb", "put",  "get", "ls",  "rm",
+                                                       "presign", "cp", "sync", "cat", "stat"};
+
+}  // namespace
+
+int run_client(const client_options& o) {
+  const client_command command = o.command;
+  const char* const name = command_names[static_cast<std::size_t>(command)];
+  const bool transfer = command == client_command::get || command == client_command::put;
+  int code = 0;
+  std::optional<made_client> made = make_client(o, name, transfer, code);
+  if (!made) return code;
+  s3::client& client = *made->client;
+  // The command line's shape was checked (args.cpp): the URL parses, with a key where one is due.
+  const std::optional<s3_url> url = parse_s3(o.url);
+  const s3::transfer_via via = o.via == "rdma"   ? s3::transfer_via::rdma
+                               : o.via == "http" ? s3::transfer_via::http
+                                                 : s3::transfer_via::automatic;
+  switch (command) {
+    case client_command::mb: return mb_command(client, o);
+    case client_command::rb: return rb_command(o, *made);
+    case client_command::rm: return rm_command(o, *made);
+    case client_command::ls: return ls_command(client, url, o.recursive, o.json);
+    case client_command::stat: return stat_command(client, o);
+    case client_command::cat: return cat_command(o, *made);
+    case client_command::cp: return cp_command(o, *made);
+    case client_command::sync: return sync_command(o, *made);
+    case client_command::presign: return presign_command(made->config, *url, o.expires);
+    case client_command::get: return get_command(client, *url, o.file, progress_wanted(o), via, o.json);
+    case client_command::put: return put_command(client, o, *url, via);
+  }
+  return 2;
 }
 
 }  // namespace sluice::cli

@@ -34,10 +34,35 @@ class tls_verify_category_impl final : public boost::system::error_category {
   }
 };
 
+class client_category_impl final : public boost::system::error_category {
+ public:
+  [[nodiscard]] const char* name() const noexcept override { return "s3-client"; }
+  [[nodiscard]] std::string message(int value) const override {
+    switch (static_cast<client_errc>(value)) {
+      case client_errc::connect_timeout: return "timed out connecting";
+      case client_errc::handshake_timeout: return "timed out in the TLS handshake";
+      case client_errc::send_timeout: return "timed out sending the request (no progress)";
+      case client_errc::answer_timeout: return "timed out waiting for the answer";
+      case client_errc::body_timeout: return "timed out reading the answer's body (no progress)";
+      case client_errc::not_s3_answer: return "the endpoint answered 404 without an S3 error: is it an S3 server?";
+    }
+    return "unknown s3-client error";
+  }
+  [[nodiscard]] boost::system::error_condition default_error_condition(int value) const noexcept override {
+    if (static_cast<client_errc>(value) == client_errc::not_s3_answer) return {value, *this};
+    return make_error_condition(boost::system::errc::timed_out);
+  }
+};
+
 }  // namespace
 
 const boost::system::error_category& tls_verify_category() noexcept {
   static const tls_verify_category_impl category;
+  return category;
+}
+
+const boost::system::error_category& client_category() noexcept {
+  static const client_category_impl category;
   return category;
 }
 
@@ -65,6 +90,8 @@ std::optional<config_error> client_config::validate() const {
   if (multipart_threshold < 5 * mib) return config_error{"multipart_threshold", "must be at least 5 MiB"};
   if (retry_base_delay.count() <= 0) return config_error{"retry_base_delay", "must be positive"};
   if (request_timeout.count() <= 0) return config_error{"request_timeout", "must be positive"};
+  if (connect_timeout.count() <= 0) return config_error{"connect_timeout", "must be positive"};
+  if (idle_timeout.count() <= 0) return config_error{"idle_timeout", "must be positive"};
   if (idle_connection_timeout.count() <= 0) return config_error{"idle_connection_timeout", "must be positive"};
   return std::nullopt;
 }

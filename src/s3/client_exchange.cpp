@@ -74,6 +74,8 @@ error_code error_of(const response& res, bool bucket_level) {
     error_code parse_ec;
     const auto error = xml::parse_error(res.body, parse_ec);
     if (!parse_ec && (error.value() != errc::internal_error || error.code == "InternalError")) return error.value();
+    // A 404 with a body that is no S3 error (a web server's page): not an S3 endpoint.
+    if (res.status == 404 && parse_ec) return client_errc::not_s3_answer;
   }
   switch (res.status) {
     case 304: return errc::not_modified;
@@ -132,14 +134,39 @@ void count_progress(transfer_progress* progress, std::uint64_t& progressed, std:
   }
 }
 
+/// The idle timeout of one attempt: every read or write is given until `idle` after it starts
+/// (never past the attempt's deadline), and `phase` says what a timeout then interrupted.
+struct io_clock {
+  beast::tcp_stream* wire = nullptr;
+  steady::time_point deadline;
+  std::chrono::milliseconds idle{0};
+  client_errc phase = client_errc::connect_timeout;
+  steady::time_point expiry;
+
+  /// Sets the expiry for `span` from now, as `what`.
+  void arm(client_errc what, std::chrono::milliseconds span) {
+    phase = what;
+    expiry = std::min(deadline, steady::now() + span);
+    if (wire != nullptr) wire->expires_at(expiry);
+  }
+  /// Progress: the next read or write has `idle` again.
+  void touch() { arm(phase, idle); }
+  /// The error a Beast timeout stands for: the phase, unless the attempt's deadline came first.
+  [[nodiscard]] error_code timeout_error() const {
+    return expiry < deadline ? error_code(phase) : error_code(beast::error::timeout);
+  }
+};
+
 /// Reads the body into `target` until it is full or the message ends; the bytes read. `Stream`
 /// is beast::tcp_stream or tls_stream, here and below.
 template <class Stream>
 asio::awaitable<std::size_t> read_into(Stream& stream, beast::flat_buffer& buffer,
                                        http::response_parser<http::buffer_body>& parser, std::span<std::byte> target,
-                                       transfer_progress* progress, std::uint64_t& progressed, error_code& ec) {
+                                       transfer_progress* progress, std::uint64_t& progressed, io_clock& clock,
+                                       error_code& ec) {
   std::size_t filled = 0;
   while (!parser.is_done() && filled < target.size()) {
+    clock.touch();
     const std::size_t n = std::min(io_slice, target.size() - filled);
     parser.get().body().data = target.data() + filled;
     parser.get().body().size = n;
@@ -158,12 +185,14 @@ asio::awaitable<std::size_t> read_into(Stream& stream, beast::flat_buffer& buffe
 /// into `target`). The bytes read.
 template <class Stream>
 asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buffer, std::span<std::byte> target,
-                                         transfer_progress* progress, std::uint64_t& progressed, error_code& ec) {
+                                         transfer_progress* progress, std::uint64_t& progressed, io_clock& clock,
+                                         error_code& ec) {
   std::size_t filled = std::min(buffer.size(), target.size());
   asio::buffer_copy(asio::buffer(target.data(), filled), buffer.data());
   buffer.consume(filled);
   count_progress(progress, progressed, filled);
   while (filled < target.size()) {
+    clock.touch();
     const std::size_t n = std::min(io_slice, target.size() - filled);
     std::size_t got = 0;
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
@@ -186,9 +215,10 @@ asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buf
 template <class Stream>
 asio::awaitable<void> read_text(Stream& stream, beast::flat_buffer& buffer,
                                 http::response_parser<http::buffer_body>& parser, std::string& text, std::size_t limit,
-                                error_code& ec) {
+                                io_clock& clock, error_code& ec) {
   std::vector<char> chunk(64 * kib);
   while (!parser.is_done() && text.size() < limit) {
+    clock.touch();
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
@@ -206,6 +236,7 @@ struct attempt_result {
   bool answered = false;  // a byte of the answer arrived
   std::uint64_t progressed = 0;
   response res;
+  io_clock clock;
 };
 
 /// OpenSSL's last error on this thread, in Asio's "asio.ssl" category (invalid_argument if none).
@@ -285,6 +316,7 @@ asio::awaitable<void> open_connection(client_state& state, connection_pool::leas
   error_code ignored;
   wire.socket().set_option(tcp::no_delay(true), ignored);
   if constexpr (Tls) {
+    r.clock.phase = client_errc::handshake_timeout;  // what is left of connect_timeout
     r.ec = co_await start_tls(state, conn, where.connect_host);
     if (r.ec) r.fatal = !is_connection_error(r.ec);  // a refused certificate is not retried
   }
@@ -321,6 +353,7 @@ asio::awaitable<error_code> send_request(Stream& stream, http::request<http::buf
   std::size_t sent = 0;
   error_code write_ec;
   do {
+    r.clock.touch();
     const std::size_t n = std::min(io_slice, total - sent);
     req.body().data = n > 0 ? const_cast<std::byte*>(spec.body.data() + sent) : nullptr;
     req.body().size = n;
@@ -346,6 +379,7 @@ asio::awaitable<void> read_answer_header(Stream& stream, beast::flat_buffer& buf
     parser->header_limit(64 * 1024);
     if (spec.method == http::verb::head) parser->skip(true);
     error_code read_ec;
+    r.clock.arm(client_errc::answer_timeout, r.clock.idle);
     co_await http::async_read_header(stream, buffer, *parser, asio::redirect_error(asio::use_awaitable, read_ec));
     if (read_ec) {
       r.answered = parser->got_some();
@@ -379,13 +413,14 @@ asio::awaitable<void> read_chosen_body(Stream& stream, beast::flat_buffer& buffe
       r.fatal = true;
       co_return;
     }
-    r.res.body_bytes = co_await read_direct(stream, buffer, into, spec.progress, r.progressed, r.ec);
+    r.res.body_bytes = co_await read_direct(stream, buffer, into, spec.progress, r.progressed, r.clock, r.ec);
     if (r.ec) co_return;
     complete = *announced == into.size();
     reusable = reusable && complete;
     co_return;
   }
-  const std::size_t filled = co_await read_into(stream, buffer, parser, into, spec.progress, r.progressed, r.ec);
+  const std::size_t filled =
+      co_await read_into(stream, buffer, parser, into, spec.progress, r.progressed, r.clock, r.ec);
   r.res.body_bytes = filled;
   if (r.ec) co_return;
   if (!parser.is_done()) {
@@ -420,7 +455,7 @@ asio::awaitable<void> read_answer_body(Stream& stream, beast::flat_buffer& buffe
   } else if (!parser.is_done()) {
     if (r.res.status >= 300 || !spec.choose) {
       co_await read_text(stream, buffer, parser, r.res.body, r.res.status >= 300 ? max_error_body : max_text_body,
-                         r.ec);
+                         r.clock, r.ec);
       if (r.ec) co_return;
       complete = parser.is_done();  // when not, too long: the rest goes with the connection
     } else {
@@ -432,17 +467,18 @@ asio::awaitable<void> read_answer_body(Stream& stream, beast::flat_buffer& buffe
 /// Sends the request once and receives the answer, within request_timeout: over the
 /// beast::tcp_stream (Tls false), or over a TLS session on it.
 template <bool Tls>
-asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec& spec, const std::string& target,
-                                        const address& where) {
-  attempt_result r;
+asio::awaitable<void> attempt_once(const op_context& op, const request_spec& spec, const std::string& target,
+                                   const address& where, attempt_result& r) {
   client_state& state = *op.state;
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
   const auto deadline = steady::now() + spec.timeout.value_or(state.config.request_timeout);
+  r.clock.deadline = deadline;
+  r.clock.idle = state.config.idle_timeout;
 
   connection_pool::lease conn = co_await state.pool.acquire(op, where.pool_key, deadline, r.ec);
   if (r.ec) {
     r.fatal = true;
-    co_return r;
+    co_return;
   }
   r.reused = conn.reused();
   beast::tcp_stream& wire = conn.stream();
@@ -454,12 +490,14 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   if (op.aborted()) {
     r.ec = asio::error::operation_aborted;
     r.fatal = true;
-    co_return r;
+    co_return;
   }
   wire.expires_at(deadline);  // the TLS handshake and every TLS read and write included
+  r.clock.wire = &wire;
   if (!r.reused) {
+    r.clock.arm(client_errc::connect_timeout, state.config.connect_timeout);
     co_await open_connection<Tls>(state, conn, resolver, where, r);
-    if (r.ec) co_return r;
+    if (r.ec) co_return;
   }
   auto& stream = [&]() -> auto& {
     if constexpr (Tls) {
@@ -470,12 +508,13 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   }
   ();
 
+  r.clock.arm(client_errc::send_timeout, r.clock.idle);
   http::request<http::buffer_body> req = make_request(state, spec, target, where);
   state.requests.fetch_add(1);
   const error_code write_ec = co_await send_request(stream, req, spec, r);
   if (write_ec == beast::error::timeout || write_ec == asio::error::operation_aborted) {
     r.ec = write_ec;
-    co_return r;
+    co_return;
   }
 
   // The answer; after a failed write too, since a server may answer (a 403, say) and close
@@ -484,17 +523,29 @@ asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec
   buffer.reserve(16 * kib);  // Beast reads at most the free capacity (at least 512 bytes) at a time
   std::optional<http::response_parser<http::buffer_body>> parser;
   co_await read_answer_header(stream, buffer, parser, spec, write_ec, r);
-  if (r.ec) co_return r;
+  if (r.ec) co_return;
   r.answered = true;
   r.res.status = parser->get().result_int();
   r.res.header = parser->get().base();
   bool reusable = !write_ec;
   bool complete = parser->is_done();
+  r.clock.arm(client_errc::body_timeout, r.clock.idle);
   co_await read_answer_body(stream, buffer, *parser, spec, r, reusable, complete);
-  if (r.ec) co_return r;
+  if (r.ec) co_return;
   bool drained = buffer.size() == 0;
   if constexpr (Tls) drained = drained && nothing_buffered(stream);
   if (reusable && complete && parser->get().keep_alive() && drained) conn.give_back(true);
+}
+
+/// One attempt (attempt_once), with a Beast timeout told apart: the phase whose connect or idle
+/// timeout ran out (client_errc), or the attempt's deadline.
+template <bool Tls>
+asio::awaitable<attempt_result> attempt(const op_context& op, const request_spec& spec, const std::string& target,
+                                        const address& where) {
+  attempt_result r;
+  co_await attempt_once<Tls>(op, spec, target, where, r);
+  if (r.ec == beast::error::timeout) r.ec = r.clock.timeout_error();
+  r.clock.wire = nullptr;  // the lease and its stream are gone
   co_return r;
 }
 

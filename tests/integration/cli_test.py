@@ -96,7 +96,7 @@ def command_line(binary, env):
                        (["serve", "--root", "x", "--access-log-format", "xml"], "text, json"),
                        (["serve", "--root", "x", "--grant-copy-threads", "65"], "0 to 64"),
                        (["get", "s3://cli/k", "--via", "carrier-pigeon"], "auto, rdma, http"),
-                       (["get", "s3://cli/dir/"], "s3://BUCKET/KEY"), (["mb", "s3://a", "s3://b"], "'s3://b'")):
+                       (["get", "s3://cli/dir/"], "s3://BUCKET/KEY"), (["stat", "s3://cli"], "s3://BUCKET/KEY")):
         r = run(*args)
         expect(r.returncode == 2 and what in r.stderr and "usage: sluice %s" % args[0] in r.stderr,
                "sluice %s: exit 2 (%s)" % (" ".join(args), what))

@@ -372,6 +372,8 @@ TEST_CASE("s3 client: configuration is validated") {
   CHECK(broken([](auto& c) { c.parts_in_flight = 0; }));
   CHECK(broken([](auto& c) { c.max_connections_per_host = 0; }));
   CHECK(broken([](auto& c) { c.request_timeout = 0s; }));
+  CHECK(broken([](auto& c) { c.connect_timeout = 0ms; }));
+  CHECK(broken([](auto& c) { c.idle_timeout = 0ms; }));
   CHECK_FALSE(broken([](auto& c) { c.endpoint = "http://[::1]:9000/"; }));
   CHECK_FALSE(broken([](auto& c) { c.endpoint = "http://localhost"; }));
   CHECK_FALSE(broken([](auto& c) { c.endpoint = "https://localhost"; }));
@@ -850,6 +852,22 @@ TEST_CASE("s3 client: no answer times out after request_timeout, and cancel() en
   REQUIRE(result.wait_for(5s) == std::future_status::ready);
   CHECK(result.get() == asio::error::operation_aborted);
   CHECK(seconds_since(cancel_at) < 1.0);
+}
+
+TEST_CASE("s3 client: idle_timeout ends a request whose answer never comes, and says it was waiting for it") {
+  raw_server raw([](std::size_t) { return raw_server::action{raw_server::kind::hang, {}}; });
+  s3::client_config config = config_for(raw.endpoint());
+  config.idle_timeout = 500ms;
+  s3::client client(config);
+  const auto start = std::chrono::steady_clock::now();
+  error_code ec;
+  (void)client.head_object("b", "k", ec);
+  const double took = seconds_since(start);
+  CHECK(ec == s3::client_errc::answer_timeout);
+  CHECK(ec == boost::system::errc::timed_out);  // the generic condition
+  CHECK(took >= 0.4);
+  CHECK(took < 3.0);
+  CHECK(raw.requests() == 1);  // not retried
 }
 
 // The caller of operations cancelled one at a time: a thread that runs their handlers and emits

@@ -95,6 +95,23 @@ namespace sluice::s3 {
 /// certificate verification failed: " and OpenSSL's reason.
 [[nodiscard]] const boost::system::error_category& tls_verify_category() noexcept;
 
+/// What a client request failed at that is neither an answer nor a system error ("s3-client"):
+/// the phase a connect_timeout or idle_timeout expired in, or an answer that is not S3's. Its
+/// default_error_condition is std::errc::timed_out for the timeouts.
+enum class client_errc : int {
+  connect_timeout = 1,  ///< no TCP connection within connect_timeout
+  handshake_timeout,    ///< https: the TLS handshake did not finish within connect_timeout
+  send_timeout,         ///< the request could not be written: no progress for idle_timeout
+  answer_timeout,       ///< no byte of the answer for idle_timeout after the request was sent
+  body_timeout,         ///< the answer's body stalled: no byte for idle_timeout
+  not_s3_answer,        ///< a 404 whose body is not an S3 error (the endpoint is not an S3 server)
+};
+
+/// The category of client_errc values; its name() is "s3-client".
+[[nodiscard]] const boost::system::error_category& client_category() noexcept;
+
+inline error_code make_error_code(client_errc e) noexcept { return {static_cast<int>(e), client_category()}; }
+
 /// Everything the client can be told; validated when the client is built.
 struct client_config {
   /// Where the server is: "http://host[:port]" (port 80 when left out) or "https://host[:port]"
@@ -114,10 +131,16 @@ struct client_config {
   /// Path-style addressing (http://host/bucket/key). When false, virtual-host style
   /// (http://bucket.host/key): bucket names must then be valid DNS labels and resolve.
   bool path_style = true;
-  std::size_t max_connections_per_host = 16;         ///< open connections to one host, in use or idle
-  std::uint32_t max_retries = 3;                     ///< extra attempts of a retryable request
-  std::chrono::milliseconds retry_base_delay{100};   ///< the first backoff delay (then doubled)
-  std::chrono::seconds request_timeout{300};         ///< deadline of one attempt: connect, send, receive
+  std::size_t max_connections_per_host = 16;        ///< open connections to one host, in use or idle
+  std::uint32_t max_retries = 3;                    ///< extra attempts of a retryable request
+  std::chrono::milliseconds retry_base_delay{100};  ///< the first backoff delay (then doubled)
+  std::chrono::seconds request_timeout{300};        ///< deadline of one attempt: connect, send, receive
+  /// Time to open a connection (resolve, TCP connect, TLS handshake): client_errc::connect_timeout
+  /// or handshake_timeout when it runs out. Not retried.
+  std::chrono::milliseconds connect_timeout{10'000};
+  /// Time a request may go without moving a byte (sending it, waiting for the answer, reading the
+  /// body): client_errc::send_timeout, answer_timeout or body_timeout when it runs out. Not retried.
+  std::chrono::milliseconds idle_timeout{60'000};
   std::uint64_t part_size = 8 * mib;                 ///< bytes per multipart part and per ranged GET
   std::uint32_t parts_in_flight = 4;                 ///< parts of one transfer moving at once
   std::uint64_t multipart_threshold = 16 * mib;      ///< larger transfers are split into parts
@@ -130,7 +153,7 @@ struct client_config {
   /// (another scheme is named in the message), a ca_bundle with an http:// endpoint, region
   /// empty, only one of the two keys given, max_connections_per_host, parts_in_flight or
   /// io_threads 0, part_size outside 5 MiB..5 GiB (S3's part limits), multipart_threshold below
-  /// 5 MiB, a timeout or delay that is not positive.
+  /// 5 MiB, a timeout or delay that is not positive (connect_timeout, idle_timeout included).
   [[nodiscard]] std::optional<config_error> validate() const;
 };
 
@@ -613,3 +636,6 @@ class client {
 };
 
 }  // namespace sluice::s3
+
+template <>
+struct boost::system::is_error_code_enum<sluice::s3::client_errc> : std::true_type {};

@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: Apache-2.0
+// The job runner (transfer_job.hpp). Every completion runs on this thread's io_context, which
+// starts the next item: the client's threads move the bytes, this one writes downloaded windows,
+// renames finished files and reports. Memory stays bounded: an item in flight holds at most two
+// windows of a download (or one object of a copy), and a window shrinks as more run at once.
+#include "transfer_job.hpp"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace sluice::cli {
+
+namespace {
+
+namespace asio = boost::asio;
+using steady = std::chrono::steady_clock;
+
+sluice::error_code last_errno() { return {errno, boost::system::system_category()}; }
+
+// A download's temporary file beside its target: removed unless committed.
+class temporary_file {
+ public:
+  temporary_file() = default;
+  temporary_file(const temporary_file&) = delete;
+  temporary_file& operator=(const temporary_file&) = delete;
+  ~temporary_file() { discard(); }
+
+  // Makes the file in the target's directory (created as needed); ec on failure.
+  void create(const std::string& target, sluice::error_code& ec) {
+    const std::filesystem::path where = std::filesystem::path(target).parent_path();
+    std::error_code made;
+    if (!where.empty()) std::filesystem::create_directories(where, made);
+    std::string pattern = (where.empty() ? std::string(".") : where.string()) + "/.sluice-XXXXXX.partial";
+    fd_ = ::mkostemps(pattern.data(), 8, O_CLOEXEC);
+    if (fd_ < 0) {
+      ec = last_errno();
+      return;
+    }
+    path_ = pattern;
+  }
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+  // Sets the mtime (when given), closes and renames the file to `target`.
+  void commit(const std::string& target, std::chrono::system_clock::time_point modified, sluice::error_code& ec) {
+    if (modified != std::chrono::system_clock::time_point{}) {
+      const auto since = modified.time_since_epoch();
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since);
+      const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(since - seconds);
+      const std::array<timespec, 2> times{timespec{0, UTIME_OMIT}, timespec{seconds.count(), nanos.count()}};
+      (void)::futimens(fd_, times.data());
+    }
+    (void)::fchmod(fd_, static_cast<mode_t>(0644U & ~current_umask()));
+    const int closed = ::close(fd_);
+    fd_ = -1;
+    if (closed != 0 || ::rename(path_.c_str(), target.c_str()) != 0) {
+      ec = last_errno();
+      return;
+    }
+    path_.clear();
+  }
+
+  void discard() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (!path_.empty()) ::unlink(path_.c_str());
+    path_.clear();
+  }
+
+ private:
+  static mode_t current_umask() {
+    static const mode_t mask = [] {
+      const mode_t m = ::umask(022);
+      ::umask(m);
+      return m;
+    }();
+    return mask;
+  }
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Bytes of an item in flight, for the progress line: the callbacks run on the client's threads.
+struct item_progress {
+  std::atomic<std::uint64_t>* total_in_flight = nullptr;
+  std::uint64_t offset = 0;  // bytes of earlier windows
+  std::uint64_t counted = 0;
+
+  void report(std::uint64_t done) {
+    const std::uint64_t now = offset + done;
+    if (now > counted) {
+      total_in_flight->fetch_add(now - counted);
+    } else {
+      total_in_flight->fetch_sub(counted - now);
+    }
+    counted = now;
+  }
+};
+
+int write_all(int fd, const std::byte* data, std::uint64_t n, std::uint64_t at) {
+  for (std::uint64_t done = 0; done < n;) {
+    const ssize_t w = ::pwrite(fd, data + done, static_cast<std::size_t>(n - done), static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    done += static_cast<std::uint64_t>(w);
+  }
+  return 0;
+}
+
+// A download in flight: windows fetched into two buffers in turn, the previous one written while
+// the next one arrives. `then` runs when the file is complete (a copy uploads it), else commit.
+struct download {
+  job_item item;
+  std::uint64_t window = 0;
+  std::uint64_t at = 0;  // the next window's offset
+  std::array<std::unique_ptr<std::byte[]>, 2> buffers;
+  std::size_t turn = 0;
+  temporary_file file;
+  int write_error = 0;  // an errno of a window's write
+  std::shared_ptr<item_progress> progress = std::make_shared<item_progress>();
+  // A large download lands in the file's own pages: mapped, populated ahead of the GET.
+  std::byte* mapping = nullptr;
+  std::uint64_t populated = 0;
+  bool receiving = false;
+
+  download() = default;
+  download(const download&) = delete;
+  download& operator=(const download&) = delete;
+  ~download() { unmap(); }
+  void unmap() {
+    if (mapping != nullptr) ::munmap(mapping, static_cast<std::size_t>(item.size));
+    mapping = nullptr;
+  }
+};
+
+// Objects this large are received straight into the mapped temporary file (one GET in parts, as
+// the library reads into memory) instead of through windows written with pwrite.
+constexpr std::uint64_t mapped_download = 16 * mib;
+constexpr std::uint64_t populate_step = 8 * mib;
+
+class job_runner {
+ public:
+  job_runner(s3::client& client, std::vector<job_item> items, const job_options& options,
+             std::vector<std::string> failed_early)
+      : client_(client),
+        items_(std::move(items)),
+        options_(options),
+        failures_(std::move(failed_early)),
+        early_failures_(failures_.size()),
+        redraw_(io_),
+        signals_(io_, SIGINT, SIGTERM) {
+    const std::size_t at_once = std::max<std::size_t>(1, std::min(options_.jobs, items_.size()));
+    const std::uint64_t part = client_.config().part_size;
+    // 128 MiB of windows in all (two per download), 8..64 MiB each, whole parts.
+    window_ = std::clamp<std::uint64_t>(128 * mib / at_once, part, 64 * mib) / part * part;
+    for (const auto& item : items_) total_bytes_ += item.size;
+  }
+
+  int run() {
+    started_ = steady::now();
+    signals_.async_wait([this](const sluice::error_code& ec, int signal_number) {
+      if (ec) return;
+      interrupted_ = signal_number;
+      client_.cancel();
+    });
+    start_more();
+    if (options_.progress) {
+      draw();  // the first frame at once, then ten a second
+      schedule_redraw();
+    }
+    io_.run();
+    return finish();
+  }
+
+ private:
+  void start_more() {
+    while (interrupted_ == 0 && running_ < options_.jobs && next_ < items_.size()) launch(next_++);
+    if (running_ == 0) {
+      signals_.cancel();
+      redraw_.cancel();
+    }
+  }
+
+  template <class Handler>
+  auto here(Handler&& handler) {
+    return asio::bind_executor(io_, std::forward<Handler>(handler));
+  }
+
+  void launch(std::size_t index) {
+    ++running_;
+    job_item& item = items_[index];
+    const auto began = steady::now();
+    switch (item.op) {
+      case job_item::kind::upload: upload(index, item.local, began); break;
+      case job_item::kind::download:
+      case job_item::kind::copy: start_download(index, began); break;
+      case job_item::kind::remove:
+        client_.async_delete_object(item.target.bucket, item.target.key,
+                                    here([this, index, began](sluice::error_code ec) { done(index, ec, "", began); }));
+        break;
+      case job_item::kind::remove_local: {
+        std::error_code removed;
+        std::filesystem::remove(item.local, removed);
+        asio::post(io_, [this, index, began, removed] {
+          done(index,
+               removed ? sluice::error_code(removed.value(), boost::system::system_category()) : sluice::error_code(),
+               "", began);
+        });
+        break;
+      }
+    }
+  }
+
+  s3::put_options put_options(const std::shared_ptr<item_progress>& progress) const {
+    s3::put_options put;
+    put.attributes.content_type = options_.content_type;
+    put.via = options_.via;
+    if (options_.progress) put.progress = [progress](std::uint64_t done, std::uint64_t) { progress->report(done); };
+    return put;
+  }
+
+  void upload(std::size_t index, const std::string& file, steady::time_point began) {
+    const job_item& item = items_[index];
+    auto progress = std::make_shared<item_progress>();
+    progress->total_in_flight = &in_flight_;
+    client_.async_put_object(item.target.bucket, item.target.key, std::filesystem::path(file), put_options(progress),
+                             here([this, index, began, progress](sluice::error_code ec, const std::string& etag) {
+                               progress->report(0);
+                               done(index, ec, etag, began);
+                             }));
+  }
+
+  void start_download(std::size_t index, steady::time_point began) {
+    auto d = std::make_shared<download>();
+    d->item = items_[index];
+    d->progress->total_in_flight = &in_flight_;
+    d->window = std::max<std::uint64_t>(1, std::min(window_, d->item.size));
+    sluice::error_code ec;
+    // A copy goes through a temporary file in TMPDIR (bounded memory for any size); a download
+    // through one beside its target.
+    const bool copy = d->item.op == job_item::kind::copy;
+    std::string beside = d->item.local;
+    if (copy) {
+      const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read on this thread only
+      beside = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/copy";
+    }
+    d->file.create(beside, ec);
+    if (ec) {
+      asio::post(io_, [this, index, ec, began] { done(index, ec, "", began); });
+      return;
+    }
+    if (copy) ::unlink(d->file.path().c_str());  // reached through its descriptor only
+    if (!copy && d->item.size >= mapped_download && map(*d)) {
+      fetch_mapped(index, d, began);
+      return;
+    }
+    fetch(index, d, began);
+  }
+
+  // Sizes the temporary file and maps it; false (nothing changed but the size) when it cannot.
+  static bool map(download& d) {
+    const auto size = static_cast<std::size_t>(d.item.size);
+    if (::ftruncate(d.file.fd(), static_cast<off_t>(size)) != 0) return false;
+    void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, d.file.fd(), 0);
+    if (at == MAP_FAILED) return false;
+    d.mapping = static_cast<std::byte*>(at);
+    return true;
+  }
+
+  // Populates the next step of the mapping (the file's pages allocated now, not faulted one by one
+  // inside the receiving threads' recvmsg), then comes back while the GET is still receiving.
+  void populate_ahead(const std::shared_ptr<download>& d) {
+    if (!d->receiving || d->mapping == nullptr || d->populated >= d->item.size) return;
+    const std::uint64_t n = std::min(populate_step, d->item.size - d->populated);
+    (void)::madvise(d->mapping + d->populated, static_cast<std::size_t>(n), MADV_POPULATE_WRITE);
+    d->populated += n;
+    asio::post(io_, [this, d] { populate_ahead(d); });
+  }
+
+  void fetch_mapped(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
+    // The first step before the GET starts, the rest ahead of it as it goes.
+    const std::uint64_t first = std::min(populate_step * 2, d->item.size);
+    (void)::madvise(d->mapping, static_cast<std::size_t>(first), MADV_POPULATE_WRITE);
+    d->populated = first;
+    s3::get_options get;
+    get.via = options_.via;
+    get.if_match = d->item.etag;
+    if (options_.progress) get.progress = [p = d->progress](std::uint64_t done, std::uint64_t) { p->report(done); };
+    d->receiving = true;
+    client_.async_get_object(d->item.source.bucket, d->item.source.key,
+                             sluice::region{d->mapping, static_cast<std::size_t>(d->item.size)}, std::move(get),
+                             here([this, index, d, began](sluice::error_code ec, std::uint64_t got) {
+                               d->receiving = false;
+                               if (!ec && got != d->item.size)
+                                 ec = s3::errc::precondition_failed;  // not the listed object
+                               d->unmap();
+                               if (ec) {
+                                 d->progress->report(0);
+                                 d->file.discard();
+                                 done(index, ec, "", began);
+                                 return;
+                               }
+                               finish_download(index, d, began);
+                             }));
+    asio::post(io_, [this, d] { populate_ahead(d); });
+  }
+
+  void fetch(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
+    if (d->at >= d->item.size) {  // an empty object
+      asio::post(io_, [this, index, d, began] { finish_download(index, d, began); });
+      return;
+    }
+    const std::uint64_t n = std::min(d->window, d->item.size - d->at);
+    auto& buffer = d->buffers[d->turn];
+    if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(d->window));
+    s3::get_options get(sluice::byte_range{d->at, n});
+    get.via = options_.via;
+    get.if_match = d->item.etag;
+    const std::uint64_t offset = d->at;
+    if (options_.progress) {
+      get.progress = [p = d->progress, offset](std::uint64_t done, std::uint64_t) {
+        p->offset = offset;
+        p->report(done);
+      };
+    }
+    client_.async_get_object(d->item.source.bucket, d->item.source.key,
+                             sluice::region{buffer.get(), static_cast<std::size_t>(n)}, std::move(get),
+                             here([this, index, d, n, offset, began](sluice::error_code ec, std::uint64_t got) {
+                               if (!ec && got != n)
+                                 ec = s3::errc::precondition_failed;  // shorter than listed: replaced
+                               if (!ec && d->write_error != 0)
+                                 ec = sluice::error_code(d->write_error, boost::system::system_category());
+                               if (ec) {
+                                 d->progress->report(0);
+                                 d->file.discard();
+                                 done(index, ec, "", began);
+                                 return;
+                               }
+                               const std::byte* data = d->buffers[d->turn].get();
+                               d->turn ^= 1U;
+                               d->at = offset + n;
+                               // The next window arrives into the other buffer while this one is written.
+                               const bool more = d->at < d->item.size;
+                               if (more) fetch(index, d, began);
+                               if (const int error = write_all(d->file.fd(), data, n, offset); error != 0) {
+                                 d->write_error = error;  // the next window's completion fails the item
+                                 if (!more) {
+                                   d->file.discard();
+                                   done(index, sluice::error_code(error, boost::system::system_category()), "", began);
+                                 }
+                                 return;
+                               }
+                               if (!more) finish_download(index, d, began);
+                             }));
+  }
+
+  void finish_download(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
+    sluice::error_code ec;
+    if (d->item.op == job_item::kind::copy) {
+      // The object is in the unlinked temporary file: upload it from there.
+      d->progress->report(0);
+      const std::string through = "/proc/self/fd/" + std::to_string(d->file.fd());
+      client_.async_put_object(d->item.target.bucket, d->item.target.key, std::filesystem::path(through),
+                               put_options(d->progress),
+                               here([this, index, d, began](sluice::error_code put_ec, const std::string& etag) {
+                                 d->progress->report(0);
+                                 d->file.discard();
+                                 done(index, put_ec, etag, began);
+                               }));
+      return;
+    }
+    if (!ec) d->file.commit(d->item.local, d->item.modified, ec);
+    d->progress->report(0);
+    d->file.discard();
+    done(index, ec, d->item.etag, began);
+  }
+
+  void done(std::size_t index, sluice::error_code ec, const std::string& etag, steady::time_point began) {
+    --running_;
+    const job_item& item = items_[index];
+    const bool aborted = ec == asio::error::operation_aborted && interrupted_ != 0;
+    if (!ec) {
+      ++files_done_;
+      bytes_done_ += item.size;
+    } else if (!aborted) {
+      const bool local = ec.category() == boost::system::system_category() && item.op != job_item::kind::remove;
+      failures_.push_back(describe_item(item) + ": " + (local ? ec.message() : describe(ec, client_.config())));
+      clear_line();
+      std::fprintf(stderr, "sluice %s: %s\n", options_.command, failures_.back().c_str());
+    }
+    if (options_.json && !aborted) print_item(item, ec, etag, began);
+    start_more();
+  }
+
+  void print_item(const job_item& item, const sluice::error_code& ec, const std::string& etag,
+                  steady::time_point began) {
+    static constexpr std::array<const char*, 5> names = {"upload", "download", "copy", "delete", "delete"};
+    json_line line;
+    line.text("op", names[static_cast<std::size_t>(item.op)]);
+    switch (item.op) {
+      case job_item::kind::upload: line.text("source", item.local).text("target", url_text(item.target)); break;
+      case job_item::kind::download: line.text("source", url_text(item.source)).text("target", item.local); break;
+      case job_item::kind::copy:
+        line.text("source", url_text(item.source)).text("target", url_text(item.target));
+        break;
+      case job_item::kind::remove: line.text("target", url_text(item.target)); break;
+      case job_item::kind::remove_local: line.text("target", item.local); break;
+    }
+    line.number("bytes", ec ? 0 : item.size).text("etag", etag);
+    line.seconds("seconds", std::chrono::duration<double>(steady::now() - began).count());
+    if (ec) {
+      line.text("error", describe(ec, client_.config()));
+    } else {
+      line.null("error");
+    }
+    line.print();
+  }
+
+  void schedule_redraw() {
+    redraw_.expires_after(std::chrono::milliseconds(100));
+    redraw_.async_wait([this](const sluice::error_code& ec) {
+      if (ec) return;
+      draw();
+      schedule_redraw();
+    });
+  }
+
+  void draw() {
+    const double seconds = std::chrono::duration<double>(steady::now() - started_).count();
+    const std::uint64_t moved = bytes_done_ + in_flight_.load();
+    const double rate = seconds > 0 ? static_cast<double>(moved) / seconds : 0.0;
+    std::string eta = "-";
+    if (rate > 0 && total_bytes_ > moved) {
+      eta = std::to_string(std::llround(static_cast<double>(total_bytes_ - moved) / rate)) + " s";
+    }
+    std::fprintf(stderr, "\r%s: %zu/%zu files, %s/%s, %s/s, ETA %s\x1b[K", options_.command, files_done_, items_.size(),
+                 human_bytes(static_cast<double>(moved)).c_str(),
+                 human_bytes(static_cast<double>(total_bytes_)).c_str(), human_bytes(rate).c_str(), eta.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  void clear_line() {
+    if (!drawn_) return;
+    std::fputs("\r\x1b[K", stderr);
+    drawn_ = false;
+  }
+
+  int finish() {
+    clear_line();
+    const double seconds = std::chrono::duration<double>(steady::now() - started_).count();
+    const std::size_t total = items_.size() + early_failures_;
+    if (options_.json) {
+      json_line line;
+      line.text("summary", options_.command)
+          .number("files", files_done_)
+          .number("of", total)
+          .number("failed", failures_.size())
+          .number("bytes", bytes_done_)
+          .seconds("seconds", seconds)
+          .boolean("interrupted", interrupted_ != 0);
+      line.print();
+    }
+    std::string text = std::string(options_.command) + ": " + std::to_string(files_done_) + " of " +
+                       std::to_string(total) + " done, " + human_bytes(static_cast<double>(bytes_done_)) + " in " +
+                       std::to_string(seconds).substr(0, std::to_string(seconds).find('.') + 3) + " s";
+    if (seconds > 0 && bytes_done_ > 0) text += " (" + human_bytes(static_cast<double>(bytes_done_) / seconds) + "/s)";
+    FILE* out = failures_.empty() && interrupted_ == 0 ? stdout : stderr;
+    if (interrupted_ != 0) {
+      text += "; interrupted by " + std::string(interrupted_ == SIGINT ? "SIGINT" : "SIGTERM") + ": " +
+              std::to_string(total - files_done_ - failures_.size()) + " not done, no partial files left";
+    }
+    if (!failures_.empty()) text += "; " + std::to_string(failures_.size()) + " failed:";
+    if (!options_.json || out == stderr) {
+      std::fprintf(out, "%s\n", text.c_str());
+      for (const std::string& failure : failures_) std::fprintf(out, "  %s\n", failure.c_str());
+    }
+    std::fflush(stdout);
+    if (interrupted_ != 0) return 128 + interrupted_;
+    return failures_.empty() ? 0 : 1;
+  }
+
+  s3::client& client_;
+  std::vector<job_item> items_;
+  job_options options_;
+  std::vector<std::string> failures_;
+  std::size_t early_failures_ = 0;
+  asio::io_context io_;
+  asio::steady_timer redraw_;
+  asio::signal_set signals_;
+  std::uint64_t window_ = 0;
+  std::size_t next_ = 0;
+  std::size_t running_ = 0;
+  std::size_t files_done_ = 0;
+  std::uint64_t bytes_done_ = 0;
+  std::uint64_t total_bytes_ = 0;
+  std::atomic<std::uint64_t> in_flight_{0};
+  int interrupted_ = 0;
+  bool drawn_ = false;
+  steady::time_point started_;
+};
+
+}  // namespace
+
+std::string describe_item(const job_item& item) {
+  switch (item.op) {
+    case job_item::kind::upload: return item.local + " -> " + printable_key(url_text(item.target));
+    case job_item::kind::download: return printable_key(url_text(item.source)) + " -> " + item.local;
+    case job_item::kind::copy:
+      return printable_key(url_text(item.source)) + " -> " + printable_key(url_text(item.target));
+    case job_item::kind::remove: return "delete " + printable_key(url_text(item.target));
+    case job_item::kind::remove_local: return "delete " + item.local;
+  }
+  return {};
+}
+
+int run_job(s3::client& client, std::vector<job_item> items, const job_options& options,
+            std::vector<std::string> failed_early) {
+  if (options.dry_run) {
+    for (const job_item& item : items) std::printf("(dry run) %s\n", describe_item(item).c_str());
+    for (const std::string& failure : failed_early)
+      std::fprintf(stderr, "sluice %s: %s\n", options.command, failure.c_str());
+    return failed_early.empty() ? 0 : 1;
+  }
+  job_runner runner(client, std::move(items), options, std::move(failed_early));
+  return runner.run();
+}
+
+}  // namespace sluice::cli
