@@ -5,6 +5,8 @@
 // translation units share are in client_internal.hpp.
 #include "client_internal.hpp"
 
+#include <algorithm>
+
 namespace sluice::s3::detail::client_impl {
 
 /// The path and query of a request, as sent and signed.
@@ -379,7 +381,14 @@ asio::awaitable<void> read_answer_header(Stream& stream, beast::flat_buffer& buf
     parser->header_limit(64 * 1024);
     if (spec.method == http::verb::head) parser->skip(true);
     error_code read_ec;
-    r.clock.arm(client_errc::answer_timeout, r.clock.idle);
+    // A request with a token is answered once the server has moved its bytes by RDMA or grant
+    // (a cold object of many GiB, read at the disk's rate, takes minutes): its answer may take
+    // the attempt's whole request_timeout, not idle_timeout.
+    const bool by_token = std::any_of(spec.headers.begin(), spec.headers.end(),
+                                      [](const auto& h) { return h.first == "x-amz-rdma-token"; });
+    r.clock.arm(client_errc::answer_timeout,
+                by_token ? std::chrono::duration_cast<std::chrono::milliseconds>(r.clock.deadline - steady::now())
+                         : r.clock.idle);
     co_await http::async_read_header(stream, buffer, *parser, asio::redirect_error(asio::use_awaitable, read_ec));
     if (read_ec) {
       r.answered = parser->got_some();

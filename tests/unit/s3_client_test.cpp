@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <sluice/s3/client.hpp>
+#include <sluice/s3/local_plane.hpp>
 
 #include <sluice/memory_store.hpp>
+#include <sluice/shared_buffer.hpp>
 #include <sluice/s3/server.hpp>
 #include <sluice/s3/xml_client.hpp>
 
@@ -868,6 +870,42 @@ TEST_CASE("s3 client: idle_timeout ends a request whose answer never comes, and 
   CHECK(took >= 0.4);
   CHECK(took < 3.0);
   CHECK(raw.requests() == 1);  // not retried
+}
+
+TEST_CASE("s3 client: a GET by token waits for its answer past idle_timeout, up to request_timeout") {
+  // The server answers a token's GET once it has moved the bytes out of band (minutes for a cold
+  // object of many GiB): idle_timeout must not cut that wait. A real same-host grant plane grants
+  // the memory; the HTTP side never answers.
+  const auto socket = std::filesystem::temp_directory_path() /
+                      ("sluice-client-token-" + std::to_string(::getpid()) + ".sock");
+  s3::local_server_plane_config grants;
+  grants.socket_path = socket;
+  grants.users = {{access_key, secret_key}};
+  error_code ec;
+  auto server_plane = s3::local_server_plane::open(grants, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  raw_server raw([](std::size_t) { return raw_server::action{raw_server::kind::hang, {}}; });
+  s3::client_config config = config_for(raw.endpoint());
+  config.idle_timeout = 300ms;
+  config.request_timeout = 2s;
+  config.max_retries = 0;
+  auto plane = s3::local_client_plane::open({socket, grants.users.front(), nullptr, 2000ms}, ec);
+  REQUIRE_MESSAGE(!ec, ec.message());
+  auto into = sluice::shared_buffer::create(64 * 1024, ec);
+  REQUIRE(!ec);
+  plane->share(into, ec);
+  REQUIRE(!ec);
+  config.rdma = plane;
+  s3::client client(config);
+  s3::get_options get(sluice::byte_range{0, into.size()});
+  get.via = s3::transfer_via::rdma;
+  const auto start = std::chrono::steady_clock::now();
+  (void)client.get_object("b", "k", into.region(), get, ec);
+  const double took = seconds_since(start);
+  CHECK(ec == boost::system::errc::timed_out);
+  CHECK(took >= 1.8);  // the request's deadline, not idle_timeout
+  CHECK(took < 5.0);
+  server_plane->close();
 }
 
 // The caller of operations cancelled one at a time: a thread that runs their handlers and emits

@@ -140,6 +140,8 @@ struct client_config {
   std::chrono::milliseconds connect_timeout{10'000};
   /// Time a request may go without moving a byte (sending it, waiting for the answer, reading the
   /// body): client_errc::send_timeout, answer_timeout or body_timeout when it runs out. Not retried.
+  /// A request carrying an RDMA token waits for its answer up to request_timeout instead: the
+  /// server answers it once the bytes have moved out of band.
   std::chrono::milliseconds idle_timeout{60'000};
   std::uint64_t part_size = 8 * mib;                 ///< bytes per multipart part and per ranged GET
   std::uint32_t parts_in_flight = 4;                 ///< parts of one transfer moving at once
