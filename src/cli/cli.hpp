@@ -103,6 +103,8 @@ using command_line = std::variant<int, serve_options, client_options>;
 /// --fabric: a short name or a libfabric provider name, or several separated by commas
 /// ("tcp" is "tcp;ofi_rxm", "verbs" is "verbs;ofi_rxm").
 [[nodiscard]] std::string provider_name(std::string_view choice);
+/// What --via auto opens with --fabric auto: the hardware providers only (verbs, efa).
+inline constexpr std::string_view hardware_providers = "verbs;ofi_rxm,efa";
 
 /// "HOST:PORT" split at its last colon, or nullopt.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint16_t>> host_port(std::string_view text);
