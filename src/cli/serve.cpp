@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -253,6 +254,17 @@ bool apply(const serve_options& o, s3::server_config& config) {
   if (!o.access_key.empty()) config.users.push_back({o.access_key, o.secret_key});
   if (config.virtual_host_suffixes.empty()) config.virtual_host_suffixes = {"localhost"};
   return true;
+}
+
+// The first entry of `root` that an fs_store would not have made there (files a user meant to
+// serve as they are), or nullopt; a missing or unreadable root is fs_store::open's to report.
+std::optional<std::string> foreign_entry(const std::string& root) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name != "lock" && name != "tmp" && name != "buckets" && name != "lost+found") return name;
+  }
+  return std::nullopt;
 }
 
 // Serves `store` until SIGINT or SIGTERM; the exit code. `what` names the store on the
@@ -512,6 +524,14 @@ int serve(const serve_options& o) {
     config.metrics_sources.push_back(gateway_metrics(*gateway));
     return run_server(*gateway, o, config, listen, "gateway to " + upstream + ", cache " + o.root, rdma_status,
                       grant_status, signals);
+  }
+  if (const auto foreign = foreign_entry(o.root)) {
+    std::fprintf(stderr,
+                 "sluice serve: --root %s holds '%s', which is not part of a sluice store (it keeps objects in "
+                 "its own layout: lock, tmp/, buckets/), so those files would not be served. Serve an empty or "
+                 "store directory, and copy files in with: sluice cp -r DIR s3://BUCKET/\n",
+                 o.root.c_str(), foreign->c_str());
+    return 1;
   }
   s3::fs_store_config store_config{.root = o.root};
   if (o.small_object_cache) store_config.small_object_cache_bytes = *o.small_object_cache;

@@ -91,6 +91,14 @@ def command_line(binary, env):
            "a misspelt command: did you mean 'serve'?")
     r = run()
     expect(r.returncode == 2 and "usage: sluice" in r.stderr, "no command: exit 2 and the usage line")
+    # A directory of the user's own files as --root: refused, naming a file and the way to serve them.
+    with tempfile.TemporaryDirectory(prefix="sluice-cli-foreign-") as mine:
+        os.mkdir(os.path.join(mine, "photos"))
+        r = run("serve", "--root", mine, "--listen", "127.0.0.1:0", "--access-key", "a", "--secret-key", "b",
+                "--grant-socket", "off", "--fabric", "off")
+        expect(r.returncode == 1 and "'photos'" in r.stderr and "sluice cp -r DIR s3://BUCKET/" in r.stderr and
+               sorted(os.listdir(mine)) == ["photos"],
+               "serve --root on a directory of other files: refused, nothing written there: %s" % r.stderr.strip()[-200:])
     for args, what in ((["serve"], "--root is required"), (["serve", "--root", "x", "--tls-cert", "c"], "--tls-key"),
                        (["serve", "--root", "x", "--listen", "nowhere"], "HOST:PORT"),
                        (["serve", "--root", "x", "--access-log-format", "xml"], "text, json"),
