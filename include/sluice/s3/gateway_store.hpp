@@ -32,9 +32,10 @@
 //   HEAD and fetches nothing. map_unconfirmed and confirm split a read in two for the server's GET into a token's
 //   memory or with If-Match: the copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the
 //   HEAD does not confirm is read again through map() (or its HTTP answer is cut short). A GET whose If-Match names
-//   the copy's version alone, less than if_match_trust after a HEAD or a fetch's GET that named that version was
-//   sent to the upstream, is not asked again (the parts of one parallel download after the first, which asked):
-//   confirm() says yes at once.
+//   the copy's version alone, less than if_match_trust after the copy's validation (the sending of the HEAD that
+//   named that version: the last revalidation, or the one before the copy's fetch; a write through the gateway:
+//   the upstream's acknowledgement), is not asked again (the parts of one parallel download after the first, which
+//   asked): confirm() says yes at once.
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -119,11 +120,12 @@ struct gateway_store_config {
   std::uint64_t cache_bytes = std::uint64_t{16} << 30;  ///< bytes of cached objects kept at most
   /// How long a validated copy is served without asking the upstream again; 0: ask every time.
   std::chrono::seconds revalidate_after{0};
-  /// How long after an upstream request that confirmed a version was sent (a HEAD, or a fetch's
-  /// GET) a GET whose If-Match names that version alone is answered from its copy without asking
-  /// again: every part of a parallel download but the first names the version its first part
-  /// read, so one download of one version asks once. Such a GET may thus get that version
-  /// instead of 412 when it was replaced upstream less than this long before. 0: it asks too.
+  /// How long after a copy's validation (when the HEAD that named its version was sent, for a
+  /// revalidation or before the copy's fetch) a GET whose If-Match names that version alone is
+  /// answered from the copy without asking again: every part of a parallel download but the first
+  /// names the version its first part read, so one download of one version asks once. Such a GET
+  /// may thus get that version instead of 412 when it was replaced upstream less than this long
+  /// before. 0: it asks too.
   std::chrono::milliseconds if_match_trust{1000};
   /// Reads of cached objects are served when the upstream cannot be reached (else 503).
   bool stale_if_error = false;
