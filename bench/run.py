@@ -1618,20 +1618,31 @@ class Harness:
                    "error": tail(str(e))})
             return
         paired = {}
+        ceph_pids = [p for p in state["pids"].values() if p]
+
+        def ceph_cpu():
+            """CPU seconds of the Ceph daemons (radosgw, its OSD, mon, mgr) so far."""
+            return sum(proc_cpu_seconds(p) for p in ceph_pids)
 
         def miss(via, fabric=None):
-            runs, bases = [], []
+            runs, bases, ceph = [], [], {"rgw": [], "miss": []}  # ceph: the daemons' CPU s/GiB of each GET
             for i in range(rounds):
+                before = ceph_cpu()
                 bases.append(self.bench("get", key, size, via="http", endpoint=Rgw.url, server=Rgw, keys=rgw_keys,
                                         repeat=1))
+                ceph["rgw"].append((ceph_cpu() - before) / (size / GIB))
                 stop_gateways()
                 gw = new_gateway("gateway-rgw-%d" % i)
+                before = ceph_cpu()
                 runs.append(self.bench("get", key, size, via=via, fabric=fabric, endpoint=gw.url, server=gw, repeat=1))
+                ceph["miss"].append((ceph_cpu() - before) / (size / GIB))
             pairs = ", ".join("%.2f/%.2f" % (r["gib_per_s"] or 0, b["gib_per_s"] or 0) for r, b in zip(runs, bases))
             paired["gwrgw.miss_" + via] = median_run(
-                bases, "RGW's GET by a new client just before each gateway miss (median of %d)" % rounds)
-            return median_run(runs, "each run a new gateway, its cache empty (median of %d); GiB/s run/RGW: %s"
-                              % (rounds, pairs))
+                bases, "RGW's GET by a new client just before each gateway miss (median of %d); Ceph's CPU "
+                "(radosgw, OSD, mon, mgr) per GiB: %s" % (rounds, ", ".join("%.2f" % c for c in ceph["rgw"])))
+            return median_run(runs, "each run a new gateway, its cache empty (median of %d); GiB/s run/RGW: %s; "
+                              "Ceph's CPU per GiB of each miss: %s"
+                              % (rounds, pairs, ", ".join("%.2f" % c for c in ceph["miss"])))
 
         def hit(via, fabric=None, trusted=False):
             # trusted: --revalidate-after 60, so no GET (and no part of one) asks RGW's HEAD first.

@@ -238,13 +238,15 @@ concept streaming_store = mappable_store<S> && requires(S& s, const object_ref& 
   { s.map_streaming(obj, ec) } -> object_mapping;
 };
 
-/// A store that lends a copy it has not checked yet (`map_unconfirmed(obj)`, nullopt when it has
-/// none) and checks it later (`confirm(obj, mapping)`): the server moves the bytes while the store
-/// asks whether they are current, and answers only once confirm says so (else it retries by map).
+/// A store that lends a copy it has not checked yet (`map_unconfirmed(obj, if_match)`, for a GET
+/// whose If-Match header is `if_match`, empty when it has none; nullopt when the store has no
+/// copy to lend) and checks it later (`confirm(obj, mapping)`): the server moves the bytes while
+/// the store asks whether they are current, and answers only once confirm says so (else it
+/// retries by map).
 template <class S>
 concept speculating_store = mappable_store<S> &&
-    requires(S& s, const object_ref& obj, const typename S::mapping_type& m) {
-  { s.map_unconfirmed(obj) } -> std::same_as<std::optional<typename S::mapping_type>>;
+    requires(S& s, const object_ref& obj, std::string_view if_match, const typename S::mapping_type& m) {
+  { s.map_unconfirmed(obj, if_match) } -> std::same_as<std::optional<typename S::mapping_type>>;
   { s.confirm(obj, m) } -> std::convertible_to<bool>;
 };
 

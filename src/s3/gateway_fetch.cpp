@@ -193,6 +193,7 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
   const std::uint64_t held_back;
   std::shared_ptr<detail::fill_progress> fill;
   std::function<void(const streaming_copy&)> started;
+  detail::cache_index::clock::time_point confirmed;  // when the HEAD that named the version was sent
   bool cacheable_ = false;
   reserved_room room;  // concurrent fetches must not count on the same free space
   fs_store::writer staged;
@@ -334,10 +335,11 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
 };
 
 std::shared_ptr<gateway_store::fetch_operation> gateway_store::prepare_fetch(
-    const object_ref& object, const object_info& info, std::shared_ptr<detail::fill_progress> fill,
-    std::function<void(const streaming_copy&)> started, error_code& ec) {
+    const object_ref& object, const object_info& info, detail::cache_index::clock::time_point confirmed,
+    std::shared_ptr<detail::fill_progress> fill, std::function<void(const streaming_copy&)> started, error_code& ec) {
   ec = {};
   auto op = std::make_shared<fetch_operation>(*this, object, info);
+  op->confirmed = confirmed;
   op->fill = std::move(fill);
   op->started = std::move(started);
   const std::uint64_t size = info.size;
@@ -357,7 +359,8 @@ std::shared_ptr<gateway_store::fetch_operation> gateway_store::prepare_fetch(
   op->fd = op->staged.native_handle();
   op->data_offset = op->staged.data_offset();
   if (op->started) {
-    op->growing.emplace(streaming_copy{detail::growing_file::open(op->fd, op->data_offset, size, ec), op->fill, info});
+    op->growing.emplace(
+        streaming_copy{detail::growing_file::open(op->fd, op->data_offset, size, ec), op->fill, info, confirmed});
     if (ec) return nullptr;
     if (!gateway_impl::known_time(info.last_modified))
       op->growing->info.last_modified = std::chrono::system_clock::now();
@@ -432,8 +435,8 @@ gateway_store::mapping gateway_store::finish_fetch(fetch_operation& op, error_co
   {
     std::lock_guard lock(mutex_);
     op.room.claim();
-    index_.insert(op.name,
-                  {out.info_.size, out.info_.attributes.etag, detail::cache_index::clock::now(), last_modified});
+    // Validated when the HEAD that named this version was sent: its GETs named it after that.
+    index_.insert(op.name, {out.info_.size, out.info_.attributes.etag, op.confirmed, last_modified});
     ++stats_.misses;
     stats_.upstream_bytes += size;
   }
@@ -441,9 +444,10 @@ gateway_store::mapping gateway_store::finish_fetch(fetch_operation& op, error_co
   return out;
 }
 
-gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info, error_code& ec,
+gateway_store::mapping gateway_store::fetch(const object_ref& object, const object_info& info,
+                                            detail::cache_index::clock::time_point confirmed, error_code& ec,
                                             std::optional<std::uint64_t>* other_size) {
-  const std::shared_ptr<fetch_operation> op = prepare_fetch(object, info, nullptr, nullptr, ec);
+  const std::shared_ptr<fetch_operation> op = prepare_fetch(object, info, confirmed, nullptr, nullptr, ec);
   if (!op) return {};
   mapping m;
   if (!op->cacheable()) {
@@ -478,7 +482,8 @@ gateway_store::mapping gateway_store::reader_of(const streaming_copy& copy) {
   return m;
 }
 
-gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info, error_code& ec,
+gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
+                                                      detail::cache_index::clock::time_point confirmed, error_code& ec,
                                                       std::optional<std::uint64_t>* other_size) {
   // The fetch's first answer: the mapping of the copy being written, or the whole fetch's result
   // when it ended without one (a pass-through, or an error before the first byte).
@@ -511,7 +516,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
     std::unique_lock lock(mutex_);
     if (streaming_ >= max_streaming) {
       lock.unlock();
-      mapping m = fetch(object, info, ec, other_size);
+      mapping m = fetch(object, info, confirmed, ec, other_size);
       fetch_done(name);
       if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;  // replaced meanwhile
       return m;
@@ -550,7 +555,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
   error_code fetch_error;
   try {
     op = prepare_fetch(
-        object, info, fill,
+        object, info, confirmed, fill,
         [this, name, answer](const streaming_copy& growing) {
           {
             std::lock_guard lock(mutex_);  // later readers of this version join it (resolve)

@@ -31,6 +31,9 @@ std::optional<config_error> gateway_store_config::validate() const {
     return config_error{"chunk_bytes", "must be 1 MiB..4 GiB"};
   }
   if (fetch_streams == 0 || fetch_streams > 64) return config_error{"fetch_streams", "must be 1..64"};
+  if (if_match_trust.count() < 0 || if_match_trust > std::chrono::seconds(60)) {
+    return config_error{"if_match_trust", "must be 0..60 s"};
+  }
   if (max_object_bytes == 0 || max_object_bytes > (std::uint64_t{1} << 62)) {
     return config_error{"max_object_bytes", "must be 1..2^62"};
   }
@@ -56,6 +59,7 @@ std::optional<gateway_store_config> parse_gateway_config(std::string_view json, 
   }
   using namespace sluice::detail::json;
   gateway_store_config config = std::move(base);
+  auto if_match_trust_ms = static_cast<std::uint32_t>(config.if_match_trust.count());
   const field_table fields{
       {"upstream", string_field(config.upstream.endpoint)},
       {"upstream_access_key_id", string_field(config.upstream.creds.access_key_id)},
@@ -69,6 +73,7 @@ std::optional<gateway_store_config> parse_gateway_config(std::string_view json, 
       {"cache_bytes", size_field(config.cache_bytes)},
       {"chunk_bytes", size_field(config.chunk_bytes)},
       {"revalidate_after_s", seconds_field(config.revalidate_after)},
+      {"if_match_trust_ms", count_field(if_match_trust_ms, 0, 60000)},
       {"stale_if_error", flag_field(config.stale_if_error)},
       {"fetch_streams", count_field(config.fetch_streams, 1, 64)},
   };
@@ -77,6 +82,7 @@ std::optional<gateway_store_config> parse_gateway_config(std::string_view json, 
     ec = sluice::errc::invalid_config;
     return std::nullopt;
   }
+  config.if_match_trust = std::chrono::milliseconds(if_match_trust_ms);
   return config;
 }
 
@@ -206,32 +212,69 @@ bool gateway_store::sane(const object_info& info) const noexcept {
   return info.size <= config_.max_object_bytes && gateway_impl::is_sane_etag(info.attributes.etag);
 }
 
-std::optional<gateway_store::mapping> gateway_store::map_unconfirmed(const object_ref& object) {
+std::string_view gateway_store::pinned_etag(std::string_view if_match) noexcept {
+  if (if_match.size() >= 2 && if_match.front() == '"' && if_match.back() == '"') {
+    if_match = if_match.substr(1, if_match.size() - 2);
+  }
+  // `*` and lists name more than one version; a sane ETag has no quotes, commas or spaces.
+  if (if_match == "*" || !gateway_impl::is_sane_etag(if_match) || if_match.find(',') != std::string_view::npos) {
+    return {};
+  }
+  return if_match;
+}
+
+std::optional<gateway_store::mapping> gateway_store::map_unconfirmed(const object_ref& object,
+                                                                     std::string_view if_match) {
   if (!is_valid_bucket_name(object.bucket) || !is_valid_object_key(object.key)) return std::nullopt;
   const std::string name = detail::cache_index::name_of(object);
+  using clock = detail::cache_index::clock;
+  const std::string_view pinned = pinned_etag(if_match);
+  // Whether an upstream request that named `etag` was sent less than if_match_trust ago, and
+  // this GET names that version alone.
+  const auto trusted = [&, now = clock::now()](const std::string& etag, std::optional<clock::time_point> confirmed) {
+    return config_.if_match_trust.count() > 0 && !pinned.empty() && pinned == etag && confirmed &&
+           now - *confirmed < config_.if_match_trust;
+  };
   std::string etag;
   std::optional<std::chrono::system_clock::time_point> last_modified;
+  bool trust = false;
   {
     std::lock_guard lock(mutex_);
     // A fetch under way (the rest of a parallel download of a miss): its version, confirmed as a
     // cached copy's is, and read while it arrives.
-    if (const auto s = streams_.find(name); s != streams_.end()) return reader_of(s->second);
+    if (const auto s = streams_.find(name); s != streams_.end()) {
+      mapping m = reader_of(s->second);
+      m.trusted_ = trusted(s->second.info.attributes.etag, s->second.confirmed);
+      return m;
+    }
     const auto* e = index_.find(name);
     if (e == nullptr || fetching_.contains(name)) return std::nullopt;
     if (config_.revalidate_after.count() > 0 && e->validated &&
-        detail::cache_index::clock::now() - *e->validated < config_.revalidate_after) {
+        clock::now() - *e->validated < config_.revalidate_after) {
       return std::nullopt;  // trusted: map() asks nobody either
     }
     etag = e->etag;
     last_modified = e->last_modified;
+    trust = trusted(e->etag, e->validated);
   }
-  return cached_copy(object, etag, last_modified);
+  std::optional<mapping> m = cached_copy(object, etag, last_modified);
+  if (m) m->trusted_ = trust;
+  return m;
 }
 
 bool gateway_store::confirm(const object_ref& object, const mapping& m) {
-  error_code ec;
-  const object_info current = upstream_->head_object(object.bucket, object.key, ec);
   const std::string name = detail::cache_index::name_of(object);
+  if (m.trusted_) {
+    // Named by the GET's If-Match, and confirmed by the upstream less than if_match_trust ago.
+    std::lock_guard lock(mutex_);
+    index_.touch(name);
+    ++stats_.trusted;
+    ++stats_.hits;
+    return true;
+  }
+  error_code ec;
+  const auto asked = detail::cache_index::clock::now();  // the answer is no older than this
+  const object_info current = upstream_->head_object(object.bucket, object.key, ec);
   if (from_upstream(ec) == s3::errc::service_unavailable && config_.stale_if_error) {
     // The upstream is down: a cached copy is served as map() would serve it (a fetch under way is
     // no cached copy; it fails on its own).
@@ -247,7 +290,7 @@ bool gateway_store::confirm(const object_ref& object, const mapping& m) {
   }
   std::lock_guard lock(mutex_);
   if (const auto* e = index_.find(name); e != nullptr && e->etag == current.attributes.etag) {
-    index_.touch(name, detail::cache_index::clock::now(), gateway_impl::known_time(current.last_modified));
+    index_.touch(name, asked, gateway_impl::known_time(current.last_modified));
   }
   ++stats_.revalidations;
   ++stats_.hits;
@@ -317,6 +360,7 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
       }
     }
     error_code upstream_error;
+    const clock::time_point asked = clock::now();  // the HEAD's answer is no older than this
     object_info info = upstream_->head_object(object.bucket, object.key, upstream_error);
     if (upstream_error == s3::errc::no_such_key) {
       if (held) drop(object);
@@ -349,7 +393,7 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
         if (m->info_.size == info.size) {
           if (gateway_impl::known_time(info.last_modified)) m->info_.last_modified = info.last_modified;
           std::lock_guard lock(mutex_);
-          index_.touch(name, clock::now(), gateway_impl::known_time(info.last_modified));
+          index_.touch(name, asked, gateway_impl::known_time(info.last_modified));
           ++stats_.revalidations;
           ++stats_.hits;
           return std::move(*m);
@@ -370,9 +414,9 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
     std::optional<std::uint64_t> other_size;
     mapping m;
     if (stream && info.size > config_.chunk_bytes) {
-      m = fetch_streaming(object, info, ec, &other_size);
+      m = fetch_streaming(object, info, asked, ec, &other_size);
     } else {
-      m = fetch(object, info, ec, &other_size);
+      m = fetch(object, info, asked, ec, &other_size);
       fetch_done(name);
     }
     if (ec && other_size) {

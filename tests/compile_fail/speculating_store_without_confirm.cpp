@@ -4,9 +4,12 @@
 #include <sluice/memory_store.hpp>
 
 #include <optional>
+#include <string_view>
 
 struct candidate : sluice::memory_store {
-  std::optional<mapping> map_unconfirmed(const sluice::object_ref& /*obj*/) { return {}; }
+  std::optional<mapping> map_unconfirmed(const sluice::object_ref& /*obj*/, std::string_view /*if_match*/) {
+    return {};
+  }
 #ifdef SLUICE_CF_CONTROL
   bool confirm(const sluice::object_ref& /*obj*/, const mapping& /*m*/) { return true; }
 #endif

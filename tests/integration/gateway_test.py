@@ -21,6 +21,9 @@ Scenarios:
                  still served (a parallel download's If-Match parts included)
   ttl            revalidate_after_s (set in the --config file's "gateway" object, with the upstream
                  and its keys): a copy is served without asking within the TTL
+  if-match-trust GETs whose If-Match names the version a HEAD named less than if_match_trust_ms
+                 ago are answered without asking again (a parallel download asks once): whole,
+                 that version even when it was replaced meanwhile, never another; with 0 each asks
   rdma           GET through the gateway --via rdma --fabric tcp: every byte by RDMA from the cache,
                  and (the copy moves while the upstream is asked) a copy replaced or deleted on the
                  upstream reads as the upstream says
@@ -42,6 +45,10 @@ Scenarios:
   hostile        (sluice upstream only) a fake upstream that lies: sizes over the limit, bad ETags,
                  short and long bodies, unordered listings, a HEAD that never answers; each read
                  fails without a crash or hang, and the next honest read is right
+  faults         (sluice upstream only) an honest upstream on a bad network (cut, closed, 503, slow,
+                 dribbled, and short-but-valid ranged answers) under 4 readers and a 4 MiB cache:
+                 never a whole 200 of wrong bytes, half of the objects with multipart ETags (no
+                 MD5 to catch a wrong assembly), and every object byte-exact once it is good
   poison-*       (sluice upstream only; issue 37, finding 6) a fake upstream that poisons the cache
                  unless every answer is checked: if-match (a GET of another version, with its own
                  or the asked ETag), md5 (bytes that contradict their MD5 ETag), head-size (a HEAD
@@ -65,6 +72,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -75,7 +83,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, ensure_s3rver, expect, free_port, gateway_counts, make_file, md5  # noqa: E402
+from common import (MIB, Server, admin_metrics, ensure_s3rver, expect, free_port, gateway_counts,  # noqa: E402
+                    make_file, md5)
 
 SKIP = 77
 GW_AK, GW_SK = "SLUICEGATEWAYAK", "sluice-gateway-secret"  # the gateway's users
@@ -444,6 +453,9 @@ def coherence(h):
     expect(code == 206 and whole and body == want1[MIB:], "If-Match of the cached copy's ETag: 206, byte-exact (%d)"
            % code)
     h.direct("put", v2, "s3://gw-co/v")  # behind the gateway's back
+    # Past if_match_trust_ms (1 s) since the gateway last asked about version one: asked again
+    # (within it, If-Match of the version asked about is answered unasked: if-match-trust).
+    time.sleep(1.2)
     code, body, whole = ranged_get(gw.url + "/gw-co/v", MIB, 12 * MIB + 2, etag1)
     expect(code == 412 or (code == 206 and not whole and len(body) < len(want1) - MIB),
            "replaced upstream, 11 MiB with If-Match of the cached ETag: 412 or cut short, never whole (%d, %d bytes)"
@@ -537,6 +549,7 @@ def failure(h):
     code, body, whole = ranged_get(stale.url + "/gw-fa/large", MIB, 12 * MIB, etag)
     expect(code == 206 and whole and len(body) == 11 * MIB + 1, "--stale-if-error: If-Match of the cached copy, "
            "11 MiB: 206, whole (%d, %d bytes)" % (code, len(body)))
+    time.sleep(1.2)  # past if_match_trust_ms since `plain` last asked: this GET asks, and finds nobody
     code, body, whole = ranged_get(plain.url + "/gw-fa/large", MIB, 12 * MIB, etag)
     expect(code == 503 or (code == 206 and not whole),
            "without it, If-Match of the cached copy: 503 or cut short, never whole (%d, %d bytes)" % (code, len(body)))
@@ -575,6 +588,59 @@ def ttl(h):
     code, body = status(gw.url + "/gw-tt/k")
     with open(two, "rb") as f:
         expect(code == 200 and body == f.read(), "a PUT through the gateway replaces the cached copy at once")
+
+
+def revalidations(gw):
+    """sluice_gateway_revalidations_total of a gateway's /metrics: the upstream HEADs that confirmed a copy."""
+    m = re.search(r"^sluice_gateway_revalidations_total (\S+)$", admin_metrics(gw), re.M)
+    return float(m.group(1)) if m else -1
+
+
+def if_match_trust(h):
+    def gateway(name, trust_ms):
+        config = h.config_file({"gateway": {
+            "upstream": h.upstream.url, "upstream_access_key_id": h.upstream.ak,
+            "upstream_secret_access_key": h.upstream.sk, "if_match_trust_ms": trust_ms}})
+        return h.gateway(name, "--config", config, "--admin-listen", "127.0.0.1:0", upstream_flags=False)
+    trusting = gateway("gw-trust", 60000)  # longer than this scenario: every check below is within it
+    asking = gateway("gw-ask", 0)
+    h.direct("mb", "s3://gw-im")
+    v1, v2 = h.file("im1", 12 * MIB + 3, 51), h.file("im2", 12 * MIB + 3, 52)
+    with open(v1, "rb") as f:
+        want1 = f.read()
+    with open(v2, "rb") as f:
+        want2 = f.read()
+    h.direct("put", v1, "s3://gw-im/k")
+    for gw in (trusting, asking):
+        code, _ = status(gw.url + "/gw-im/k")
+        expect(code == 200, "%s: version one read (fetched)" % os.path.basename(gw.root))
+    etag1 = head(trusting.url + "/gw-im/k", "ETag")  # asks the upstream: version one, now
+    before = revalidations(trusting)
+    for part in range(4):  # a parallel download's parts after its first
+        code, body, whole = ranged_get(trusting.url + "/gw-im/k", MIB, 12 * MIB + 2, etag1)
+        expect(code == 206 and whole and body == want1[MIB:], "If-Match of version one, part %d: 206, whole" % part)
+    expect(revalidations(trusting) == before,
+           "and none of them asked the upstream (%d HEADs before, %d after)" % (before, revalidations(trusting)))
+    before = revalidations(asking)
+    for part in range(2):
+        code, body, whole = ranged_get(asking.url + "/gw-im/k", MIB, 12 * MIB + 2, etag1)
+        expect(code == 206 and whole and body == want1[MIB:], "if_match_trust_ms 0, part %d: 206, whole" % part)
+    expect(revalidations(asking) == before + 2, "and each of them asked the upstream (%d HEADs, then %d)"
+           % (before, revalidations(asking)))
+    h.direct("put", v2, "s3://gw-im/k")  # behind the gateways' backs
+    code, body, whole = ranged_get(trusting.url + "/gw-im/k", MIB, 12 * MIB + 2, etag1)
+    expect(code == 206 and whole and body == want1[MIB:],
+           "replaced upstream within the trust: If-Match of version one reads version one, whole (%d)" % code)
+    etag2 = upstream_head(h, "/gw-im/k", "ETag")
+    code, body, whole = ranged_get(trusting.url + "/gw-im/k", MIB, 12 * MIB + 2, etag2)
+    expect(code == 206 and whole and body == want2[MIB:], "If-Match of version two: asked, version two (%d)" % code)
+    code, body, whole = ranged_get(asking.url + "/gw-im/k", MIB, 12 * MIB + 2, etag1)
+    expect(code == 412 or (code == 206 and not whole),
+           "if_match_trust_ms 0: If-Match of version one asks: 412 or cut short, never whole (%d, %d bytes)"
+           % (code, len(body)))
+    got = h.out("im-got")
+    h.via_gateway(trusting, "get", "s3://gw-im/k", got)
+    expect(md5(got) == md5(v2), "a download through the trusting gateway (its first part asks): version two")
 
 
 def rdma(h):
@@ -1119,6 +1185,144 @@ def poison_garbage(h):
     upstream.shutdown()
 
 
+class Flaky(http.server.BaseHTTPRequestHandler):
+    """An honest upstream on a bad network: every byte it sends is the object's, but while FAULTS is
+    set a seeded fraction of its GETs fail in transit: the connection cut mid-body (or before it),
+    closed right after a whole answer, a 503 SlowDown, a slow or dribbled body, or a 206 for less
+    than the range asked (a valid Content-Range the client must not take for the whole step).
+    Half of its objects carry a multipart ETag, which no MD5 can check: a step written at the
+    wrong offset, or bytes of another attempt, would be served whole unless the fetch is right."""
+    protocol_version = "HTTP/1.1"
+    FAULTS = threading.Event()
+    lock = threading.Lock()
+    rng = random.Random(41)
+    seen = {}  # fault → count
+    OBJECTS = {}
+    for i in range(12):
+        body = random.Random(400 + i).randbytes([MIB, MIB + 7, 3 * MIB + 5, 5 * MIB + 3][i % 4])
+        digest = hashlib.md5(body).hexdigest()
+        OBJECTS["f%02d" % i] = (body, digest if i % 2 == 0 else digest[:16] + "0123456789abcdef-3")
+
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def answer(self, code, headers, body=b""):
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/":
+            body = ("<?xml version=\"1.0\"?><ListAllMyBucketsResult><Owner><ID>o</ID></Owner><Buckets><Bucket>"
+                    "<Name>flaky</Name><CreationDate>2026-01-01T00:00:00.000Z</CreationDate></Bucket></Buckets>"
+                    "</ListAllMyBucketsResult>").encode()
+            return self.answer(200, {"Content-Type": "application/xml", "Content-Length": str(len(body))}, body)
+        key = path.rsplit("/", 1)[-1]
+        if key not in self.OBJECTS:
+            return self.answer(404, {"Content-Length": "0"})
+        body, etag = self.OBJECTS[key]
+        first, last, code = 0, len(body) - 1, 200
+        rng = self.headers.get("Range")
+        if rng and self.command == "GET":
+            a, b = rng.split("=")[1].split("-")
+            first, last, code = int(a), min(int(b), len(body) - 1), 206
+        fault = None
+        if self.command == "GET" and self.FAULTS.is_set():
+            with self.lock:
+                r = self.rng.random()
+                fault = ("cut" if r < 0.15 else "close" if r < 0.25 else "503" if r < 0.3 else "slow" if r < 0.33
+                         else "dribble" if r < 0.36 else "short" if r < 0.42 else None)
+                cut_at = self.rng.random()
+                if fault:
+                    self.seen[fault] = self.seen.get(fault, 0) + 1
+        if fault == "503":
+            error = b"<Error><Code>SlowDown</Code><Message>slow down</Message></Error>"
+            return self.answer(503, {"Content-Length": str(len(error))}, error)
+        if fault == "short" and code == 206 and last > first:
+            last = first + int((last - first) * cut_at)
+        part = body[first:last + 1]
+        headers = {"ETag": '"%s"' % etag, "Content-Length": str(len(part))}
+        if code == 206:
+            headers["Content-Range"] = "bytes %d-%d/%d" % (first, last, len(body))
+        if fault == "slow":
+            time.sleep(0.2)
+        if fault in ("cut", "dribble"):
+            self.send_response(code)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            if fault == "cut":
+                self.wfile.write(part[:int(len(part) * cut_at)])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return None
+            for at in range(0, len(part), 64 * 1024):
+                self.wfile.write(part[at:at + 64 * 1024])
+                self.wfile.flush()
+                time.sleep(0.001)
+            return None
+        self.answer(code, headers, part)
+        if fault == "close":
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        return None
+
+
+def faults(h):
+    """Readers of a gateway (a 4 MiB cache: most reads are misses, chunk_bytes 1 MiB: multi-step
+    fetches) in front of Flaky: no answer is ever a whole 200 of other bytes, whatever the network
+    did to the fetch's steps (the client retries them), and once the network is good every object
+    reads byte-exact, twice (nothing wrong was cached)."""
+    if not isinstance(h.upstream, SluiceUpstream):
+        raise Skip("the flaky upstream replaces the real one: run once, with the sluice upstream")
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    upstream.daemon_threads = True
+    upstream.handle_error = lambda *_: None
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    h.upstream.url = "http://127.0.0.1:%d" % upstream.server_address[1]
+    gw = h.gateway("gw", "--cache-bytes", "4 MiB", "--upstream-timeout", "10", "--config",
+                   h.config_file({"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}))
+    keys = sorted(Flaky.OBJECTS)
+    wrong, answers = [], {}
+    Flaky.FAULTS.set()
+
+    def reader(seed):
+        r = random.Random(seed)
+        for _ in range(20):
+            key = r.choice(keys)
+            code, body, whole = whole_get(gw.url + "/flaky/" + key)
+            with Flaky.lock:
+                answers[(code, whole)] = answers.get((code, whole), 0) + 1
+                if code == 200 and whole and body != Flaky.OBJECTS[key][0]:
+                    wrong.append(key)
+    readers = [threading.Thread(target=reader, args=(seed,)) for seed in range(4)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    Flaky.FAULTS.clear()
+    print("  answers (status, whole): %s; faults: %s" % (sorted(answers.items()), sorted(Flaky.seen.items())))
+    expect(sum(Flaky.seen.values()) >= 20, "the network failed %d of the fetches' GETs" % sum(Flaky.seen.values()))
+    expect(answers.get((200, True), 0) > 0, "some reads were answered whole despite it")
+    expect(not wrong, "no whole 200 of wrong bytes (%s)" % ", ".join(wrong))
+    for attempt in ("first", "second"):
+        for key in keys:
+            code, body, whole = whole_get(gw.url + "/flaky/" + key)
+            expect(code == 200 and whole and body == Flaky.OBJECTS[key][0],
+                   "%s: %s read once the network is good: 200, byte-exact (%d)" % (key, attempt, code))
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
+
+
 def stream(h):
     # chunk_bytes 1 MiB: objects of a few MiB are fetched in several steps, and served as they come.
     settings = {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}
@@ -1378,10 +1582,11 @@ def rgw_quirks(h):
 
 
 SCENARIOS = {"write-through": write_through, "coherence": coherence, "eviction": eviction, "failure": failure,
-             "ttl": ttl, "rdma": rdma, "two-gateways": two_gateways, "conditional": conditional, "kill-put": kill_put,
+             "ttl": ttl, "if-match-trust": if_match_trust, "rdma": rdma, "two-gateways": two_gateways, "conditional": conditional, "kill-put": kill_put,
              "concurrent": concurrent, "hostile": hostile, "stream": stream,
              "full-disk": full_disk, "poison-if-match": poison_if_match, "poison-md5": poison_md5,
              "poison-head-size": poison_head_size, "poison-listing": poison_listing, "poison-garbage": poison_garbage,
+             "faults": faults,
              "quirks": rgw_quirks}
 
 

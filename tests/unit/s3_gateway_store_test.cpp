@@ -328,6 +328,10 @@ TEST_CASE("gateway_store_config: validate names the field") {
   CHECK(config.validate()->field == "fetch_streams");
   config.fetch_streams = 64;
   CHECK_FALSE(config.validate().has_value());
+  config.if_match_trust = std::chrono::milliseconds(60001);
+  CHECK(config.validate()->field == "if_match_trust");
+  config.if_match_trust = std::chrono::milliseconds(0);
+  CHECK_FALSE(config.validate().has_value());
 }
 
 TEST_CASE("gateway_store: open with an invalid config fails with invalid_config") {
@@ -352,11 +356,11 @@ TEST_CASE("parse_gateway_config: the gateway object of a serve config, over a ba
          {R"({"io_threads": 4, "gateway": {"upstream": "https://minio.lan:9000", "upstream_access_key_id": "AK",
               "upstream_secret_access_key": "SK", "upstream_region": "eu-west-1", "upstream_ca_bundle": "/ca.pem",
               "upstream_timeout_s": 5, "cache_bytes": "2 TiB", "revalidate_after_s": 30, "stale_if_error": true,
-              "chunk_bytes": 8388608, "fetch_streams": 8}})",
+              "chunk_bytes": 8388608, "fetch_streams": 8, "if_match_trust_ms": 250}})",
           R"({"server": {"gateway": {"upstream": "https://minio.lan:9000", "upstream_access_key_id": "AK",
               "upstream_secret_access_key": "SK", "upstream_region": "eu-west-1", "upstream_ca_bundle": "/ca.pem",
               "upstream_timeout_s": 5, "cache_bytes": 2199023255552, "revalidate_after_s": 30,
-              "stale_if_error": true, "chunk_bytes": "8 MiB", "fetch_streams": 8}}})"}) {
+              "stale_if_error": true, "chunk_bytes": "8 MiB", "fetch_streams": 8, "if_match_trust_ms": 250}}})"}) {
       const auto config = parse_gateway_config(json, base, ec, error);
       REQUIRE(config.has_value());
       CHECK_FALSE(ec);
@@ -371,6 +375,7 @@ TEST_CASE("parse_gateway_config: the gateway object of a serve config, over a ba
       CHECK(config->stale_if_error);
       CHECK(config->chunk_bytes == 8 * sluice::mib);
       CHECK(config->fetch_streams == 8);
+      CHECK(config->if_match_trust == std::chrono::milliseconds(250));
     }
   }
   SUBCASE("fields left out keep the base") {
@@ -378,6 +383,7 @@ TEST_CASE("parse_gateway_config: the gateway object of a serve config, over a ba
     REQUIRE(config.has_value());
     CHECK(config->upstream.request_timeout == std::chrono::seconds(60));
     CHECK(config->cache_bytes == base.cache_bytes);
+    CHECK(config->if_match_trust == std::chrono::milliseconds(1000));
   }
   SUBCASE("errors name the field") {
     const std::pair<const char*, const char*> bad[] = {
@@ -386,6 +392,7 @@ TEST_CASE("parse_gateway_config: the gateway object of a serve config, over a ba
         {R"({"gateway": {"cache_bytes": "lots"}})", "gateway.cache_bytes"},
         {R"({"gateway": {"fetch_streams": 0}})", "gateway.fetch_streams"},
         {R"({"gateway": {"upstream_timeout_s": 0}})", "gateway.upstream_timeout_s"},
+        {R"({"gateway": {"if_match_trust_ms": 60001}})", "gateway.if_match_trust_ms"},
         {R"({"gateway": {"stale_if_error": "yes"}})", "gateway.stale_if_error"},
         {R"({"gateway": {"upsteam": "http://u:1"}})", "gateway.upsteam"},
     };

@@ -218,7 +218,10 @@ class any_store {
   virtual any_mapping map_streaming(const object_ref& object, error_code& ec) { return map(object, ec); }
   /// True when map_unconfirmed can lend a copy that confirm() checks later.
   [[nodiscard]] virtual bool speculates() const noexcept { return false; }
-  virtual std::optional<any_mapping> map_unconfirmed(const object_ref& /*object*/) { return std::nullopt; }
+  /// `if_match`: the GET's If-Match header, empty when it has none.
+  virtual std::optional<any_mapping> map_unconfirmed(const object_ref& /*object*/, std::string_view /*if_match*/) {
+    return std::nullopt;
+  }
   virtual bool confirm(const object_ref& /*object*/, const any_mapping& /*mapping*/) { return true; }
 
   // multipart_store
@@ -298,9 +301,9 @@ class store_adapter final : public any_store {
     return map(object, ec);
   }
   [[nodiscard]] bool speculates() const noexcept override { return speculating_store<Store>; }
-  std::optional<any_mapping> map_unconfirmed(const object_ref& object) override {
+  std::optional<any_mapping> map_unconfirmed(const object_ref& object, std::string_view if_match) override {
     if constexpr (speculating_store<Store>) {
-      auto mapped = store_.map_unconfirmed(object);
+      auto mapped = store_.map_unconfirmed(object, if_match);
       if (!mapped) return std::nullopt;
       return any_mapping::from(std::move(*mapped));
     }

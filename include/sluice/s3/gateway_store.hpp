@@ -31,7 +31,11 @@
 //   404 → the cached copy is dropped and the answer is NoSuchKey. head() of an uncached object answers the upstream's
 //   HEAD and fetches nothing. map_unconfirmed and confirm split a read in two for the server's GET into a token's
 //   memory or with If-Match: the copy (cached, or a fetch's under way) moves while the HEAD is asked, and a copy the
-//   HEAD does not confirm is read again through map() (or its HTTP answer is cut short).
+//   HEAD does not confirm is read again through map() (or its HTTP answer is cut short). A GET whose If-Match names
+//   the copy's version alone, less than if_match_trust after the copy's validation (the sending of the HEAD that
+//   named that version: the last revalidation, or the one before the copy's fetch; a write through the gateway:
+//   the upstream's acknowledgement), is not asked again (the parts of one parallel download after the first, which
+//   asked): confirm() says yes at once.
 // - Write (PUT): the payload is spooled to <root>/spool, sent to the upstream, and only after the
 //   upstream acknowledged it copied into the cache under the upstream's ETag. A failed upstream
 //   PUT leaves the cache without that key (an older copy is dropped, since the upstream state is
@@ -116,6 +120,13 @@ struct gateway_store_config {
   std::uint64_t cache_bytes = std::uint64_t{16} << 30;  ///< bytes of cached objects kept at most
   /// How long a validated copy is served without asking the upstream again; 0: ask every time.
   std::chrono::seconds revalidate_after{0};
+  /// How long after a copy's validation (when the HEAD that named its version was sent, for a
+  /// revalidation or before the copy's fetch) a GET whose If-Match names that version alone is
+  /// answered from the copy without asking again: every part of a parallel download but the first
+  /// names the version its first part read, so one download of one version asks once. Such a GET
+  /// may thus get that version instead of 412 when it was replaced upstream less than this long
+  /// before. 0: it asks too.
+  std::chrono::milliseconds if_match_trust{1000};
   /// Reads of cached objects are served when the upstream cannot be reached (else 503).
   bool stale_if_error = false;
   /// Bytes fetched per ranged step from the upstream.
@@ -135,14 +146,16 @@ struct gateway_store_config {
   std::function<void(std::string_view message)> log;
 
   /// Valid when root is not empty, the upstream config is valid, cache_bytes and chunk_bytes
-  /// are at least 1 MiB, fetch_streams is 1..64 and max_object_bytes is 1..2^62.
+  /// are at least 1 MiB, fetch_streams is 1..64, if_match_trust at most 60 s and
+  /// max_object_bytes is 1..2^62.
   [[nodiscard]] std::optional<config_error> validate() const;
 };
 
 /// The "gateway" object of a `sluice serve --config` document, over `base` (docs/gateway.md):
 /// "upstream", "upstream_access_key_id", "upstream_secret_access_key", "upstream_region",
 /// "upstream_ca_bundle", "upstream_timeout_s", "cache_bytes" (a number or a size such as
-/// "2 TiB"), "revalidate_after_s", "stale_if_error", "chunk_bytes", "fetch_streams". nullopt
+/// "2 TiB"), "revalidate_after_s", "if_match_trust_ms", "stale_if_error", "chunk_bytes",
+/// "fetch_streams". nullopt
 /// without an error when the document has no such object; nullopt with errc::invalid_config and
 /// the field in `error` for malformed JSON, an unknown field or a value of the wrong type. The
 /// result is not validated (the caller adds the root, then gateway_store::open validates).
@@ -312,6 +325,7 @@ struct gateway_statistics {
   std::uint64_t hits = 0;            ///< reads served from a cached copy
   std::uint64_t misses = 0;          ///< reads that fetched from the upstream
   std::uint64_t revalidations = 0;   ///< upstream HEADs that confirmed a cached copy
+  std::uint64_t trusted = 0;         ///< If-Match GETs answered within if_match_trust, not asked
   std::uint64_t stale_served = 0;    ///< cached copies served while the upstream failed
   std::uint64_t upstream_bytes = 0;  ///< object bytes fetched from the upstream
   std::uint64_t evictions = 0;       ///< cached copies evicted for the budget or a full disk
@@ -404,6 +418,7 @@ class gateway_store {
     std::size_t size_ = 0;
     std::uint64_t base_ = 0;
     object_info info_;
+    bool trusted_ = false;  // lent by map_unconfirmed within if_match_trust: confirm() asks nobody
   };
 
   /// Reads may wait for the upstream: the server calls this store off its network threads.
@@ -443,13 +458,17 @@ class gateway_store {
   /// started: the mapping's ready()/async_wait_until() say which bytes are there. The server's GET.
   mapping map_streaming(const object_ref& object, error_code& ec);
   /// For a transfer that runs while the upstream is asked (the server's GET into an RDMA or grant
-  /// token's memory, or with If-Match): the copy a streaming fetch is writing (as map_streaming
-  /// would join it), else the cached copy the index names, without asking the upstream. nullopt
-  /// when there is neither, another fetch of it is under way, or it is within revalidate_after
-  /// (map() asks nobody then either). The caller must confirm() it before it answers.
-  std::optional<mapping> map_unconfirmed(const object_ref& object);
+  /// token's memory, or with If-Match, the header given as `if_match`, empty when none): the copy
+  /// a streaming fetch is writing (as map_streaming would join it), else the cached copy the index
+  /// names, without asking the upstream. nullopt when there is neither, another fetch of it is
+  /// under way, or it is within revalidate_after (map() asks nobody then either). The caller must
+  /// confirm() it before it answers. When `if_match` names the copy's ETag alone (quoted, as
+  /// clients send it, or not) and an upstream request that named that version was sent less than
+  /// if_match_trust ago, confirm() will say yes without asking.
+  std::optional<mapping> map_unconfirmed(const object_ref& object, std::string_view if_match);
   /// Whether the upstream's HEAD still names `m`'s version (the same ETag and size): then its
-  /// validation is renewed and the read counts as a hit. With stale_if_error, also when the
+  /// validation is renewed and the read counts as a hit. True without asking for a copy that
+  /// map_unconfirmed lent within if_match_trust. With stale_if_error, also when the
   /// upstream cannot be reached and `m` is the cached copy (served stale, as map() would). False
   /// on any other answer: the caller then reads through map(), which decides.
   bool confirm(const object_ref& object, const mapping& m);
@@ -532,6 +551,8 @@ class gateway_store {
     std::shared_ptr<detail::growing_file> file;
     std::shared_ptr<detail::fill_progress> fill;
     object_info info;
+    // When the HEAD that named this version was sent (what if_match_trust counts from).
+    detail::cache_index::clock::time_point confirmed{};
   };
   // The cached copy if its file is still the version with `etag`, with `last_modified` (the
   // upstream's, when known) in its info.
@@ -546,7 +567,9 @@ class gateway_store {
   // through). With `fill`, the bytes written are reported to it, and `started` is called (on a
   // client thread) with the copy being written once its first step matched the HEAD. Errors: an
   // I/O error of the cache.
+  // `confirmed`: when the HEAD that named `info`'s version was sent (the copy's validation).
   std::shared_ptr<fetch_operation> prepare_fetch(const object_ref& object, const object_info& info,
+                                                 detail::cache_index::clock::time_point confirmed,
                                                  std::shared_ptr<detail::fill_progress> fill,
                                                  std::function<void(const streaming_copy&)> started, error_code& ec);
   // The fetch's steps, posted on the upstream client's executor: fetch_streams chains of
@@ -566,14 +589,17 @@ class gateway_store {
   // copy's last byte is held back from `fill` until they match): a mismatch publishes nothing and
   // fails with s3::errc::bad_gateway. When the upstream's GETs say another size than `info`'s
   // (the HEAD's), `other_size` (when given) gets theirs and the fetch fails: fetch again with it.
-  mapping fetch(const object_ref& object, const object_info& info, error_code& ec,
-                std::optional<std::uint64_t>* other_size = nullptr);
+  mapping fetch(const object_ref& object, const object_info& info, detail::cache_index::clock::time_point confirmed,
+                error_code& ec, std::optional<std::uint64_t>* other_size = nullptr);
   // Starts the fetch and answers the mapping of the copy being written as soon as its first step
   // arrived (or the fetch's result, when it ended first); the rest of the fetch goes on on the
   // client's executor. Ends the fetch of `object` (fetching_) when done. Pre: `object` is in
   // fetching_.
-  mapping fetch_streaming(const object_ref& object, const object_info& info, error_code& ec,
+  mapping fetch_streaming(const object_ref& object, const object_info& info,
+                          detail::cache_index::clock::time_point confirmed, error_code& ec,
                           std::optional<std::uint64_t>* other_size = nullptr);
+  // The ETag that an If-Match header names alone ("E" or E), else empty (none, `*`, a list).
+  static std::string_view pinned_etag(std::string_view if_match) noexcept;
   // Says `message` through config_.log, when set.
   void log(const std::string& message) const;
   // Ends the fetch of `name`: readers waiting for it look again.

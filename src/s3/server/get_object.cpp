@@ -54,7 +54,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   // asked so; the bytes are then awaited (await_bytes) before they are sent.
   std::optional<any_mapping> mapped;
   // In place, as a local store's map(): it asks nobody.
-  if (speculate) mapped = state_->store->map_unconfirmed(object);
+  if (speculate) mapped = state_->store->map_unconfirmed(object, req.header("If-Match"));
   const bool unconfirmed = mapped.has_value();
   if (!mapped) {
     const auto map = [&] {
