@@ -393,6 +393,9 @@ s3::metrics_source gateway_metrics(const s3::gateway_store& store) {
     one("sluice_gateway_misses_total", metric_type::counter, "Reads that fetched from the upstream.", stats.misses);
     one("sluice_gateway_revalidations_total", metric_type::counter, "Upstream HEADs that confirmed a cached copy.",
         stats.revalidations);
+    one("sluice_gateway_trusted_total", metric_type::counter,
+        "If-Match GETs served within if_match_trust of the last confirmation, without an upstream HEAD.",
+        stats.trusted);
     one("sluice_gateway_stale_served_total", metric_type::counter,
         "Cached copies served while the upstream failed (stale_if_error).", stats.stale_served);
     one("sluice_gateway_upstream_bytes_total", metric_type::counter, "Object bytes fetched from the upstream.",

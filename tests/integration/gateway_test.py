@@ -621,6 +621,9 @@ def if_match_trust(h):
         expect(code == 206 and whole and body == want1[MIB:], "If-Match of version one, part %d: 206, whole" % part)
     expect(revalidations(trusting) == before,
            "and none of them asked the upstream (%d HEADs before, %d after)" % (before, revalidations(trusting)))
+    m = re.search(r"^sluice_gateway_trusted_total (\S+)$", admin_metrics(trusting), re.M)
+    expect(m is not None and float(m.group(1)) >= 4, "/metrics counts them: sluice_gateway_trusted_total %s"
+           % (m.group(1) if m else "missing"))
     before = revalidations(asking)
     for part in range(2):
         code, body, whole = ranged_get(asking.url + "/gw-im/k", MIB, 12 * MIB + 2, etag1)
