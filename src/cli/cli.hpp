@@ -103,6 +103,8 @@ using command_line = std::variant<int, serve_options, client_options>;
 /// --fabric: a short name or a libfabric provider name, or several separated by commas
 /// ("tcp" is "tcp;ofi_rxm", "verbs" is "verbs;ofi_rxm").
 [[nodiscard]] std::string provider_name(std::string_view choice);
+/// Writes [data, data + n) at offset `at` of `fd` whole (pwrite, EINTR retried): 0 or an errno.
+int write_all(int fd, const std::byte* data, std::uint64_t n, std::uint64_t at);
 /// What --via auto opens with --fabric auto: the hardware providers only (verbs, efa).
 inline constexpr std::string_view hardware_providers = "verbs;ofi_rxm,efa";
 

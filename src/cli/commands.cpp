@@ -105,15 +105,7 @@ std::uint64_t download_to_file(s3::client& client, const s3_url& from, const slu
     if (!ec && got != n) ec = s3::errc::precondition_failed;  // shorter than the HEAD said: replaced
     wait_for_write();  // window index - 1 is on disk: its buffer may be fetched into next
     if (ec) break;
-    writing = std::async(std::launch::async, [fd, data = buffer.get(), n, at] {
-      for (std::uint64_t done = 0; done < n;) {
-        const ssize_t w = ::pwrite(fd, data + done, static_cast<std::size_t>(n - done), static_cast<off_t>(at + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? errno : EIO;
-        done += static_cast<std::uint64_t>(w);
-      }
-      return 0;
-    });
+    writing = std::async(std::launch::async, [fd, data = buffer.get(), n, at] { return write_all(fd, data, n, at); });
     written = at + n;
   }
   wait_for_write();

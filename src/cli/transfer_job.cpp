@@ -116,16 +116,6 @@ struct item_progress {
   }
 };
 
-int write_all(int fd, const std::byte* data, std::uint64_t n, std::uint64_t at) {
-  for (std::uint64_t done = 0; done < n;) {
-    const ssize_t w = ::pwrite(fd, data + done, static_cast<std::size_t>(n - done), static_cast<off_t>(at + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
-    done += static_cast<std::uint64_t>(w);
-  }
-  return 0;
-}
-
 // A download in flight: windows fetched into two buffers in turn, the previous one written while
 // the next one arrives. `then` runs when the file is complete (a copy uploads it), else commit.
 struct download {
@@ -543,6 +533,16 @@ int run_job(s3::client& client, std::vector<job_item> items, const job_options& 
   }
   job_runner runner(client, std::move(items), options, std::move(failed_early));
   return runner.run();
+}
+
+int write_all(int fd, const std::byte* data, std::uint64_t n, std::uint64_t at) {
+  for (std::uint64_t done = 0; done < n;) {
+    const ssize_t w = ::pwrite(fd, data + done, static_cast<std::size_t>(n - done), static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    done += static_cast<std::uint64_t>(w);
+  }
+  return 0;
 }
 
 }  // namespace sluice::cli
