@@ -414,9 +414,10 @@ void add_connection(CLI::App& command, client_options& o) {
 }
 
 void add_transfer(CLI::App& command, client_options& o) {
-  command.add_option("--via", o.via,
-                     "How the bytes move: auto = RDMA on a hardware provider (verbs, efa; or the --fabric named) "
-                     "when the server takes it, else HTTP, and only HTTP to an https:// endpoint; or only one")
+  command
+      .add_option("--via", o.via,
+                  "How the bytes move: auto = RDMA on a hardware provider (verbs, efa; or the --fabric named) "
+                  "when the server takes it, else HTTP, and only HTTP to an https:// endpoint; or only one")
       ->type_name("auto|rdma|http")
       ->capture_default_str()
       ->check(one_of({"auto", "rdma", "http"}));

@@ -168,12 +168,13 @@ std::optional<made_client> make_client(const client_options& o, const char* name
   // unless --fabric names one (libfabric's software tcp;ofi_rxm is opt-in), and none at all for an
   // https:// endpoint (RDMA bytes are not encrypted; --via rdma says the user wants them anyway).
   const bool tls = config.endpoint.starts_with("https://") || config.endpoint.starts_with("HTTPS://");
-  const bool by_fabric = for_transfer && (via == s3::transfer_via::rdma || (via == s3::transfer_via::automatic && !tls));
+  const bool by_fabric =
+      for_transfer && (via == s3::transfer_via::rdma || (via == s3::transfer_via::automatic && !tls));
   if (by_fabric) {
 #ifdef SLUICE_CLI_WITH_FABRIC
     sluice::fabric::client_plane_config plane;
-    plane.fabric.provider =
-        via == s3::transfer_via::automatic && o.fabric == "auto" ? std::string(hardware_providers) : provider_name(o.fabric);
+    plane.fabric.provider = via == s3::transfer_via::automatic && o.fabric == "auto" ? std::string(hardware_providers)
+                                                                                     : provider_name(o.fabric);
     const std::string host = host_of(config.endpoint);
     const bool local = is_loopback_host(host);
     plane.fabric.node = local ? std::string("127.0.0.1") : local_address_towards(host);

@@ -104,10 +104,10 @@ struct session {
   explicit session(boost::asio::posix::stream_descriptor s) : socket(std::move(s)) {}
   std::uint64_t id = 0;
   boost::asio::posix::stream_descriptor socket;  // owns the connection's descriptor
-  uid_t uid = 0;                   // the peer's, from SO_PEERCRED
-  steady::time_point accepted;     // handshakes: the oldest is evicted first
-  steady::time_point deadline;     // of the handshake
-  steady::time_point last_active;  // sessions: the last message
+  uid_t uid = 0;                                 // the peer's, from SO_PEERCRED
+  steady::time_point accepted;                   // handshakes: the oldest is evicted first
+  steady::time_point deadline;                   // of the handshake
+  steady::time_point last_active;                // sessions: the last message
   bool authenticated = false;
   const credentials* user = nullptr;  // set by the hello
   nonce client_nonce{};

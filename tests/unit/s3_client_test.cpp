@@ -3,9 +3,9 @@
 #include <sluice/s3/local_plane.hpp>
 
 #include <sluice/memory_store.hpp>
-#include <sluice/shared_buffer.hpp>
 #include <sluice/s3/server.hpp>
 #include <sluice/s3/xml_client.hpp>
+#include <sluice/shared_buffer.hpp>
 
 #include <doctest/doctest.h>
 
@@ -876,8 +876,8 @@ TEST_CASE("s3 client: a GET by token waits for its answer past idle_timeout, up 
   // The server answers a token's GET once it has moved the bytes out of band (minutes for a cold
   // object of many GiB): idle_timeout must not cut that wait. A real same-host grant plane grants
   // the memory; the HTTP side never answers.
-  const auto socket = std::filesystem::temp_directory_path() /
-                      ("sluice-client-token-" + std::to_string(::getpid()) + ".sock");
+  const auto socket =
+      std::filesystem::temp_directory_path() / ("sluice-client-token-" + std::to_string(::getpid()) + ".sock");
   s3::local_server_plane_config grants;
   grants.socket_path = socket;
   grants.users = {{access_key, secret_key}};
