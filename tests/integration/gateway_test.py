@@ -1200,6 +1200,7 @@ class Flaky(http.server.BaseHTTPRequestHandler):
     lock = threading.Lock()
     rng = random.Random(41)
     seen = {}  # fault → count
+    last_request = 0.0
     OBJECTS = {}
     for i in range(12):
         body = random.Random(400 + i).randbytes([MIB, MIB + 7, 3 * MIB + 5, 5 * MIB + 3][i % 4])
@@ -1211,6 +1212,10 @@ class Flaky(http.server.BaseHTTPRequestHandler):
 
     def do_HEAD(self):
         self.do_GET()
+
+    def handle_one_request(self):
+        Flaky.last_request = time.monotonic()  # what the gateway asked last, faulty or not
+        super().handle_one_request()
 
     def answer(self, code, headers, body=b""):
         self.send_response(code)
@@ -1292,7 +1297,7 @@ def faults(h):
     upstream.handle_error = lambda *_: None
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     h.upstream.url = "http://127.0.0.1:%d" % upstream.server_address[1]
-    gw = h.gateway("gw", "--cache-bytes", "4 MiB", "--upstream-timeout", "10", "--config",
+    gw = h.gateway("gw", "--cache-bytes", "4 MiB", "--upstream-timeout", "3", "--config",
                    h.config_file({"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}))
     keys = sorted(Flaky.OBJECTS)
     wrong, answers = [], {}
@@ -1313,6 +1318,13 @@ def faults(h):
     for t in readers:
         t.join()
     Flaky.FAULTS.clear()
+    # Fetches the readers started may still be retrying steps that the network cut (a cut answer
+    # is noticed at the upstream timeout, 3 s, and each step is tried 4 times): a read of the same
+    # object waits for them. The good network's reads start once the gateway asked nothing for
+    # longer than one upstream timeout (at most 120 s).
+    quiet_since = time.monotonic()
+    while time.monotonic() - max(Flaky.last_request, quiet_since) < 4 and time.monotonic() - quiet_since < 120:
+        time.sleep(0.2)
     print("  answers (status, whole): %s; faults: %s" % (sorted(answers.items()), sorted(Flaky.seen.items())))
     expect(sum(Flaky.seen.values()) >= 20, "the network failed %d of the fetches' GETs" % sum(Flaky.seen.values()))
     expect(answers.get((200, True), 0) > 0, "some reads were answered whole despite it")
