@@ -415,6 +415,55 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
     "${here}/vectors_from_s3" --endpoint "${endpoint}" --bucket vectors --access-key SLUICEBENCH \
       --secret-key sluice-bench-secret --fabric auto --grant-socket "${root}/grants.sock" --upload || status=1
   fi
+  if [[ ${what} == all || ${what} == bench ]]; then
+    # The first GET after a restart: the server stopped and started again on the same store
+    # with the benchmark's 4 GiB "object" in the page cache (× pinned H2D), then with the
+    # object's file dropped from it (fsync + POSIX_FADV_DONTNEED; × dd iflag=direct of the file,
+    # the disk's rate being the bound there).
+    kill "${server}" 2>/dev/null
+    wait "${server}" 2>/dev/null
+    object=$(find "${root}/store" -type f -size +1G -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+    drop='import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.fsync(fd)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)'
+    dd_rate=""
+    for state in resident dropped; do
+      if [[ ${state} == dropped ]]; then
+        python3 -c "${drop}" "${object}"
+        echo "== dd iflag=direct of the object's file"
+        dd_line=$(dd if="${object}" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1)
+        echo "${dd_line}"
+        dd_rate=$(awk '{for (i = 1; i <= NF; ++i) if ($i == "s," || $i ~ /^s,$/) print $1 / $(i - 1) / 1073741824}' <<<"${dd_line}")
+        python3 -c "${drop}" "${object}"
+      fi
+      port=$(start_serve "${root}/store" --fabric off --grant-socket "${root}/grants.sock" \
+        --access-key SLUICEBENCH --secret-key sluice-bench-secret) || {
+        status=1
+        break
+      }
+      server=$(cat "${root}/store.pid")
+      echo "== GPU benchmark, first GET after a restart, object ${state}"
+      "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${port}" --json "${OUT:-/tmp}/gpu_restart_${state}.json" \
+        --grant-socket "${root}/grants.sock" --server-pid "${server}" "$@" --only restart || status=1
+      kill "${server}" 2>/dev/null
+      while kill -0 "${server}" 2>/dev/null; do sleep 0.05; done # not this shell's child: no wait
+    done
+    python3 - "${OUT:-/tmp}" "${dd_rate:-0}" <<'RESTART' || status=1
+import json, sys
+out, dd = sys.argv[1], float(sys.argv[2])
+for state in ("resident", "dropped"):
+    rows = json.load(open(f"{out}/gpu_restart_{state}.json"))
+    ceiling = next(r["gib_per_s"] for r in rows if r["group"] == "ceiling" and r["path"].startswith("pinned"))
+    get = next((r for r in rows if "since the server started" in r["path"]), None)
+    if get is None or not get.get("gib_per_s"):
+        print(f"first GET after a restart, object {state}: no result")
+        continue
+    rate = get["gib_per_s"]
+    against = f"{rate / dd:.2f}x dd iflag=direct ({dd:.2f} GiB/s)" if state == "dropped" and dd > 0 else ""
+    print(f"first GET after a restart, object {state}: {rate:.2f} GiB/s, {rate / ceiling:.2f}x pinned H2D {against}")
+RESTART
+  fi
   # SLUICE_PROBE_STORE=1: the registration probe on the store's largest object file, as the
   # benchmark's PUT left it (the probe writes its own files otherwise).
   if [[ -n ${SLUICE_PROBE_STORE:-} ]]; then

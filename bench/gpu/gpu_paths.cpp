@@ -15,6 +15,9 @@
 //                 cache as the copy goes), then repeated GETs (registered); PUT from device memory
 //                 the same way is not built yet. --aggregate N adds N client processes × 16
 //                 concurrent 64 MiB GETs each, summed. --server-pid adds the server's CPU.
+//                 --only restart: the ceilings and one GET of the "object" an earlier run left in
+//                 the store (run.sh restarts the server between, with the object's file in the
+//                 page cache and then dropped from it).
 //
 // Each case runs --repeat times (default 3); the median wall time is reported, with the client
 // CPU seconds per GiB (getrusage of this process) of that run and the pinned bytes the path
@@ -371,12 +374,13 @@ result aggregate_case(const options& opt, const std::string& group, unsigned pro
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
-               "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
-               "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n"
-               "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]] [--only grant]\n"
-               "                        [--grant-part MiB (1024)] [--grant-in-flight 4]\n");
+  std::fprintf(
+      stderr,
+      "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
+      "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
+      "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n"
+      "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]] [--only grant|restart]\n"
+      "                        [--grant-part MiB (1024)] [--grant-in-flight 4]\n");
   return 2;
 }
 
@@ -413,7 +417,7 @@ int main(int argc, char** argv) {
       opt.child = value == "1";
     else if (flag == "--device")
       opt.device = std::stoi(value);
-    else if (flag == "--only" && value == "grant")
+    else if (flag == "--only" && (value == "grant" || value == "restart"))
       opt.only = value;
     else if (flag == "--grant-part")
       opt.grant_part = std::stoull(value) * mib;
@@ -502,7 +506,7 @@ int main(int argc, char** argv) {
   config.rdma = rdma;
   s3::client client(config);
   client.create_bucket("bench", ec);  // exists already: fine
-  {
+  if (opt.only != "restart") {
     s3::put_options put;
     const auto start = std::chrono::steady_clock::now();
     client.put_object("bench", "object", host_region(std::as_const(source)), put, ec);
@@ -666,51 +670,61 @@ int main(int argc, char** argv) {
             },
             why);
       };
-      using std::chrono::milliseconds;
-      auto cold = first_get(*granted, milliseconds(0));
-      results.push_back({group, "first GET of the version (client default: one request)", cold, why});
-      // The same object range split by the caller: concurrent ranged GETs, each one request.
-      const std::string parts_name = std::to_string(opt.grant_in_flight) + " concurrent ranged GETs of " +
-                                     std::to_string(std::min(opt.size, opt.grant_part) >> 20) + " MiB";
-      in_parts = true;
-      auto split = first_get(*granted, milliseconds(0));
-      results.push_back({group, "first GET, " + parts_name, split, why});
-      in_parts = false;
-      auto later = first_get(*granted, milliseconds(1000));
-      results.push_back({group, "first GET, 1 s after its PUT (one request)", later, why});
-      in_parts = true;
-      auto later_split = first_get(*granted, milliseconds(1000));
-      results.push_back({group, "first GET, 1 s after its PUT, " + parts_name, later_split, why});
-      in_parts = false;
-      {
-        // "object" has not been read through a grant yet: one untimed GET, then a pause for
-        // the registering thread to register what the copy threads moved (in the background).
-        measured ignored;
-        (void)grant_get(*granted, "object", ignored);
-        std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (opt.only == "restart") {
+        // One GET of "object", which an earlier run of the same --size left in the store, from a
+        // server started since: its first GET, whatever the page cache holds of it.
+        std::string why;
+        auto once = median_of(
+            1, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
+        results.push_back({group, "first GET of \"object\" since the server started (one request)", once, why});
       }
-      auto warm = median_of(
-          opt.repeat, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
-      results.push_back({group, "GET, already registered", warm, why});
-      in_parts = true;
-      auto warm_split = median_of(
-          opt.repeat, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
-      results.push_back({group, "GET, already registered, " + parts_name, warm_split, why});
-      in_parts = false;
-      for (unsigned i = 0; i < cold_run; ++i) client.delete_object("bench", "cold-" + std::to_string(i), ec);
+      if (opt.only != "restart") {
+        using std::chrono::milliseconds;
+        auto cold = first_get(*granted, milliseconds(0));
+        results.push_back({group, "first GET of the version (client default: one request)", cold, why});
+        // The same object range split by the caller: concurrent ranged GETs, each one request.
+        const std::string parts_name = std::to_string(opt.grant_in_flight) + " concurrent ranged GETs of " +
+                                       std::to_string(std::min(opt.size, opt.grant_part) >> 20) + " MiB";
+        in_parts = true;
+        auto split = first_get(*granted, milliseconds(0));
+        results.push_back({group, "first GET, " + parts_name, split, why});
+        in_parts = false;
+        auto later = first_get(*granted, milliseconds(1000));
+        results.push_back({group, "first GET, 1 s after its PUT (one request)", later, why});
+        in_parts = true;
+        auto later_split = first_get(*granted, milliseconds(1000));
+        results.push_back({group, "first GET, 1 s after its PUT, " + parts_name, later_split, why});
+        in_parts = false;
+        {
+          // "object" has not been read through a grant yet: one untimed GET, then a pause for
+          // the registering thread to register what the copy threads moved (in the background).
+          measured ignored;
+          (void)grant_get(*granted, "object", ignored);
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+        auto warm = median_of(
+            opt.repeat, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
+        results.push_back({group, "GET, already registered", warm, why});
+        in_parts = true;
+        auto warm_split = median_of(
+            opt.repeat, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
+        results.push_back({group, "GET, already registered, " + parts_name, warm_split, why});
+        in_parts = false;
+        for (unsigned i = 0; i < cold_run; ++i) client.delete_object("bench", "cold-" + std::to_string(i), ec);
 
-      // N processes × 16 concurrent 64 MiB GETs each, on device 0; with several GPUs, the same
-      // processes one per device as well (a client on device k gets its bytes on device k).
-      if (opt.aggregate > 0) {
-        results.push_back(aggregate_case(opt, group, opt.aggregate, 1));
-        const int devices = cuda::device_count(ec);
-        if (devices >= 2) {
-          const auto k = static_cast<unsigned>(devices);
-          results.push_back(aggregate_case(opt, group, k, 1));
-          results.push_back(aggregate_case(opt, group, k, k));
-        } else {
-          results.push_back({group, "processes on several GPUs", std::nullopt,
-                             "one GPU on this host: not measured (the grant test runs two clients on one device)"});
+        // N processes × 16 concurrent 64 MiB GETs each, on device 0; with several GPUs, the same
+        // processes one per device as well (a client on device k gets its bytes on device k).
+        if (opt.aggregate > 0) {
+          results.push_back(aggregate_case(opt, group, opt.aggregate, 1));
+          const int devices = cuda::device_count(ec);
+          if (devices >= 2) {
+            const auto k = static_cast<unsigned>(devices);
+            results.push_back(aggregate_case(opt, group, k, 1));
+            results.push_back(aggregate_case(opt, group, k, k));
+          } else {
+            results.push_back({group, "processes on several GPUs", std::nullopt,
+                               "one GPU on this host: not measured (the grant test runs two clients on one device)"});
+          }
         }
       }
     }

@@ -9,6 +9,11 @@
 #include <sluice/file/residency.hpp>
 #include <sluice/file/uring_reader.hpp>
 
+#ifdef SLUICE_CUDA_GRANTS
+#include <sluice/cuda/grant.hpp>
+#include <sluice/s3/rdma.hpp>
+#endif
+
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
@@ -19,6 +24,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -99,6 +105,9 @@ std::uint64_t read_staged(const std::filesystem::path& path, std::uint64_t file_
   report.direct_io = reader.direct();  // a file system may have refused O_DIRECT on the first read
   return ec ? 0 : destination.size;
 }
+
+#ifndef SLUICE_CUDA_GRANTS
+// Without the S3 tier there is no grant opener: mapped registers the range per call.
 
 /// One chunk of the mapped method: a read-only shared mapping of part of the file, registered
 /// with CUDA while its copy runs.
@@ -224,6 +233,85 @@ std::uint64_t read_mapped(int fd, std::uint64_t file_offset, const region& desti
   chunks.release(ec);
   return ec ? 0 : destination.size;
 }
+#endif
+
+#ifdef SLUICE_CUDA_GRANTS
+/// The identity of a file version for the opener's cache: a hash of the device, inode, size,
+/// mtime and ctime (a file rewritten in place is a new version), with the top bit set so that it
+/// never equals the {device + 1, inode} that a store's object versions use in a shared opener.
+s3::object_version_id file_version(const struct stat& st) noexcept {
+  const auto mix = [](std::uint64_t h, std::uint64_t v) noexcept {  // splitmix64 of h ^ v
+    std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  std::uint64_t high = mix(mix(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)),
+                           static_cast<std::uint64_t>(st.st_size));
+  std::uint64_t low = mix(mix(high, static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ULL +
+                                        static_cast<std::uint64_t>(st.st_mtim.tv_nsec)),
+                          static_cast<std::uint64_t>(st.st_ctim.tv_sec) * 1'000'000'000ULL +
+                              static_cast<std::uint64_t>(st.st_ctim.tv_nsec));
+  high |= std::uint64_t{1} << 63;
+  return {high, low};
+}
+
+/// A whole file mapped read-only, with its own descriptor: the owner of an rdma_source, kept by
+/// the opener's cache as long as the registrations it holds.
+struct file_mapping {
+  void* base = MAP_FAILED;
+  std::size_t length = 0;
+  int fd = -1;
+  file_mapping() = default;
+  file_mapping(const file_mapping&) = delete;
+  file_mapping& operator=(const file_mapping&) = delete;
+  ~file_mapping() {
+    if (base != MAP_FAILED) static_cast<void>(::munmap(base, length));
+    if (fd >= 0) static_cast<void>(::close(fd));
+  }
+};
+
+/// DMA from the page cache through the opener's registration pipeline (cuda/grant.hpp): the
+/// whole file is mapped (the cache keys its registrations by file version, chunks counted from
+/// the file's start) and the range copied from there.
+std::uint64_t read_registered(s3::device_grant_opener& opener, int fd, std::uint64_t file_offset,
+                              const region& destination, error_code& ec) {
+  if (destination.size == 0) return 0;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ec = {errno, boost::system::generic_category()};
+    return 0;
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (file_offset > size || destination.size > size - file_offset) {
+    ec = errc::bad_range;  // the file shrank since the negotiator looked
+    return 0;
+  }
+  auto mapping = std::make_shared<file_mapping>();
+  mapping->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the cache may keep it after this call's file closes
+  if (mapping->fd < 0) {
+    ec = {errno, boost::system::generic_category()};
+    return 0;
+  }
+  mapping->length = static_cast<std::size_t>(size);
+  mapping->base = ::mmap(nullptr, mapping->length, PROT_READ, MAP_SHARED, mapping->fd, 0);
+  if (mapping->base == MAP_FAILED) {
+    ec = {errno, boost::system::generic_category()};
+    return 0;
+  }
+  s3::rdma_source source;
+  source.mapping =
+      const_region{static_cast<const std::byte*>(mapping->base), mapping->length, memory_kind::host_pageable};
+  source.offset = file_offset;
+  source.length = destination.size;
+  source.version = file_version(st);
+  source.file = mapping->fd;
+  source.file_offset = 0;
+  source.owner = mapping;
+  ec = copy_to_device(opener, destination.device, static_cast<std::byte*>(destination.data), source);
+  return ec ? 0 : destination.size;
+}
+#endif
 
 std::uint64_t read_cufile(const std::filesystem::path& path, std::uint64_t file_offset, const region& destination,
                           const file_to_device_options& options, file_to_device_report& report, error_code& ec) {
@@ -318,12 +406,41 @@ std::size_t file_transport::read(const region& local, const file::file_remote& r
   chosen.method = out.method;
   const std::filesystem::path& path = remote.file->path();
   switch (chosen.method) {
-    case file_method::mapped: read_mapped(remote.file->fd(), span.remote_offset, destination, chosen, out, ec); break;
+    case file_method::mapped: {
+#ifdef SLUICE_CUDA_GRANTS
+      std::shared_ptr<s3::device_grant_opener> opener =
+          chosen.registrations != nullptr ? chosen.registrations : file_registrations(ec);
+      if (opener != nullptr) read_registered(*opener, remote.file->fd(), span.remote_offset, destination, ec);
+#else
+      read_mapped(remote.file->fd(), span.remote_offset, destination, chosen, out, ec);
+#endif
+      break;
+    }
     case file_method::cufile: read_cufile(path, span.remote_offset, destination, chosen, out, ec); break;
     default: read_staged(path, span.remote_offset, destination, chosen, out, ec); break;
   }
   out.bytes = ec ? 0 : destination.size;
   return static_cast<std::size_t>(out.bytes);
+}
+
+std::shared_ptr<s3::device_grant_opener> file_registrations(error_code& ec) {
+#ifdef SLUICE_CUDA_GRANTS
+  // Made once and never destroyed: the opener's pools and registrations would otherwise be torn
+  // down after the CUDA runtime's own exit handlers ran.
+  static std::mutex making;
+  static auto* made = new std::shared_ptr<s3::device_grant_opener>;
+  const std::lock_guard lock(making);
+  if (*made == nullptr) {
+    grant_opener_config config;
+    config.pinned = std::make_shared<pinned_budget>(pinned_budget::default_limit());
+    *made = make_grant_opener(config, ec);
+  }
+  if (*made != nullptr) ec = {};
+  return *made;
+#else
+  ec = errc::unavailable;
+  return nullptr;
+#endif
 }
 
 std::uint64_t read_file_to_device(const std::filesystem::path& path, std::uint64_t file_offset,

@@ -8,6 +8,8 @@
 
 #include <sluice/s3/error.hpp>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
 
@@ -590,5 +592,22 @@ grant_opener_stats stats_of(const s3::device_grant_opener& opener) {
 }
 
 std::shared_ptr<s3::device_grant_exporter> make_grant_exporter() { return std::make_shared<ipc_exporter>(); }
+
+error_code copy_to_device(s3::device_grant_opener& opener, int device, std::byte* to, const s3::rdma_source& source) {
+  auto* ours = dynamic_cast<ipc_opener*>(&opener);
+  if (ours == nullptr) return errc::invalid_argument;
+  // The transfer's executor is this thread: it runs the CUDA calls until `done` lets it go.
+  boost::asio::io_context here;
+  auto work = boost::asio::make_work_guard(here);
+  error_code outcome;
+  ours->async_write(device, to, source, here.get_executor(), [&](error_code ec) {
+    boost::asio::post(here, [&, ec] {
+      outcome = ec;
+      work.reset();
+    });
+  });
+  here.run();
+  return outcome;
+}
 
 }  // namespace sluice::cuda

@@ -9,16 +9,21 @@
 //   hot in the cache, or file systems without O_DIRECT.
 // - cufile: NVIDIA cuFile (GPUDirect Storage) reads straight into device memory where the host
 //   has a direct path (nvidia-fs or P2PDMA), else cuFile's own compatibility mode.
-// - mapped: for a file in the page cache, DMA from the page cache itself: the range mapped and
-//   registered with cudaHostRegister (read-only) chunk by chunk, each chunk's copy overlapping
-//   the next registrations, everything unregistered and unmapped when the last copy is done (so
-//   the range's page cache is pinned until the call returns). No pinned ring and no CPU copy.
+// - mapped: for a file in the page cache, DMA from the page cache itself, through the same
+//   pipeline as a same-host grant's GET (cuda/grant.hpp): the file's mapping is registered
+//   with cudaHostRegister (read-only) chunk by chunk in a CUDA context of its own while the
+//   chunks already registered are copied, copy threads move the chunks registration would reach
+//   late through pinned slots, and the registrations are kept per file version (device, inode,
+//   size, mtime, ctime) within the opener's budgets: a second read of the same version is one
+//   DMA at the pinned ceiling. Builds without the S3 tier (no grant opener) register the range
+//   per call instead, unregistered when the call returns.
 // - automatic: mapped when the range is resident in the page cache (cachestat, or mincore where
 //   the kernel has no cachestat: file::page_cache_residency) at resident_threshold or more, else
 //   uring (O_DIRECT reads of a cold range fault nothing into the cache). cuFile in compatibility
 //   mode always reads from the disk, resident or not: automatic never picks it.
 // Pinned staging memory is bounded by the stager (default 64 MiB) whatever the file size; mapped
-// pins no staging memory but the range's own page cache, for the length of the call.
+// pins no staging memory of its own but the file's page cache, within the opener's registration
+// and pinned budgets (its copy threads' slots aside).
 //
 // As a path:
 //   cuda::file_path   file::negotiator × device_registrar × cuda::file_transport
@@ -41,9 +46,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
+
+namespace sluice::s3 {
+class device_grant_opener;  // cuda/grant.hpp: cuda::make_grant_opener
+}  // namespace sluice::s3
 
 namespace sluice::cuda {
 
@@ -53,10 +63,10 @@ enum class file_method : std::uint8_t {
   uring,      ///< O_DIRECT io_uring reads into pinned slots, then to the device (buffered where O_DIRECT is refused)
   buffered,   ///< the same with buffered reads
   cufile,     ///< cuFile straight into device memory (errc::unavailable without libcufile)
-  /// DMA from the page cache itself: the file's mapping registered with cudaHostRegister
-  /// (read-only) in chunks of mapped_chunk_bytes, each chunk's copy overlapping the next
-  /// registrations; no pinned ring, no CPU copy. For files already in the page cache
-  /// (registering a cold chunk reads it in one page fault at a time: use uring).
+  /// DMA from the page cache itself, through a grant opener's registration cache and copy
+  /// threads (file_to_device_options::registrations): a version read before is one DMA. For
+  /// files already in the page cache (registering a cold chunk reads it in one page fault at a
+  /// time: use uring).
   mapped,
 };
 
@@ -79,7 +89,13 @@ struct file_to_device_options {
   file::cufile_config cufile;
   /// automatic: the share of the range's pages that must be in the page cache for mapped to run.
   double resident_threshold = 0.9;
-  /// mapped: bytes registered and copied as one piece; a multiple of 4096 between 4 KiB and 1 GiB.
+  /// mapped: the grant opener whose registration cache, budgets and copy threads the read runs
+  /// through (cuda::make_grant_opener; give a server's to share its cache and pinned budget).
+  /// Null: file_registrations(), the process's own.
+  std::shared_ptr<s3::device_grant_opener> registrations;
+  /// mapped in a build without the S3 tier (no grant opener): bytes registered and copied as one
+  /// piece, per call; a multiple of 4096 between 4 KiB and 1 GiB. With the S3 tier the opener's
+  /// grant_opener_config::chunk_bytes is the unit.
   std::size_t mapped_chunk_bytes = 64 * mib;
 
   /// Valid when resident_threshold is in [0, 1], mapped_chunk_bytes is in its range and
@@ -129,6 +145,14 @@ class file_transport : public file::reading_transport<file_transport> {
   file_to_device_options options_;
   file_to_device_report* report_;
 };
+
+/// The grant opener the mapped method uses when the options name none: made at the first call
+/// (cuda::make_grant_opener with default settings and a pinned budget of a quarter of the host's
+/// memory: ~0.2-0.5 s and a second CUDA context on device 0), then kept for the life of the
+/// process (its registrations hold the files they cache open and their pages pinned, up to
+/// its budgets; give the options an opener of your own to bound or drop them). Errors:
+/// errc::no_device, errc::unavailable (built without the S3 tier).
+[[nodiscard]] std::shared_ptr<s3::device_grant_opener> file_registrations(error_code& ec);
 
 /// A file's bytes into device memory.
 using file_path = path<file::negotiator, device_registrar, file_transport>;

@@ -106,4 +106,13 @@ struct grant_opener_stats {
 /// A client's exporter (needs no GPU to be made; export_allocation reports what is missing).
 [[nodiscard]] std::shared_ptr<s3::device_grant_exporter> make_grant_exporter();
 
+/// Copies `source.bytes()` into device memory `to` of `device` as a grant's GET does: through the
+/// opener's registration cache (a version it holds registered is one DMA at the pinned ceiling),
+/// its registering thread and its copy threads (a cold version's chunks in pinned slots), and
+/// returns once the bytes are in device memory. The CUDA calls of the transfer run on the
+/// calling thread. cuda::read_file_to_device's mapped method runs files through it. Errors:
+/// errc::invalid_argument (an opener not made by make_grant_opener), a CUDA error.
+[[nodiscard]] error_code copy_to_device(s3::device_grant_opener& opener, int device, std::byte* to,
+                                        const s3::rdma_source& source);
+
 }  // namespace sluice::cuda
