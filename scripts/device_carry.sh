@@ -415,55 +415,6 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
     "${here}/vectors_from_s3" --endpoint "${endpoint}" --bucket vectors --access-key SLUICEBENCH \
       --secret-key sluice-bench-secret --fabric auto --grant-socket "${root}/grants.sock" --upload || status=1
   fi
-  if [[ ${what} == all || ${what} == bench ]]; then
-    # The first GET after a restart: the server stopped and started again on the same store
-    # with the benchmark's 4 GiB "object" in the page cache (× pinned H2D), then with the
-    # object's file dropped from it (fsync + POSIX_FADV_DONTNEED; × dd iflag=direct of the file,
-    # the disk's rate being the bound there).
-    kill "${server}" 2>/dev/null
-    wait "${server}" 2>/dev/null
-    object=$(find "${root}/store" -type f -size +1G -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
-    drop='import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-os.fsync(fd)
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)'
-    dd_rate=""
-    for state in resident dropped; do
-      if [[ ${state} == dropped ]]; then
-        python3 -c "${drop}" "${object}"
-        echo "== dd iflag=direct of the object's file"
-        dd_line=$(dd if="${object}" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1)
-        echo "${dd_line}"
-        dd_rate=$(awk '{for (i = 1; i <= NF; ++i) if ($i == "s," || $i ~ /^s,$/) print $1 / $(i - 1) / 1073741824}' <<<"${dd_line}")
-        python3 -c "${drop}" "${object}"
-      fi
-      port=$(start_serve "${root}/store" --fabric off --grant-socket "${root}/grants.sock" \
-        --access-key SLUICEBENCH --secret-key sluice-bench-secret) || {
-        status=1
-        break
-      }
-      server=$(cat "${root}/store.pid")
-      echo "== GPU benchmark, first GET after a restart, object ${state}"
-      "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${port}" --json "${OUT:-/tmp}/gpu_restart_${state}.json" \
-        --grant-socket "${root}/grants.sock" --server-pid "${server}" "$@" --only restart || status=1
-      kill "${server}" 2>/dev/null
-      while kill -0 "${server}" 2>/dev/null; do sleep 0.05; done # not this shell's child: no wait
-    done
-    python3 - "${OUT:-/tmp}" "${dd_rate:-0}" <<'RESTART' || status=1
-import json, sys
-out, dd = sys.argv[1], float(sys.argv[2])
-for state in ("resident", "dropped"):
-    rows = json.load(open(f"{out}/gpu_restart_{state}.json"))
-    ceiling = next(r["gib_per_s"] for r in rows if r["group"] == "ceiling" and r["path"].startswith("pinned"))
-    get = next((r for r in rows if "since the server started" in r["path"]), None)
-    if get is None or not get.get("gib_per_s"):
-        print(f"first GET after a restart, object {state}: no result")
-        continue
-    rate = get["gib_per_s"]
-    against = f"{rate / dd:.2f}x dd iflag=direct ({dd:.2f} GiB/s)" if state == "dropped" and dd > 0 else ""
-    print(f"first GET after a restart, object {state}: {rate:.2f} GiB/s, {rate / ceiling:.2f}x pinned H2D {against}")
-RESTART
-  fi
   # SLUICE_PROBE_STORE=1: the registration probe on the store's largest object file, as the
   # benchmark's PUT left it (the probe writes its own files otherwise).
   if [[ -n ${SLUICE_PROBE_STORE:-} ]]; then
@@ -475,6 +426,69 @@ RESTART
   wait "${server}" 2>/dev/null
   echo "== the server's first grant copies"
   grep '^sluice grant:' "${root}/serve.log" | head -40 | sed 's/^/server: /'
+  rm -rf "${root}"
+fi
+if [[ ${what} == all || ${what} == bench || ${what} == restart ]]; then
+  # The first GET after a restart, 3 rounds: a 4 GiB "object" PUT once, then each round the
+  # server started again on the same store with the object's file in the page cache (× pinned
+  # H2D), and again with it dropped from the cache (fsync + POSIX_FADV_DONTNEED; × dd
+  # iflag=direct of the file in that round, the disk being the bound there).
+  root=$(mktemp -d /tmp/sluice-restart.XXXXXX)
+  serve_args=(--fabric off --grant-socket "${root}/grants.sock" --access-key SLUICEBENCH
+    --secret-key sluice-bench-secret)
+  bench_args=(--grant-socket "${root}/grants.sock" --access-key SLUICEBENCH --secret-key sluice-bench-secret)
+  stop_serve() { # not this shell's child (started in a command substitution): no wait
+    kill "$1" 2>/dev/null
+    while kill -0 "$1" 2>/dev/null; do sleep 0.05; done
+  }
+  drop='import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.fsync(fd)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)'
+  port=$(start_serve "${root}/store" "${serve_args[@]}") &&
+    "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${port}" "${bench_args[@]}" "$@" --only upload ||
+    status=1
+  stop_serve "$(cat "${root}/store.pid")"
+  object=$(find "${root}/store" -type f -size +1G -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+  : >"${OUT:-/tmp}/gpu_restart_dd.txt"
+  for round in 1 2 3; do
+    for state in resident dropped; do
+      if [[ ${state} == dropped ]]; then
+        python3 -c "${drop}" "${object}"
+        dd if="${object}" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1 | tee -a "${OUT:-/tmp}/gpu_restart_dd.txt"
+        python3 -c "${drop}" "${object}"
+      fi
+      port=$(start_serve "${root}/store" "${serve_args[@]}") || {
+        status=1
+        break
+      }
+      echo "== GPU benchmark, first GET after a restart, object ${state}, round ${round}"
+      "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${port}" "${bench_args[@]}" \
+        --json "${OUT:-/tmp}/gpu_restart_${state}_r${round}.json" --server-pid "$(cat "${root}/store.pid")" \
+        "$@" --only restart | grep -E "since the server|pinned H2D" || status=1
+      stop_serve "$(cat "${root}/store.pid")"
+    done
+  done
+  python3 - "${OUT:-/tmp}" <<'RESTART' || status=1
+import json, re, statistics, sys
+out = sys.argv[1]
+dd = [float(m.group(1)) / float(m.group(2)) / 2**30
+      for m in (re.match(r"(\d+) bytes .* copied, ([\d.]+) s", l) for l in open(f"{out}/gpu_restart_dd.txt")) if m]
+for state in ("resident", "dropped"):
+    rates, ratios = [], []
+    for r in (1, 2, 3):
+        rows = json.load(open(f"{out}/gpu_restart_{state}_r{r}.json"))
+        ceiling = next(x["gib_per_s"] for x in rows if x["group"] == "ceiling" and x["path"].startswith("pinned"))
+        get = next((x for x in rows if "since the server started" in x["path"] and x.get("gib_per_s")), None)
+        if get is None:
+            continue
+        rates.append(get["gib_per_s"])
+        ratios.append(get["gib_per_s"] / (dd[r - 1] if state == "dropped" else ceiling))
+    against = "dd iflag=direct of the object's file" if state == "dropped" else "pinned H2D"
+    print(f"first GET after a restart, object {state}: median {statistics.median(rates):.2f} GiB/s, "
+          f"{statistics.median(ratios):.2f}x {against} (rounds: {' '.join(f'{x:.2f}' for x in ratios)}"
+          + (f"; dd {' '.join(f'{x:.2f}' for x in dd)} GiB/s)" if state == "dropped" else ")"))
+RESTART
   rm -rf "${root}"
 fi
 exit "${status}"

@@ -15,9 +15,9 @@
 //                 cache as the copy goes), then repeated GETs (registered); PUT from device memory
 //                 the same way is not built yet. --aggregate N adds N client processes × 16
 //                 concurrent 64 MiB GETs each, summed. --server-pid adds the server's CPU.
-//                 --only restart: the ceilings and one GET of the "object" an earlier run left in
-//                 the store (run.sh restarts the server between, with the object's file in the
-//                 page cache and then dropped from it).
+//                 --only upload: only the PUT of "object"; --only restart: the ceilings and one
+//                 GET of the "object" an earlier run left in the store (run.sh restarts the
+//                 server between, with the object's file in the page cache and then dropped).
 //
 // Each case runs --repeat times (default 3); the median wall time is reported, with the client
 // CPU seconds per GiB (getrusage of this process) of that run and the pinned bytes the path
@@ -379,7 +379,7 @@ int usage() {
       "usage: sluice_gpu_bench --endpoint http://HOST:PORT [--access-key AK --secret-key SK]\n"
       "                        [--size 4GiB] [--fabric auto|shm|tcp] [--file PATH] [--repeat 3]\n"
       "                        [--endpoints 4] [--parts-in-flight 4] [--json FILE]\n"
-      "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]] [--only grant|restart]\n"
+      "                        [--grant-socket PATH [--aggregate 4] [--server-pid PID]] [--only grant|restart|upload]\n"
       "                        [--grant-part MiB (1024)] [--grant-in-flight 4]\n");
   return 2;
 }
@@ -417,7 +417,7 @@ int main(int argc, char** argv) {
       opt.child = value == "1";
     else if (flag == "--device")
       opt.device = std::stoi(value);
-    else if (flag == "--only" && (value == "grant" || value == "restart"))
+    else if (flag == "--only" && (value == "grant" || value == "restart" || value == "upload"))
       opt.only = value;
     else if (flag == "--grant-part")
       opt.grant_part = std::stoull(value) * mib;
@@ -516,6 +516,7 @@ int main(int argc, char** argv) {
     }
     std::printf("uploaded %.2f GiB in %.1f s\n", static_cast<double>(opt.size) / gib,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (opt.only == "upload") return 0;
   }
   bool all_ok = true;
   // The same staged RDMA path through a plane of one endpoint: what spreading parts buys.
@@ -676,7 +677,7 @@ int main(int argc, char** argv) {
         std::string why;
         auto once = median_of(
             1, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
-        results.push_back({group, "first GET of \"object\" since the server started (one request)", once, why});
+        results.push_back({group, "first GET of the object since the server started (one request)", once, why});
       }
       if (opt.only != "restart") {
         using std::chrono::milliseconds;
