@@ -159,7 +159,7 @@ using file_path = path<file::negotiator, device_registrar, file_transport>;
 
 /// Reads the file range [file_offset, file_offset + destination.size) of `path` into
 /// `destination` (device memory) and returns destination.size, or 0 on error; blocks until the
-/// bytes are in device memory (mapped: also unregistered and unmapped). Errors: errc::bad_range
+/// bytes are in device memory (mapped: the registrations stay with the opener). Errors: errc::bad_range
 /// (the range is not inside the file), errc::unsupported_memory (destination not device memory),
 /// errc::no_device, errc::invalid_config, errc::invalid_argument (a ring on another device),
 /// errc::unavailable (cufile without libcufile), the errno of open, a read, mmap or the residency
