@@ -674,10 +674,10 @@ int main(int argc, char** argv) {
       if (opt.only == "restart") {
         // One GET of "object", which an earlier run of the same --size left in the store, from a
         // server started since: its first GET, whatever the page cache holds of it.
-        std::string why;
+        std::string failed;
         auto once = median_of(
-            1, [&](measured& m) { return grant_get(*granted, "object", m); }, why);
-        results.push_back({group, "first GET of the object since the server started (one request)", once, why});
+            1, [&](measured& m) { return grant_get(*granted, "object", m); }, failed);
+        results.push_back({group, "first GET of the object since the server started (one request)", once, failed});
       }
       if (opt.only != "restart") {
         using std::chrono::milliseconds;
