@@ -134,7 +134,7 @@ class file_transport : public file::reading_transport<file_transport> {
 
   explicit file_transport(file_to_device_options options = {}, file_to_device_report* report = nullptr,
                           boost::asio::any_io_executor reads = {})
-      : reading_transport(std::move(reads)), options_(options), report_(report) {}
+      : reading_transport(std::move(reads)), options_(std::move(options)), report_(report) {}
 
   /// Reads `span.length` bytes of the file at `span.remote_offset` into device memory `local` at
   /// `span.local_offset`, blocking until the bytes are in device memory; what async_read runs
