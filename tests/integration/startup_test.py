@@ -4,7 +4,8 @@
 a real `sluice serve` on loopback and an HTTP `get` of a 4 KiB object load neither libfabric (nor the
 PSM libraries it pulls in) nor a CUDA library, as the dynamic linker's own trace (LD_DEBUG=libs) of
 each command says; a `get --via rdma --fabric tcp` then loads libfabric when it opens its plane
-(dlopen) and moves the same bytes.  startup_test.py SLUICE_BINARY
+(dlopen) and moves the same bytes; with libfabric hidden, `--via rdma` names it and `--via auto`
+goes by HTTP.  startup_test.py SLUICE_BINARY
 Exit 0: passed; anything else: failed."""
 import os
 import re
@@ -43,6 +44,30 @@ def light(binary, what, *args):
     return r
 
 
+def without_libfabric(binary, src, tmp, endpoint):
+    """A host without libfabric (an empty file bound over it in a mount namespace of this test's
+    own; skipped without the privilege): --via rdma says what is missing, --via auto goes by HTTP."""
+    found = subprocess.run(["sh", "-c", "ldconfig -p | grep -o '/.*libfabric\\.so\\.1$' | head -1"],
+                           capture_output=True, text=True).stdout.strip()
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True) if found else None
+    if not found or probe.returncode != 0:
+        print("  note: not checked without libfabric (%s)" % ("no libfabric.so.1 in ldconfig's cache" if not found
+                                                               else "unshare -m: " + probe.stderr.strip()))
+        return
+    out = os.path.join(tmp, "out-none")
+    hide = "mount --bind /dev/null %s && exec \"$@\"" % found
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK)
+    r = subprocess.run(["unshare", "-m", "sh", "-c", hide, "sh", binary, "get", "s3://startup/four-kib", out,
+                        "--via", "rdma", "--fabric", "tcp"] + endpoint, capture_output=True, text=True, env=env,
+                       timeout=60)
+    expect(r.returncode == 1 and "--via rdma needs libfabric.so.1: " in r.stderr,
+           "without libfabric, get --via rdma says so (%s)" % r.stderr.strip()[-200:])
+    r = subprocess.run(["unshare", "-m", "sh", "-c", hide, "sh", binary, "get", "s3://startup/four-kib", out,
+                        "--fabric", "tcp", "--json"] + endpoint, capture_output=True, text=True, env=env, timeout=60)
+    expect(r.returncode == 0 and '"http_bytes":4096' in r.stdout and open(out, "rb").read() == open(src, "rb").read(),
+           "without libfabric, get --via auto --fabric tcp goes by HTTP (%s)" % (r.stdout + r.stderr).strip()[-200:])
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory(prefix="sluice-startup-") as tmp:
@@ -76,6 +101,7 @@ def main():
             expect('"rdma_bytes":4096' in r.stdout, "get --via rdma: the 4 KiB came by RDMA")
             expect("libfabric.so.1" in loaded, "get --via rdma loads libfabric.so.1 (%s)" % ", ".join(loaded))
             expect(open(out, "rb").read() == open(src, "rb").read(), "get --via rdma: the same 4 KiB")
+            without_libfabric(binary, src, tmp, endpoint)
         finally:
             server.stop()
     print("passed")
