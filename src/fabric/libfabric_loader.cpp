@@ -48,7 +48,7 @@ libfabric_library load_libfabric() {
   // Never closed: providers and progress threads may outlive any one endpoint.
   void* handle = ::dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* why = ::dlerror();  // NOLINT(concurrency-mt-unsafe): only this once-only loader calls dlopen here
+    const char* why = ::dlerror();  // NOLINT(concurrency-mt-unsafe): glibc keeps it per thread
     lib.error = why != nullptr ? why : "libfabric.so.1: cannot be loaded";
     return lib;
   }
