@@ -4,9 +4,12 @@
 and writes results.json, table.md (printed at the end) and PNG plots.
 
   bench/run.py [--set cpu|gpu|all] [--quick] [--only GROUP,...] [--gpu-json FILE] [--build DIR] [--out DIR]
+               [--baseline-cli SLUICE]
 
 cpu: starts `sluice serve --fabric shm,tcp --grant-socket …` (store on tmpfs) and nginx (sendfile)
   on loopback, then
+  startup           `sluice --help` and `sluice ls` wall time (hyperfine mean) against `true`, `aws s3 ls`
+                    and, with --baseline-cli SLUICE, another build's binary; targets 20 and 30 ms
   large GET 1 GiB   sluice rdma (shm), rdma (tcp;ofi_rxm), same-host grant (memfd), http; nginx
                     with the same client; curl over HTTP and HTTPS (TLS 1.3, self-signed)
                     and the AWS CLI against sluice serve; curl against nginx; ceilings (memcpy,
@@ -423,6 +426,9 @@ class Results:
                     parts.append("p50 %.3f ms, p99 %.3f ms" % (entry["p50_ms"], entry["p99_ms"]))
             if entry.get("cpu_s_per_gib") is not None:
                 parts.append("%.3f CPU-s/GiB" % entry["cpu_s_per_gib"])
+            if entry.get("mean_ms") is not None:
+                parts.append("mean %.1f ms ± %.1f (min %.1f, %d runs)" % (entry["mean_ms"], entry["stddev_ms"],
+                                                                         entry["min_ms"], entry["runs"]))
             log("  %-42s %s" % (entry["label"], ", ".join(parts)))
         else:
             log("  %-42s %s: %s" % (entry["label"], entry["status"], entry.get("error", "")))
@@ -830,6 +836,58 @@ class Harness:
                                note="%s; bytes checked by one untimed download to a file; process wall incl. Python start (`aws --version`: %.2f s, %.2f CPU-s)" % (
                                    self.meta["aws_cli"].split()[0], start_up.wall, start_up.cpu))
         return result
+
+    # -- startup: how long a short command of the CLI takes, start to exit (issue 40) ----------------
+    def startup(self):
+        """`sluice --help` and `sluice ls` against the running sluice serve, timed by hyperfine (no
+        shell, warm-up runs first; the mean of its runs), beside a bare process start (`true`), the
+        AWS CLI's `aws s3 ls` against the same server, and the same commands of another build when
+        --baseline-cli gives one (e.g. the previous release, which loads libfabric at start)."""
+        group = "Startup: process wall time (hyperfine, mean)"
+        runs = 10 if self.quick else 40
+        log("== %s (%d runs each)" % (group, runs))
+        R = self.results
+        connection = ["--endpoint", self.server.url, "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]
+        aws_cfg = os.path.join(self.work, "aws-startup-config")
+        with open(aws_cfg, "w") as f:
+            f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
+        aws_env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+                       AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=aws_cfg,
+                       AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
+                       AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+
+        def timed(cmd, env=None):
+            hyperfine = self.tool("hyperfine")
+            if os.sep in cmd[0]:
+                self.need(cmd[0])
+            check = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+            if check.returncode != 0:
+                raise RuntimeError("exit %d: %s" % (check.returncode, tail(check.stderr or check.stdout)))
+            export = os.path.join(self.work, "hyperfine.json")
+            r = subprocess.run([hyperfine, "-N", "--style", "none", "--warmup", "3", "--runs", str(runs),
+                                "--export-json", export, subprocess.list2cmdline(cmd)],
+                               capture_output=True, text=True, timeout=600, env=env)
+            if r.returncode != 0:
+                raise RuntimeError("hyperfine: exit %d: %s" % (r.returncode, tail(r.stderr or r.stdout)))
+            with open(export) as fh:
+                m = json.load(fh)["results"][0]
+            return {"mean_ms": m["mean"] * 1e3, "stddev_ms": m["stddev"] * 1e3, "min_ms": m["min"] * 1e3,
+                    "median_ms": m["median"] * 1e3, "runs": len(m["times"]),
+                    "cmd": " ".join(cmd).replace(SECRET_KEY, "***")}
+
+        scenario(R, "startup.true", group, "`true` (a process start)", "baseline", lambda: timed([self.tool("true")]))
+        scenario(R, "startup.help", group, "`sluice --help`", "sluice", lambda: timed([self.cli, "--help"]))
+        scenario(R, "startup.ls", group, "`sluice ls` (local sluice serve)", "sluice",
+                 lambda: timed([self.cli, "ls", "s3://" + BUCKET] + connection))
+        old = self.args.baseline_cli
+        if old:
+            scenario(R, "startup.help.baseline_cli", group, "`sluice --help`, %s" % old, "baseline",
+                     lambda: timed([old, "--help"]))
+            scenario(R, "startup.ls.baseline_cli", group, "`sluice ls`, %s" % old, "baseline",
+                     lambda: timed([old, "ls", "s3://" + BUCKET] + connection))
+        scenario(R, "startup.aws_ls", group, "`aws s3 ls` (same server)", "baseline",
+                 lambda: timed([self.tool("aws"), "s3", "ls", "s3://" + BUCKET, "--endpoint-url",
+                                self.server.url], env=aws_env))
 
     # -- bulk: many files per command, the CLI against the AWS CLI, s3cmd and rclone (issue 40) ----
     def bulk(self):
@@ -1761,6 +1819,8 @@ class Harness:
             return {"target": name, "ratio": a / b, "required": "≤ 2.00×",
                     "measured": "%s (%.3g vs %.3g ms)" % (ratio(a / b), a, b), "status": "pass" if a <= 2 * b else "miss"}
         return [
+            at_most("CLI: `sluice --help` ≤ 20 ms (hyperfine mean)", "startup.help", "mean_ms", 20, "ms"),
+            at_most("CLI: `sluice ls`, local server ≤ 30 ms (hyperfine mean)", "startup.ls", "mean_ms", 30, "ms"),
             target("CPU: GET 1 GiB rdma/shm ≥ 2 × sluice http", "get.rdma_shm", "get.http", "gib_per_s", 2.0),
             target("CPU: GET 1 GiB memfd grant ≥ 3 × sluice http", "get.grant_memfd", "get.http", "gib_per_s", 3.0),
             target("CPU: sluice http ≥ 1.0 × nginx (same client)", "get.http", "get.nginx", "gib_per_s", 1.0),
@@ -1997,6 +2057,16 @@ def write_table(path, meta, results, ratios, targets, gpu_rows, gpu_errors):
                     "%s %s" % (ratio(vs["value"]), vs["label"].split(" ÷ ")[1]) if vs else "baseline",
                     f(s["p50_ms"], 3), f(s["p99_ms"], 3), f(s.get("cpu_s_per_gib")), f(s.get("server_cpu_us_per_op"), 1),
                     mib(s.get("peak_rss_bytes")), s.get("note", "")))
+        elif group.startswith("Startup"):
+            L.append("| case | mean ms | ± σ ms | min ms | median ms | runs | command |")
+            L.append("|---|---:|---:|---:|---:|---:|---|")
+            for s in rows:
+                if s["status"] != "ok":
+                    L.append("| %s | %s | | | | | %s |" % (s["label"], s["status"], s.get("error", "")))
+                    continue
+                L.append("| %s | %s | %s | %s | %s | %d | `%s` |" % (
+                    s["label"], f(s["mean_ms"], 1), f(s["stddev_ms"], 1), f(s["min_ms"], 1), f(s["median_ms"], 1),
+                    s["runs"], s["cmd"]))
         elif group.startswith("Part size"):
             ok = [s for s in rows if s["status"] == "ok" and "sweep_part" in s]
             flights = sorted({s["sweep_flight"] for s in ok})
@@ -2228,7 +2298,7 @@ def machine_meta(args):
 
 
 # The cpu set's groups, in the order they run (--only picks some).
-GROUPS = ("large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep",
+GROUPS = ("startup", "large_get", "part_sweep", "large_put", "small_objects", "core_scaling", "listing", "size_sweep",
           "gateway", "gateway_rgw", "bulk")
 
 
@@ -2246,6 +2316,8 @@ def main():
     parser.add_argument("--out", help="output dir (default bench/results/<UTC timestamp>/)")
     parser.add_argument("--sweep-max", type=parse_size, default=GIB, metavar="SIZE",
                         help="largest object of the size sweep (default 1GiB; 4GiB needs ~10 GiB free memory)")
+    parser.add_argument("--baseline-cli", metavar="SLUICE",
+                        help="another build's sluice binary, timed beside this one by the startup group")
     parser.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for the main `sluice serve` (repeat it for each: "
                              "--serve-arg=--fabric-registration-cache --serve-arg=0)")

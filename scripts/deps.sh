@@ -19,7 +19,7 @@ packages=(
   clang-format clang-tidy                    # lint
   curl awscli python3-boto3 s3cmd rclone     # S3 interop tests (real clients)
   openssl util-linux                         # hardening tests: a test certificate (tls), unshare (full)
-  nginx wrk python3-matplotlib               # bench/run.py: the nginx baseline, small objects, plots
+  nginx wrk hyperfine python3-matplotlib     # bench/run.py: the nginx baseline, small objects, start times, plots
   nodejs npm                                 # JS SDK interop, s3rver (npm packages fetched by the tests)
   golang-go pybind11-dev python3-pybind11 python3-numpy  # embedding: Go (cgo) and Python bindings, their tests
   python3-venv python3-setuptools python3-pip  # install.python: pip install ./bindings/python into a venv

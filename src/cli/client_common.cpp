@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <stdexcept>
 
 #include <arpa/inet.h>
@@ -80,6 +81,12 @@ std::string local_address_towards(std::string host) {
   return out;
 }
 #endif
+
+// Whether the kernel knows an RDMA device (verbs and efa both list theirs here).
+bool has_rdma_device() {
+  std::error_code ec;
+  return !std::filesystem::is_empty("/sys/class/infiniband", ec) && !ec;
+}
 
 std::string env(const char* name) {
   // The CLI reads the environment once, before any thread starts (the library never does).
@@ -170,16 +177,24 @@ std::optional<made_client> make_client(const client_options& o, const char* name
   const bool tls = config.endpoint.starts_with("https://") || config.endpoint.starts_with("HTTPS://");
   const bool by_fabric =
       for_transfer && (via == s3::transfer_via::rdma || (via == s3::transfer_via::automatic && !tls));
-  if (by_fabric) {
+  // --via auto --fabric auto tries the hardware providers only, and those need an RDMA device:
+  // a host without one goes by HTTP without loading libfabric (which takes ~200 ms to load).
+  const bool hardware_only = via == s3::transfer_via::automatic && o.fabric == "auto";
+  if (by_fabric && (!hardware_only || has_rdma_device())) {
 #ifdef SLUICE_CLI_WITH_FABRIC
     sluice::fabric::client_plane_config plane;
-    plane.fabric.provider = via == s3::transfer_via::automatic && o.fabric == "auto" ? std::string(hardware_providers)
-                                                                                     : provider_name(o.fabric);
+    plane.fabric.provider = hardware_only ? std::string(hardware_providers) : provider_name(o.fabric);
     const std::string host = host_of(config.endpoint);
     const bool local = is_loopback_host(host);
     plane.fabric.node = local ? std::string("127.0.0.1") : local_address_towards(host);
     sluice::error_code plane_ec;
     config.rdma = sluice::fabric::client_plane::open(plane, local, plane_ec);
+    if (plane_ec == sluice::errc::unavailable && via == s3::transfer_via::rdma) {
+      std::fprintf(stderr, "sluice %s: --via rdma needs libfabric.so.1: %s\n", name,
+                   sluice::fabric::libfabric_unavailable_reason().c_str());
+      exit_code = 1;
+      return std::nullopt;
+    }
     if (plane_ec && via == s3::transfer_via::rdma) {
       std::fprintf(stderr, "sluice %s: --fabric %s: %s\n", name, o.fabric.c_str(), plane_ec.message().c_str());
       exit_code = 1;

@@ -445,12 +445,15 @@ int serve(const serve_options& o) {
     }
     if (config.listen_address != "0.0.0.0" && config.listen_address != "::") plane.fabric.node = config.listen_address;
     auto rdma = fabric::server_plane::open(plane, ec);
+    const std::string why = ec == sluice::errc::unavailable
+                                ? "RDMA needs libfabric.so.1: " + fabric::libfabric_unavailable_reason()
+                                : ec.message();
     if (ec && o.fabric != "auto") {
-      std::fprintf(stderr, "sluice serve: --fabric %s: %s\n", o.fabric.c_str(), ec.message().c_str());
+      std::fprintf(stderr, "sluice serve: --fabric %s: %s\n", o.fabric.c_str(), why.c_str());
       return 1;
     }
     if (ec) {
-      rdma_status = "off (no libfabric provider opened: " + ec.message() + ")";
+      rdma_status = "off (no libfabric provider opened: " + why + ")";
     } else {
       config.rdma = rdma;
       config.metrics_sources.push_back(fabric_plane_metrics(rdma));

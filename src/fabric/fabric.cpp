@@ -169,6 +169,7 @@ std::shared_ptr<endpoint> endpoint::open(std::string_view provider, const fabric
     ec = errc::invalid_config;
     return nullptr;
   }
+  if (!libfabric_available(ec)) return nullptr;  // loads libfabric.so.1 the first time (SLUICE_DLOPEN_FABRIC)
   std::shared_ptr<endpoint> ep(new endpoint());
   ep->config_ = config;
 

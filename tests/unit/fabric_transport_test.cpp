@@ -157,6 +157,16 @@ TEST_CASE("auto prefers hardware, then tcp, and never opens shm") {
   CHECK(fabric::candidate_providers("shm,tcp;ofi_rxm", true) == std::vector<std::string>{"shm", "tcp;ofi_rxm"});
 }
 
+TEST_CASE("libfabric is available here, loaded or linked, and its own functions answer through sluice's") {
+  error_code ec;
+  CHECK(fabric::libfabric_available(ec));
+  CHECK_FALSE(ec);
+  CHECK(fabric::libfabric_unavailable_reason().empty());
+  // fi_strerror is one of the entry points the loader forwards (SLUICE_DLOPEN_FABRIC).
+  CHECK(fabric::make_fabric_error(-FI_ENODATA).message() == fi_strerror(FI_ENODATA));
+  CHECK_FALSE(fabric::make_fabric_error(-FI_ENODATA).message().empty());
+}
+
 TEST_CASE("an unknown provider is an error, not a crash") {
   error_code ec;
   auto ep = fabric::endpoint::open("no_such_provider", {}, ec);

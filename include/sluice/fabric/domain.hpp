@@ -50,6 +50,16 @@ struct fabric_config {
 /// and a comma-separated list ("shm,tcp;ofi_rxm") as its names in order.
 [[nodiscard]] std::vector<std::string> candidate_providers(std::string_view choice, bool peer_local);
 
+/// True when libfabric can be used. Built with SLUICE_DLOPEN_FABRIC (the default), the first call
+/// (or the first endpoint::open) loads libfabric.so.1 with dlopen, once for the process; false
+/// when it is not installed or lacks an entry point sluice calls: errc::unavailable in `ec`, the
+/// loader's words in libfabric_unavailable_reason(), and every endpoint::open fails the same way.
+/// Built with SLUICE_DLOPEN_FABRIC=OFF, the program links libfabric and this is always true.
+[[nodiscard]] bool libfabric_available(error_code& ec) noexcept;
+
+/// Why libfabric_available is false (dlopen's or dlsym's message), "" when it is true.
+[[nodiscard]] std::string libfabric_unavailable_reason();
+
 /// fi_info owned (fi_freeinfo on destruction).
 struct info_deleter {
   void operator()(fi_info* info) const noexcept { fi_freeinfo(info); }

@@ -108,7 +108,8 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
  public:
   /// Opens an endpoint on `provider` (one name; "auto" is resolved by the caller with
   /// candidate_providers) and starts its progress thread. Errors: FI_ENODATA when the provider
-  /// is not available or cannot do RMA with the required attributes.
+  /// is not available or cannot do RMA with the required attributes; errc::unavailable when
+  /// libfabric itself cannot be loaded (libfabric_available).
   [[nodiscard]] static std::shared_ptr<endpoint> open(std::string_view provider, const fabric_config& config,
                                                       error_code& ec);
   endpoint(const endpoint&) = delete;
