@@ -213,6 +213,50 @@ asio::awaitable<std::size_t> read_direct(Stream& stream, beast::flat_buffer& buf
   co_return filled;
 }
 
+/// As read_direct, but hands the bytes to `sink` (offsets from the target's start) through a
+/// buffer of sink_slice bytes, small enough to stay in the core's cache between the socket's copy
+/// and the sink's, instead of writing them into the target. A sink's error fails the read (`fatal`).
+constexpr std::size_t sink_slice = 256 * kib;
+
+template <class Stream>
+asio::awaitable<std::size_t> read_to_sink(
+    Stream& stream, beast::flat_buffer& buffer, std::size_t size,
+    const std::function<error_code(std::uint64_t, std::span<const std::byte>)>& sink, transfer_progress* progress,
+    std::uint64_t& progressed, io_clock& clock, error_code& ec, bool& fatal) {
+  std::size_t filled = std::min(buffer.size(), size);
+  if (filled > 0) {
+    const auto held = buffer.data();
+    std::vector<std::byte> first(filled);
+    asio::buffer_copy(asio::buffer(first.data(), filled), held);
+    buffer.consume(filled);
+    ec = sink(0, first);
+    if (ec) {
+      fatal = true;
+      co_return 0;
+    }
+    count_progress(progress, progressed, filled);
+  }
+  const auto slice = std::make_unique_for_overwrite<std::byte[]>(sink_slice);
+  while (filled < size) {
+    clock.touch();
+    const std::size_t n = std::min(sink_slice, size - filled);
+    // Whole slices: the sink writes whole pages (a page that a write fills in part is zeroed first).
+    const std::size_t got =
+        co_await asio::async_read(stream, asio::buffer(slice.get(), n), asio::redirect_error(asio::use_awaitable, ec));
+    if (got > 0) {
+      if (const error_code refused = sink(filled, std::span<const std::byte>(slice.get(), got))) {
+        ec = refused;
+        fatal = true;
+        co_return filled;
+      }
+    }
+    filled += got;
+    count_progress(progress, progressed, got);
+    if (ec) break;
+  }
+  co_return filled;
+}
+
 /// Reads the body as text, up to `limit` bytes (the rest stays unread).
 template <class Stream>
 asio::awaitable<void> read_text(Stream& stream, beast::flat_buffer& buffer,
@@ -422,16 +466,32 @@ asio::awaitable<void> read_chosen_body(Stream& stream, beast::flat_buffer& buffe
       r.fatal = true;
       co_return;
     }
-    r.res.body_bytes = co_await read_direct(stream, buffer, into, spec.progress, r.progressed, r.clock, r.ec);
+    if (spec.sink != nullptr && !into.empty()) {
+      r.res.body_bytes = co_await read_to_sink(stream, buffer, into.size(), *spec.sink, spec.progress, r.progressed,
+                                               r.clock, r.ec, r.fatal);
+    } else {
+      r.res.body_bytes = co_await read_direct(stream, buffer, into, spec.progress, r.progressed, r.clock, r.ec);
+    }
     if (r.ec) co_return;
     complete = *announced == into.size();
     reusable = reusable && complete;
     co_return;
   }
+  // A body of unknown length (chunked) for a sink: read whole into memory of its own first (rare:
+  // an S3 GET says its length).
+  std::vector<std::byte> held(spec.sink != nullptr ? into.size() : 0);
+  if (spec.sink != nullptr) into = held;
   const std::size_t filled =
       co_await read_into(stream, buffer, parser, into, spec.progress, r.progressed, r.clock, r.ec);
   r.res.body_bytes = filled;
   if (r.ec) co_return;
+  if (spec.sink != nullptr && filled > 0) {
+    if (const error_code refused = (*spec.sink)(0, std::span<const std::byte>(held.data(), filled))) {
+      r.ec = refused;
+      r.fatal = true;
+      co_return;
+    }
+  }
   if (!parser.is_done()) {
     if (!longer_ok) {
       r.ec = sluice::errc::protocol_violation;  // a body longer than its header announced

@@ -201,6 +201,12 @@ asio::awaitable<void> download_parts(const op_context& op, download& job) {
         "range", "bytes=" + std::to_string(job.offset + first) + "-" + std::to_string(job.offset + first + length - 1));
     if (!job.etag.empty()) spec.headers.emplace_back("if-match", "\"" + job.etag + "\"");
     spec.progress = job.progress;
+    // The caller's sink takes offsets in the destination; the request's are in its part.
+    const std::function<error_code(std::uint64_t, std::span<const std::byte>)> part_sink =
+        [&job, first](std::uint64_t at, std::span<const std::byte> bytes) {
+          return job.options->sink(first + at, bytes);
+        };
+    if (job.options->sink) spec.sink = &part_sink;
     error_code ec;
     const region part{job.destination.bytes() + first, static_cast<std::size_t>(length), job.destination.kind,
                       job.destination.device};
@@ -336,6 +342,13 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
     out.ec = sluice::errc::invalid_argument;
     co_return out;
   }
+  if (options.sink) {
+    if (options.via == transfer_via::rdma) {
+      out.ec = sluice::errc::invalid_argument;  // a token would write the destination, not the sink
+      co_return out;
+    }
+    options.via = transfer_via::http;
+  }
   const std::uint64_t offset = options.range.offset;
   const std::optional<std::uint64_t> want = options.range.length;
   if (want && *want > destination.size) {
@@ -393,6 +406,7 @@ asio::awaitable<outcome<std::uint64_t>> get_object_op(op_context op, std::string
   if (!options.if_match.empty()) spec.headers.emplace_back("if-match", "\"" + options.if_match + "\"");
   if (grant) spec.headers.emplace_back("x-amz-rdma-token", grant->token());
   spec.progress = &progress;
+  if (options.sink) spec.sink = &options.sink;
   job.options = &options;
   spec.choose = [&](const response& res, std::span<std::byte>& target, bool& longer_ok) -> error_code {
     if (const error_code verdict = caller_check(options, res)) return verdict;

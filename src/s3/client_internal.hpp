@@ -374,6 +374,9 @@ struct request_spec {
   target_chooser choose;  // set: a success body goes into the chosen target; unset: into response::body
   transfer_progress* progress = nullptr;
   std::optional<std::chrono::seconds> timeout;  // instead of request_timeout
+  // Set: a chosen success body goes to it (get_options::sink; offset in the chosen target) instead
+  // of into the target, whose size alone counts.
+  const std::function<error_code(std::uint64_t, std::span<const std::byte>)>* sink = nullptr;
 };
 
 constexpr std::size_t io_slice = 1 * mib;        // bytes per write or read call (progress granularity)

@@ -13,37 +13,49 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <utility>
 
 namespace sluice::s3 {
 
 namespace gateway_impl {
 
-// A writable shared mapping of a staged cache file's data (extended to `size` first), which a
-// fetch receives into: each byte is then copied once on its way in, from the socket into the page
-// cache, by every fetch stream at once (pwrite()s into one file serialize on its inode lock).
-// data() is null when it cannot be used: a kernel without MADV_POPULATE_WRITE (before 5.14), or
-// a failed mmap; the caller then writes through a buffer.
+// A staged cache file's data, extended to `size`, and a shared mapping of it for what needs one.
+// How a fetch's steps reach the file (docs/gateway.md, "Where to put the cache"):
+// - handed by the client as they arrive (get_options::sink, through its small buffer, still in
+//   the core's cache) and pwrite()n (`mode::read` or `mode::none`): a page that a write() adds to a
+//   tmpfs file is not zeroed first (it is filled whole), and no page table maps it.
+// - received in place through a writable mapping (`mode::receive`), on a tmpfs with 2 MiB pages
+//   (mounted huge=within_size, always or advise): every byte is then copied once, from the socket
+//   into the page cache. Each page is zeroed when the mapping backs it, as a 2 MiB page that a
+//   write() fills in part would be; and huge=advise gives them only to a mapping that asks.
+// A mapping for reading (`mode::read`) serves the MD5 of a single-part ETag. data() is null
+// without a mapping (`mode::none`, or a failed mmap: then the caller reads with pread()).
 class write_window {
  public:
-  write_window(int fd, std::uint64_t data_offset, std::uint64_t size) {
-    if (size == 0 || ::ftruncate(fd, static_cast<off_t>(data_offset + size)) != 0) return;
-    static const bool populate = ::madvise(nullptr, 0, MADV_POPULATE_WRITE) == 0;  // known advice?
-    if (!populate) return;
+  enum class mode { none, read, receive };
+
+  write_window(int fd, std::uint64_t data_offset, std::uint64_t size, mode how) {
+    if (size == 0 || ::ftruncate(fd, static_cast<off_t>(data_offset + size)) != 0 || how == mode::none) return;
     error_code ignored;
-    data_ = detail::map_file_data(fd, data_offset, size, PROT_READ | PROT_WRITE, base_, length_, ignored);
-    // 2 MiB pages where the file system offers them on advice (tmpfs mounted huge=advise): each
-    // insertion into the file's page cache then adds 512 pages, which is what bounds a miss into
-    // 4 KiB tmpfs pages (docs/gateway.md). A tmpfs mounted huge=within_size needs no advice.
-    if (data_ != nullptr) (void)::madvise(base_, length_, MADV_HUGEPAGE);
+    const int protection = how == mode::receive ? PROT_READ | PROT_WRITE : PROT_READ;
+    data_ = detail::map_file_data(fd, data_offset, size, protection, base_, length_, ignored);
+    // 2 MiB pages where the file system offers them on advice (tmpfs mounted huge=advise) too:
+    // each insertion into the file's page cache then adds 512 pages.
+    if (data_ != nullptr && how == mode::receive) (void)::madvise(base_, length_, MADV_HUGEPAGE);
+    receives_ = data_ != nullptr && how == mode::receive;
   }
   write_window(const write_window&) = delete;
   write_window& operator=(const write_window&) = delete;
   ~write_window() {
     if (base_ != nullptr) ::munmap(base_, length_);
   }
-  [[nodiscard]] std::byte* data() const noexcept { return data_; }
+  [[nodiscard]] const std::byte* data() const noexcept { return data_; }
+  /// Where steps are received in place; null when they are written as they arrive.
+  [[nodiscard]] std::byte* receiving() const noexcept { return receives_ ? data_ : nullptr; }
 
   // Backs [offset, offset + n) with pages or disk blocks before it is written, so that a full disk
   // is ENOSPC here instead of a SIGBUS on the write.
@@ -64,7 +76,60 @@ class write_window {
   void* base_ = nullptr;
   std::size_t length_ = 0;
   std::byte* data_ = nullptr;
+  bool receives_ = false;
 };
+
+bool huge_page_cache(const std::filesystem::path& dir) {
+  if (::madvise(nullptr, 0, MADV_POPULATE_WRITE) != 0) return false;  // before 5.14: no receiving in place
+  std::error_code fs_error;
+  const std::string path = std::filesystem::canonical(dir, fs_error).string();
+  if (fs_error) return false;
+  std::ifstream mounts("/proc/self/mountinfo");
+  // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue" (proc(5)):
+  // the mount point is the 5th field (octal escapes for blanks), the super options the last.
+  const auto unescape = [](std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\\' && i + 3 < text.size()) {
+        out += static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 + (text[i + 3] - '0'));
+        i += 3;
+      } else {
+        out += text[i];
+      }
+    }
+    return out;
+  };
+  std::size_t best = 0;
+  bool huge = false;
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    point = unescape(point);
+    const bool under = path == point || point == "/" ||
+                       (path.size() > point.size() && path.starts_with(point) && path[point.size()] == '/');
+    if (!under || point.size() < best) continue;
+    std::string word;
+    while (fields >> word && word != "-") {
+    }
+    std::string type, source, options;
+    fields >> type >> source >> options;
+    best = point.size();
+    std::string listed = ",";  // the options, each between commas
+    listed += options;
+    listed += ',';
+    huge = type == "tmpfs" &&
+           (listed.find(",huge=within_size,") != std::string::npos ||
+            listed.find(",huge=always,") != std::string::npos || listed.find(",huge=advise,") != std::string::npos);
+    if (type == "tmpfs" && !huge) {  // "force": every tmpfs gets them whatever its options say
+      std::ifstream policy("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+      std::string text;
+      std::getline(policy, text);
+      huge = text.find("[force]") != std::string::npos;
+    }
+  }
+  return huge;
+}
 
 }  // namespace gateway_impl
 
@@ -110,11 +175,11 @@ void gateway_store::fetch_range(const object_ref& object, const object_info& inf
 
 // Ranged steps of chunk_bytes (ramped up to it when readers wait for the written prefix), taken by
 // `streams` chains of GETs on the client's executor: each chain takes the next step and receives
-// it from the upstream straight into its place in the file, through a writable mapping (else into
-// its buffer, then pwrite()), then takes the next one. The prefix of whole steps is reported to
-// `fill`: a step's bytes are final only once its GET ended (a retried attempt writes its range
-// again, and a hostile upstream may send other bytes then), and the MD5 hashes exactly what
-// readers were given. No thread waits for a step; the last chain to end completes the operation.
+// it from the upstream into its place in the file, written as it arrives (get_options::sink; on a
+// tmpfs with 2 MiB pages, received in place through a writable mapping: write_window), then
+// takes the next one. The prefix of whole steps is reported to `fill`: a step's bytes are final only once its GET ended
+// (a retried attempt writes its range again, and a hostile upstream may send other bytes then), and the MD5 hashes
+// exactly what readers were given. No thread waits for a step; the last chain to end completes the operation.
 class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch_operation> {
  public:
   fetch_operation(gateway_store& owner, const object_ref& what, const object_info& version)
@@ -204,7 +269,9 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
   int fd = -1;
   std::uint64_t data_offset = 0;
   std::optional<gateway_impl::write_window> window;
-  std::vector<std::unique_ptr<std::byte[]>> buffers;  // a chain's, without a window
+  // The destination a sink's GET names (get_options::sink): never written, so no page of it
+  // exists; the chains share it.
+  std::unique_ptr<std::byte[]> unwritten;
 
   // The written prefix and the chains, under progress_mutex.
   std::mutex progress_mutex;
@@ -263,24 +330,36 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
     const std::uint64_t offset = plan->offset(step);
     const auto n = static_cast<std::size_t>(plan->length(step));
     auto seen = std::make_shared<detail::upstream_get_answer>();
+    auto unwritable = std::make_shared<error_code>();  // the sink's error: the cache's, not the upstream's
     error_code e;
     try {
       std::byte* into = nullptr;
-      if (std::byte* base = window->data()) {
+      get_options options = store.upstream_get(info, offset, n, seen);
+      if (std::byte* base = window->receiving()) {
         // Received in place (a retried attempt writes its range again).
         store.evicting(name, e, [&](error_code& x) { window->back(offset, n, x); });
         into = base + offset;
       } else {
-        if (!buffers[chain]) buffers[chain] = std::make_unique_for_overwrite<std::byte[]>(plan->longest());
-        into = buffers[chain].get();
+        // Written as it arrives (a retried attempt writes its range again).
+        into = unwritten.get();
+        options.sink = [self = shared_from_this(), offset, unwritable](std::uint64_t at,
+                                                                       std::span<const std::byte> bytes) {
+          error_code x;
+          self->store.evicting(self->name, x, [&](error_code& y) {
+            gateway_impl::write_all(self->fd, bytes.data(), bytes.size(), self->data_offset + offset + at, y);
+          });
+          if (x) *unwritable = x;
+          return x;
+        };
       }
       if (!e) {
         store.upstream_->async_get_object(
-            object.bucket, object.key, region{into, n, memory_kind::host_pageable, -1},
-            store.upstream_get(info, offset, n, seen),
-            [self = shared_from_this(), chain, step, n, seen](error_code ec, std::uint64_t bytes) {
+            object.bucket, object.key, region{into, n, memory_kind::host_pageable, -1}, std::move(options),
+            [self = shared_from_this(), chain, step, n, seen, unwritable](error_code ec, std::uint64_t bytes) {
               if (!ec && bytes != n) ec = sluice::errc::protocol_violation;
-              self->received(chain, step, ec ? from_upstream(ec) : ec, *seen);
+              // A write the cache refused (a full disk) is the cache's error, not the upstream's.
+              ec = *unwritable ? *unwritable : from_upstream(ec);
+              self->received(chain, step, ec, *seen);
             });
         return;
       }
@@ -295,12 +374,6 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
   // Step `step`'s GET ended with `e` (a client thread, or request's when it could not start).
   void received(std::size_t chain, std::uint64_t step, error_code e, const detail::upstream_get_answer& a) noexcept {
     try {
-      if (!e && window->data() == nullptr) {
-        const std::byte* bytes = buffers[chain].get();
-        const std::uint64_t at = data_offset + plan->offset(step);
-        const auto n = static_cast<std::size_t>(plan->length(step));
-        store.evicting(name, e, [&](error_code& x) { gateway_impl::write_all(fd, bytes, n, at, x); });
-      }
       {
         const std::lock_guard lock(progress_mutex);
         answered(a);
@@ -365,9 +438,14 @@ std::shared_ptr<gateway_store::fetch_operation> gateway_store::prepare_fetch(
     if (!gateway_impl::known_time(info.last_modified))
       op->growing->info.last_modified = std::chrono::system_clock::now();
   }
-  op->window.emplace(op->fd, op->data_offset, size);
+  using window_mode = gateway_impl::write_window::mode;
+  op->window.emplace(op->fd, op->data_offset, size,
+                     receive_in_place_ ? window_mode::receive
+                     : op->md5_etag    ? window_mode::read
+                                       : window_mode::none);
   op->got.assign(op->steps, false);
-  op->buffers.resize(op->streams);
+  if (op->window->receiving() == nullptr)
+    op->unwritten = std::make_unique_for_overwrite<std::byte[]>(op->plan->longest());
   return op;
 }
 
@@ -508,8 +586,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
   };
   const std::string name = detail::cache_index::name_of(object);
   {
-    // Each fetch holds fetch_streams upstream connections (and, on a kernel without
-    // MADV_POPULATE_WRITE, fetch_streams buffers of chunk_bytes): beyond this many at once, a
+    // Each fetch holds fetch_streams upstream connections: beyond this many at once, a
     // miss is fetched whole on the caller's thread (the server's bounded blocking pool) before it
     // is served.
     constexpr std::size_t max_streaming = 16;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 
@@ -104,6 +105,12 @@ inline bool read_all(int fd, std::byte* data, std::size_t size, std::uint64_t of
   }
   return true;
 }
+
+// Whether `dir` is on a tmpfs with 2 MiB pages (mounted huge=within_size, always or advise, or
+// any tmpfs with shmem_enabled "force") and the kernel can back a mapping's pages ahead of a
+// write (MADV_POPULATE_WRITE): then a fetch receives in place (src/s3/gateway_fetch.cpp,
+// write_window).
+bool huge_page_cache(const std::filesystem::path& dir);
 
 inline bool is_no_space(const error_code& ec) noexcept {
   return (ec.category() == boost::system::generic_category() || ec.category() == boost::system::system_category()) &&

@@ -119,6 +119,7 @@ std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, 
   store->cache_ = fs_store::open(
       {.root = root / "cache", .max_object_bytes = store->config_.max_object_bytes, .fsync = store->config_.fsync}, ec);
   if (ec) return nullptr;
+  store->receive_in_place_ = gateway_impl::huge_page_cache(root / "cache");
   // Index every cached copy, unvalidated (see "Crash" at the top of the header).
   for (const bucket_info& bucket : store->cache_->list_buckets(ec)) {
     list_request page{bucket.name, {}, {}, 1000};

@@ -10,14 +10,12 @@ import hashlib
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, ensure_s3rver, expect, free_port, make_file, md5  # noqa: E402,F401
+from common import MIB, ensure_s3rver, expect, make_file, md5, start_s3rver  # noqa: E402,F401
 
 SKIP = 77
 AK = SK = "S3RVER"  # s3rver's built-in account
@@ -33,11 +31,10 @@ def main():
         print("s3rver: " + script)
         return 0
     tmp = tempfile.mkdtemp(prefix="sluice-s3rver-")
-    port = free_port()
-    log = open(os.path.join(tmp, "s3rver.log"), "w")
-    proc = subprocess.Popen(["node", script, "-d", os.path.join(tmp, "data"), "-a", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = "http://127.0.0.1:%d" % port
+    try:
+        proc, url = start_s3rver(script, os.path.join(tmp, "data"), os.path.join(tmp, "s3rver.log"))
+    except RuntimeError as e:
+        raise AssertionError(str(e))
     env = dict(os.environ)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
         env.pop(name, None)
@@ -49,23 +46,12 @@ def main():
     def ok(*args):
         r = cli(*args)
         if r.returncode != 0:
-            log.flush()
             raise AssertionError("sluice %s failed (%d):\nstdout: %s\nstderr: %s\ns3rver log: %s" %
                                  (" ".join(args), r.returncode, r.stdout[-2000:], r.stderr[-2000:],
                                   open(os.path.join(tmp, "s3rver.log")).read()[-3000:]))
         return r
 
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    log.flush()
-                    raise AssertionError("s3rver did not start: " + open(os.path.join(tmp, "s3rver.log")).read())
-                time.sleep(0.2)
         print("sluice CLI against s3rver 3.7 on %s" % url)
         ok("mb", "s3://interop")
         expect(True, "mb")
@@ -101,7 +87,6 @@ def main():
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import urllib.request
 
 MIB = 1024 * 1024
@@ -128,6 +129,30 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_s3rver(script, data_dir, log_path, env=None, timeout=30):
+    """npm s3rver on a port the kernel picks (`-p 0`), read back from its own "listening on" line:
+    (process, url). Not a port chosen first and probed later (free_port), which another server
+    could take in between and then answer the probe for it. Raises RuntimeError (with its log)
+    when it exits or says nothing within `timeout` seconds."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen(["node", script, "-d", data_dir, "-a", "127.0.0.1", "-p", "0"], stdout=log,
+                            stderr=subprocess.STDOUT, env=env)
+    log.close()
+    deadline = time.time() + timeout
+    while True:
+        with open(log_path) as f:
+            found = re.search(r"S3rver listening on 127\.0\.0\.1:(\d+)", f.read())
+        if found:
+            return proc, "http://127.0.0.1:%d" % int(found.group(1))
+        if proc.poll() is not None or time.time() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            with open(log_path) as f:
+                raise RuntimeError("s3rver did not start: " + f.read()[-3000:])
+        time.sleep(0.1)
 
 
 def ensure_s3rver():

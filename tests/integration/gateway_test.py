@@ -83,7 +83,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (MIB, Server, admin_metrics, ensure_s3rver, expect, free_port, gateway_counts,  # noqa: E402
+from common import (MIB, Server, admin_metrics, ensure_s3rver, expect, gateway_counts, start_s3rver,  # noqa: E402
                     make_file, md5)
 
 SKIP = 77
@@ -132,22 +132,12 @@ class S3rverUpstream:
         script, why = ensure_s3rver()
         if script is None:
             raise Skip(why)
-        port = free_port()
-        self.log = open(os.path.join(self.tmp, "s3rver.log"), "w")
         # s3rver 3.7 makes continuation tokens with a cipher OpenSSL 3 only has in its legacy
         # provider: without it, every truncated listing is a 500.
         env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
-        self.proc = subprocess.Popen(["node", script, "-d", os.path.join(self.tmp, "s3rver"), "-a", "127.0.0.1",
-                                      "-p", str(port)], stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.url = "http://127.0.0.1:%d" % port
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(self.url + "/", timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                time.sleep(0.1)
+        # Its port is the one it says it listens on, so no other server can stand in for it.
+        self.proc, self.url = start_s3rver(script, os.path.join(self.tmp, "s3rver"),
+                                           os.path.join(self.tmp, "s3rver.log"), env=env)
         return self
 
     def kill(self):

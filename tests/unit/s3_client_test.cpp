@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -426,6 +427,45 @@ TEST_CASE("s3 client: round trips of 0 B to 40 MiB, single and multipart, whole 
       CHECK(requests == 1);
     }
   }
+}
+
+TEST_CASE("s3 client: a sink takes a GET's body as it arrives, whole and by parts, and its error ends the GET") {
+  live_server live;
+  s3::client client(config_for(live.endpoint()));
+  client.create_bucket("sink");
+  // One slice, several slices and a partial last one, then parts (above multipart_threshold).
+  for (const std::size_t size : {std::size_t{1}, 300 * sluice::kib + 5, 40 * mib}) {
+    CAPTURE(size);
+    const auto data = pattern(size, size + 3);
+    client.put_object("sink", "object", sluice::host_region(data));
+    std::vector<std::byte> destination(size, std::byte{0xEE});
+    std::vector<std::byte> received(size);
+    std::atomic<bool> outside{false};  // no assertion on the client's threads
+    s3::get_options options;
+    options.sink = [&](std::uint64_t at, std::span<const std::byte> bytes) -> sluice::error_code {
+      if (at > received.size() || bytes.size() > received.size() - at) {
+        outside = true;
+        return {};
+      }
+      std::copy(bytes.begin(), bytes.end(), received.begin() + static_cast<std::ptrdiff_t>(at));
+      return {};
+    };
+    CHECK(client.get_object("sink", "object", sluice::host_region(destination), options) == size);
+    CHECK_FALSE(outside.load());
+    CHECK(received == data);
+    CHECK(std::all_of(destination.begin(), destination.end(), [](std::byte b) { return b == std::byte{0xEE}; }));
+  }
+  // A sink that refuses fails the GET with its error, at once (no retry asks again).
+  const auto before = client.statistics().requests;
+  s3::get_options refusing{sluice::byte_range{0, 4 * sluice::kib}};  // one request
+  refusing.sink = [](std::uint64_t, std::span<const std::byte>) {
+    return sluice::error_code(ENOSPC, boost::system::generic_category());
+  };
+  std::vector<std::byte> destination(4 * sluice::kib);
+  sluice::error_code ec;
+  client.get_object("sink", "object", sluice::host_region(destination), refusing, ec);
+  CHECK(ec == sluice::error_code(ENOSPC, boost::system::generic_category()));
+  CHECK(client.statistics().requests - before == 1);
 }
 
 TEST_CASE("s3 client: ranges, a destination too small, missing keys and buckets") {

@@ -189,6 +189,14 @@ struct get_options {
   /// For a caller that does not trust the server's answers (a gateway checks its upstream's ETag
   /// and sizes).
   std::function<error_code(unsigned status, const std::function<std::string_view(std::string_view)>& field)> check;
+  /// When set, the transfer goes over HTTP (no token is sent) and each answer's body is handed to
+  /// it as it arrives, through a small buffer of the client's, instead of written into
+  /// `destination` (which must still be given, and which it does not touch): `offset` is the bytes'
+  /// place in `destination`. Called on a client thread, the calls of one request in order; a
+  /// retried request's bytes come again from its first. An error it returns fails the transfer
+  /// at once, without a retry, with that error. For a caller that moves the bytes on at once (a
+  /// gateway writes them into its cache file) and would otherwise read them back from memory.
+  std::function<error_code(std::uint64_t offset, std::span<const std::byte> bytes)> sink;
 };
 
 /// How to write an object.

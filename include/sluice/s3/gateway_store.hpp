@@ -131,9 +131,9 @@ struct gateway_store_config {
   bool stale_if_error = false;
   /// Bytes fetched per ranged step from the upstream.
   std::uint64_t chunk_bytes = std::uint64_t{16} << 20;
-  /// Ranged steps of one fetch in flight at once (memory per fetch: this × chunk_bytes, unless the
-  /// kernel has MADV_POPULATE_WRITE: then each step is received straight into the cache file).
-  /// The upstream client gets at least this many io_threads.
+  /// Ranged steps of one fetch in flight at once (each written into the cache file as it arrives,
+  /// through the client's buffer of 256 KiB; on a tmpfs with 2 MiB pages received in place
+  /// through a mapping). The upstream client gets at least this many io_threads.
   std::uint32_t fetch_streams = 8;
   /// Objects that the cache cannot hold up to this size are served from memory instead.
   std::uint64_t passthrough_bytes = std::uint64_t{256} << 20;
@@ -574,8 +574,9 @@ class gateway_store {
                                                  std::function<void(const streaming_copy&)> started, error_code& ec);
   // The fetch's steps, posted on the upstream client's executor: fetch_streams chains of
   // async_get_object, each taking the next ranged step when its last one ended (the step's
-  // bytes received in place or written from its buffer, the MD5 of the prefix advanced). Calls
-  // `done` once, on a client thread, with the first error, when every chain has ended.
+  // bytes written into the cache file as they arrive, or received in place; the MD5 of the
+  // prefix advanced). Calls `done` once, on a client thread, with the first error, when every
+  // chain has ended.
   static void start_fetch(const std::shared_ptr<fetch_operation>& op, std::function<void(error_code)> done);
   // After start_fetch's `done`: checks the MD5 of the whole copy (a mismatch fails with
   // s3::errc::bad_gateway: nothing is published, a streamed copy ends short), then, without an
@@ -641,6 +642,9 @@ class gateway_store {
   std::size_t streaming_ = 0;  // fetch_streaming's fetches under way; the destructor waits for them
   mutable gateway_statistics stats_;
   std::uint64_t spool_counter_ = 0;
+  // Fetches receive their steps in place through a mapping of the cache file (a tmpfs with 2 MiB
+  // pages) instead of writing them as they arrive; set at open.
+  bool receive_in_place_ = false;
 };
 
 static_assert(object_store<gateway_store>);

@@ -87,8 +87,9 @@ struct server_config {
   /// clients send HTTP and RDMA over different networks.
   bool rdma_same_host_only = true;
   /// When a plain-HTTP GET's body goes by sendfile(2) from the store's file (a store whose mapping
-  /// has one, fs_store), instead of being written from its mapping: for peers on other hosts
-  /// (remote, the default), every peer (always), or none (never). sendfile saves the server its
+  /// has one, fs_store), instead of being written from its mapping: for peers on other hosts and
+  /// readers of a gateway's copy being fetched (remote, the default), every peer (always), or none
+  /// (never). sendfile saves the server its
   /// copy into the socket (0.15 against 0.35 s of server CPU per GiB), but a reader on the same
   /// host measured 0.75× as fast (docs/history/performance-2026-11.md; likely because its copy then reads the
   /// file's pages from memory, not socket buffers still in the cache). HTTPS always writes.

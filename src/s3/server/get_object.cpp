@@ -145,11 +145,13 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   } trim{head_};
 
   // Over plain HTTP, from the store's file by sendfile(2) when it has one and the server's policy
-  // allows it for this peer: no copy into the socket.
+  // allows it for this peer: no copy into the socket. A copy being fetched (a gateway's miss) goes
+  // so to a reader on this host too: its rate is the fetch's, and the server's CPU is the fetch's
+  // too (docs/performance.md, "Gateway").
   bool file = false;
   if (!tls && mapping.native_handle() >= 0) {
     const http_sendfile when = state_->config.sendfile;
-    file = when == http_sendfile::always || (when == http_sendfile::remote && !peer_on_this_host());
+    file = when == http_sendfile::always || (when == http_sendfile::remote && (growing || !peer_on_this_host()));
   }
   const body_route route = route_body(*answer, {req.head, tls, file, growing, asked != nullptr});
   if (route != body_route::with_head && route != body_route::none) {
