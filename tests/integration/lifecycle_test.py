@@ -7,6 +7,7 @@ closed once SIGTERM came; `sluice uploads ls|abort` on uploads the AWS CLI or bo
 idle longer than --upload-expiry aborted while an active one stays.
 lifecycle_test.py SLUICE_BINARY SCENARIO   (SCENARIO: grace, cut, second-signal, uploads, expiry)
 Exit 0: passed; 77: skipped (printed why); anything else: failed."""
+import json
 import os
 import shutil
 import signal
@@ -196,6 +197,9 @@ def scenario_uploads(binary, tmp):
         for key, upload_id in ids.items():
             expect(any(key in line and upload_id in line for line in listed.splitlines()),
                    "uploads ls shows %s %s" % (key, upload_id))
+        as_json = [json.loads(line) for line in cli.ok("uploads", "ls", "--json", "s3://ups").stdout.splitlines()]
+        expect(sorted((u["key"], u["upload_id"]) for u in as_json) == sorted(ids.items()) and
+               all(u["initiated"].endswith("Z") for u in as_json), "uploads ls --json: key, upload_id, initiated")
         prefixed = cli.ok("uploads", "ls", "s3://ups/logs/").stdout
         expect("other/c.bin" not in prefixed and "logs/a.bin" in prefixed, "uploads ls with a prefix lists only it")
         cli.ok("uploads", "abort", "s3://ups/logs/a.bin", ids["logs/a.bin"])
@@ -213,7 +217,8 @@ def scenario_uploads(binary, tmp):
 
 
 def scenario_expiry(binary, tmp):
-    server, _ = start(binary, tmp, ["--upload-expiry", "3"])
+    expiry = 4  # seconds; the server looks every 2 s
+    server, _ = start(binary, tmp, ["--upload-expiry", str(expiry)])
     try:
         cli = Cli(binary, server, tmp)
         cli.ok("mb", "s3://exp")
@@ -225,18 +230,24 @@ def scenario_expiry(binary, tmp):
                           region_name="us-east-1")
         idle = s3.create_multipart_upload(Bucket="exp", Key="idle")["UploadId"]
         active = s3.create_multipart_upload(Bucket="exp", Key="active")["UploadId"]
-        uploads_dir = os.path.join(tmp, "root", "buckets")
-        # A part every second keeps "active" busy for 7 s, more than twice its expiry.
-        for n in range(1, 8):
+        s3.upload_part(Bucket="exp", Key="idle", UploadId=idle, PartNumber=1, Body=b"i" * (5 * MIB))
+        created = time.monotonic()
+        root = os.path.join(tmp, "root")
+        expect(any(idle in p for p in _walk(root)), "the idle upload's directory is on disk at first")
+        # A part every second keeps "active" busy past the expiry plus a look and a margin, while
+        # "idle" gets nothing after its first part.
+        n = 0
+        while time.monotonic() - created < expiry + 2 + 2:
+            n += 1
             s3.upload_part(Bucket="exp", Key="active", UploadId=active, PartNumber=n, Body=b"x" * (5 * MIB))
             time.sleep(1)
         listed = cli.ok("uploads", "ls", "s3://exp").stdout
         expect(idle not in listed, "the idle upload expired (uploads ls: %s)" % listed.strip())
         expect(active in listed, "the active one did not")
         parts = s3.list_parts(Bucket="exp", Key="active", UploadId=active)["Parts"]
-        expect(len(parts) == 7, "and kept its parts (%d)" % len(parts))
-        leftover = [p for p in _walk(uploads_dir) if idle in p]
-        expect(not leftover, "nothing of the idle upload is left on disk (%s)" % leftover[:3])
+        expect(len(parts) == n, "and kept its %d parts (%d)" % (n, len(parts)))
+        leftover = [p for p in _walk(root) if idle in p]
+        expect(not leftover, "nothing of the idle upload (its part included) is left on disk (%s)" % leftover[:3])
     finally:
         server.stop()
 

@@ -332,8 +332,9 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
 
   std::shared_ptr<server_state> state_;
   Stream stream_;
-  // On the connection's loop: whether it waits for a request's first byte (a shutdown closes it
-  // then), and whether the server cut it (its request in flight is logged with cut_error).
+  // On the connection's loop: whether it has no request yet (it waits for one, or for the rest of
+  // its header section: a shutdown closes it then), and whether the server cut it (its request in
+  // flight is logged with cut_error).
   bool idle_ = false;
   bool cut_ = false;
   beast::flat_buffer buffer_;
