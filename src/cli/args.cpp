@@ -226,6 +226,18 @@ CLI::Option* optional_option(CLI::App& app, const std::string& name, std::option
       name, [&target](const T& value) { target = value; }, help);
 }
 
+// serve: how long requests in flight may finish after SIGTERM, and multipart uploads may idle.
+void add_serve_lifetimes(CLI::App& serve, serve_options& o) {
+  optional_option(serve, "--shutdown-grace", o.shutdown_grace,
+                  "Seconds SIGTERM or SIGINT lets requests in flight finish before cutting them (default 30)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0, 86400));
+  optional_option(serve, "--upload-expiry", o.upload_expiry,
+                  "Abort multipart uploads idle this many seconds (default 604800: 7 days; 0: never)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{3650} * 86400));
+}
+
 void add_serve(CLI::App& app, serve_options& o) {
   const auto is_size = check([](const std::string& value) -> std::string {
     if (parse_size(value)) return {};
@@ -314,13 +326,7 @@ void add_serve(CLI::App& app, serve_options& o) {
                   "GET /metrics, /health and /ready here (plain HTTP, no auth); default off")
       ->type_name("HOST:PORT|off")
       ->check(address(true));
-  optional_option(serve, "--shutdown-grace", o.shutdown_grace,
-                  "Seconds SIGTERM or SIGINT lets requests in flight finish before cutting them (default 30)")
-      ->type_name("SECONDS")
-      ->check(CLI::Range(0, 86400));
-  optional_option(serve, "--upload-expiry", o.upload_expiry,
-                  "Abort multipart uploads idle this many seconds (default 604800: 7 days; 0: never)")
-      ->type_name("SECONDS");
+  add_serve_lifetimes(serve, o);
   auto* upstream = optional_option(serve, "--upstream", o.upstream,
                                    "Gateway: serve this S3 service, --root caching its objects (docs/gateway.md)")
                        ->type_name("URL")
