@@ -2,7 +2,8 @@
 // The `sluice` command-line tool, in three parts: the command line (args.cpp, CLI11: every
 // subcommand, its options, --help and the usage errors), `sluice serve` (serve.cpp), the
 // single-object client commands (commands.cpp), cp, sync and the streams (cp.cpp, sync.cpp, on
-// the job runner of transfer_job.cpp). Internal to the tool.
+// the job runner of transfer_job.cpp), and the multipart uploads in progress (uploads.cpp).
+// Internal to the tool.
 #pragma once
 
 #include <cstddef>
