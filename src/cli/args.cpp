@@ -198,7 +198,8 @@ std::string failure_message(const CLI::App* root, const CLI::Error& error) {
   // unknown command; any other error is said too.
   const bool no_command = selected.empty() && dynamic_cast<const CLI::RequiredError*>(&error) != nullptr;
   if (no_command && problems.empty()) {
-    problems.emplace_back("a command is needed: cp, sync, ls, rm, mb, rb, cat, stat, put, get, presign or serve");
+    problems.emplace_back(
+        "a command is needed: cp, sync, ls, rm, mb, rb, cat, stat, put, get, presign, uploads or serve");
   } else if (problems.empty() || (!no_command && dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr)) {
     problems.emplace_back(error.what());
   }
@@ -223,6 +224,18 @@ CLI::Option* optional_option(CLI::App& app, const std::string& name, std::option
                              const std::string& help) {
   return app.add_option_function<T>(
       name, [&target](const T& value) { target = value; }, help);
+}
+
+// serve: how long requests in flight may finish after SIGTERM, and multipart uploads may idle.
+void add_serve_lifetimes(CLI::App& serve, serve_options& o) {
+  optional_option(serve, "--shutdown-grace", o.shutdown_grace,
+                  "Seconds SIGTERM or SIGINT lets requests in flight finish before cutting them (default 30)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0, 86400));
+  optional_option(serve, "--upload-expiry", o.upload_expiry,
+                  "Abort multipart uploads idle this many seconds (default 604800: 7 days; 0: never)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{3650} * 86400));
 }
 
 void add_serve(CLI::App& app, serve_options& o) {
@@ -313,6 +326,7 @@ void add_serve(CLI::App& app, serve_options& o) {
                   "GET /metrics, /health and /ready here (plain HTTP, no auth); default off")
       ->type_name("HOST:PORT|off")
       ->check(address(true));
+  add_serve_lifetimes(serve, o);
   auto* upstream = optional_option(serve, "--upstream", o.upstream,
                                    "Gateway: serve this S3 service, --root caching its objects (docs/gateway.md)")
                        ->type_name("URL")
@@ -365,7 +379,9 @@ void add_serve(CLI::App& app, serve_options& o) {
       "--fabric shm: libfabric's shm checks no keys or ranges, so every local process that can sign a\n"
       "request can read and write the memory of any other shm peer: only for hosts whose local users\n"
       "all trust each other. A list (shm,tcp) opens several.\n"
-      "SIGHUP reloads the users of --config FILE (connections stay open) and reopens the access log.");
+      "SIGHUP reloads the users of --config FILE (connections stay open) and reopens the access log.\n"
+      "SIGTERM or SIGINT stops accepting and lets requests in flight finish for --shutdown-grace;\n"
+      "a second one cuts them at once.");
 }
 
 void add_connection(CLI::App& command, client_options& o) {
@@ -434,7 +450,7 @@ struct client_spec {
   const char* description;
 };
 
-constexpr std::array<client_spec, 11> client_specs = {{
+constexpr std::array<client_spec, 12> client_specs = {{
     {client_command::cp, "cp",
      "Copy files and objects: local <-> S3, S3 -> S3; -r for a directory or prefix; - for stdin/stdout"},
     {client_command::sync, "sync",
@@ -448,6 +464,8 @@ constexpr std::array<client_spec, 11> client_specs = {{
     {client_command::cat, "cat", "Write objects to stdout"},
     {client_command::stat, "stat", "Show an object's size, ETag, time, type and metadata (HEAD)"},
     {client_command::presign, "presign", "Print a presigned GET URL of an object (SigV4 query, nothing sent)"},
+    {client_command::uploads, "uploads",
+     "List the multipart uploads in progress under a prefix (ls), or abort them and remove their parts (abort)"},
 }};
 
 // cp, sync, rm -r: how many at once, and which.
@@ -561,6 +579,31 @@ CLI::App& add_client(CLI::App& app, const client_spec& spec, client_options& o) 
           if (const auto url = split_s3_url(path); !o.recursive && url && url->second.empty()) {
             throw CLI::ValidationError("URL", "'" + path + "' names no key (-r deletes every object under a prefix)");
           }
+        }
+      });
+      break;
+    case client_command::uploads:
+      command.add_option("ACTION", o.action, "ls: list them; abort: abort one (URL, UPLOAD_ID) or --all")
+          ->type_name("ls|abort")
+          ->required()
+          ->check(one_of({"ls", "abort"}));
+      command.add_option("URL", o.url, "s3://BUCKET[/PREFIX] (ls, abort --all) or s3://BUCKET/KEY (abort)")
+          ->type_name("")
+          ->required()
+          ->check(s3_url(url_shape::any));
+      command.add_option("UPLOAD_ID", o.upload_id, "abort: the upload's id, as uploads ls prints it")->type_name("");
+      command.add_flag("--all", o.all, "abort: every upload whose key starts with the URL's prefix");
+      command.add_flag("--json", o.json, "ls: one JSON object per line: key, upload_id, initiated");
+      command.callback([&o] {
+        const auto url = split_s3_url(o.url);
+        if (o.action == "ls" && (!o.upload_id.empty() || o.all)) {
+          throw CLI::ValidationError("ls", "takes s3://BUCKET[/PREFIX] only (no UPLOAD_ID, no --all)");
+        }
+        if (o.action == "abort" && o.all && !o.upload_id.empty()) {
+          throw CLI::ValidationError("UPLOAD_ID", "--all aborts every upload under the prefix: give no UPLOAD_ID");
+        }
+        if (o.action == "abort" && !o.all && (o.upload_id.empty() || !url || url->second.empty())) {
+          throw CLI::ValidationError("abort", "needs s3://BUCKET/KEY UPLOAD_ID, or --all s3://BUCKET[/PREFIX]");
         }
       });
       break;

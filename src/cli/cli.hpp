@@ -2,7 +2,8 @@
 // The `sluice` command-line tool, in three parts: the command line (args.cpp, CLI11: every
 // subcommand, its options, --help and the usage errors), `sluice serve` (serve.cpp), the
 // single-object client commands (commands.cpp), cp, sync and the streams (cp.cpp, sync.cpp, on
-// the job runner of transfer_job.cpp). Internal to the tool.
+// the job runner of transfer_job.cpp), and the multipart uploads in progress (uploads.cpp).
+// Internal to the tool.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +42,8 @@ struct serve_options {
   std::optional<std::string> access_log;         ///< off, stderr or FILE
   std::optional<std::string> access_log_format;  ///< text or json
   std::optional<std::string> admin_listen;       ///< HOST:PORT or off
+  std::optional<std::uint32_t> shutdown_grace;   ///< seconds requests in flight get after SIGTERM
+  std::optional<std::uint64_t> upload_expiry;    ///< seconds a multipart upload may idle (0: for ever)
   // Gateway mode (--upstream): --root is the cache of an upstream S3 service (gateway_store).
   std::optional<std::string> upstream;  ///< http(s)://HOST[:PORT]
   std::string upstream_access_key;      ///< --upstream-access-key, else SLUICE_UPSTREAM_ACCESS_KEY_ID
@@ -53,7 +56,7 @@ struct serve_options {
   std::optional<std::uint32_t> upstream_timeout;  ///< seconds of one upstream attempt
 };
 
-enum class client_command { mb, rb, put, get, ls, rm, presign, cp, sync, cat, stat };
+enum class client_command { mb, rb, put, get, ls, rm, presign, cp, sync, cat, stat, uploads };
 
 /// The command line of a client command; the URLs and files were checked for the command's shape.
 struct client_options {
@@ -84,6 +87,9 @@ struct client_options {
   bool delete_extra = false;  ///< sync --delete
   bool size_only = false;     ///< sync --size-only
   bool force = false;         ///< rb --force
+  std::string action;         ///< uploads: ls or abort
+  std::string upload_id;      ///< uploads abort: the upload (none with --all)
+  bool all = false;           ///< uploads abort --all: every upload under the URL's prefix
 };
 
 /// What the command line asks for: a command, or the exit code when it is settled already

@@ -133,5 +133,7 @@ class progress_bar {
 [[nodiscard]] int cat_command(const client_options& o, made_client& made);
 [[nodiscard]] int rm_command(const client_options& o, made_client& made);
 [[nodiscard]] int rb_command(const client_options& o, made_client& made);
+// `sluice uploads ls|abort` (uploads.cpp).
+[[nodiscard]] int uploads_command(s3::client& client, const client_options& o, const s3_url& url);
 
 }  // namespace sluice::cli

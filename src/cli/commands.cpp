@@ -344,8 +344,8 @@ int put_command(s3::client& client, const client_options& o, s3_url url, s3::tra
   return 0;
 }
 
-constexpr std::array<const char*, 11> command_names = {"mb",      "rb", "put",  "get", "ls",  "rm",
-                                                       "presign", "cp", "sync", "cat", "stat"};
+constexpr std::array<const char*, 12> command_names = {"mb",      "rb", "put",  "get", "ls",   "rm",
+                                                       "presign", "cp", "sync", "cat", "stat", "uploads"};
 
 }  // namespace
 
@@ -374,6 +374,7 @@ int run_client(const client_options& o) {
     case client_command::presign: return presign_command(made->config, *url, o.expires);
     case client_command::get: return get_command(client, *url, o.file, progress_wanted(o), via, o.json);
     case client_command::put: return put_command(client, o, *url, via);
+    case client_command::uploads: return uploads_command(client, o, *url);
   }
   return 2;
 }

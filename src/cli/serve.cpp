@@ -11,6 +11,10 @@
 #include <sluice/s3/metrics.hpp>
 #include <sluice/s3/server.hpp>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
 #ifdef SLUICE_CLI_WITH_CUDA
 #include <sluice/cuda/grant.hpp>
 #endif
@@ -248,6 +252,8 @@ bool apply(const serve_options& o, s3::server_config& config) {
     tls.port = where->second;
     config.tls = std::move(tls);
   }
+  if (o.shutdown_grace) config.shutdown_grace = std::chrono::seconds(*o.shutdown_grace);
+  if (o.upload_expiry) config.upload_expiry = std::chrono::seconds(*o.upload_expiry);
   if (o.region) config.region = *o.region;
   if (o.anonymous) config.allow_anonymous = true;
   if (o.no_sigv2) config.sigv2 = false;  // AWS Signature Version 2: 403 AccessDenied
@@ -332,22 +338,50 @@ int run_server(Store& store, const serve_options& o, const s3::server_config& co
       }
       std::fflush(stdout);
     }
-    std::printf("sluice serve: stopping (signal %d)\n", received);
+    std::printf("sluice serve: stopping (signal %d): requests in flight have %lld s\n", received,
+                static_cast<long long>(config.shutdown_grace.count()));
     std::fflush(stdout);
     // A transfer thread can be stuck inside the fabric provider for good: libfabric 1.17's shm
     // spins on a lock in the shared region of a peer that died holding it. Such a thread can
-    // never be joined; after a grace period SIGALRM ends the process and the kernel reclaims it
-    // all (every object is already published or absent: PUTs write a temporary file and rename).
+    // never be joined, nor its request end; 10 s after the cut, SIGALRM ends the process and the
+    // kernel reclaims it all (every object is already published or absent: PUTs write a temporary
+    // file and rename).
     struct sigaction on_alarm {};
     on_alarm.sa_handler = [](int) {
       static constexpr char said[] =
-          "sluice serve: stop did not finish in 10 s (a transfer thread is stuck in the fabric provider); exiting\n";
+          "sluice serve: stop did not finish 10 s after the cut (a transfer thread is stuck in the fabric provider); "
+          "exiting\n";
       static_cast<void>(::write(STDERR_FILENO, said, sizeof said - 1));  // async-signal-safe, as _exit is
       ::_exit(0);
     };
     sigemptyset(&on_alarm.sa_mask);
     ::sigaction(SIGALRM, &on_alarm, nullptr);
-    ::alarm(10);
+    ::alarm(static_cast<unsigned>(config.shutdown_grace.count()) + 10);
+    {
+      // The listeners close and idle connections with them; requests in flight finish, for
+      // --shutdown-grace at most. A second SIGINT or SIGTERM cuts them at once: from here on this
+      // thread takes the signals through Asio (the server's threads keep them blocked), and runs
+      // the loop until the server says no connection is left.
+      namespace asio = boost::asio;
+      asio::io_context here(1);
+      asio::signal_set again(here, SIGINT, SIGTERM);
+      again.async_wait([&server](const error_code& e, int) {
+        if (e) return;
+        std::printf("sluice serve: second signal: cutting what is in flight\n");
+        std::fflush(stdout);
+        server.cut_now();
+        ::alarm(10);
+      });
+      server.async_shutdown(asio::bind_executor(here, [&again] { again.cancel(); }));
+      sigset_t stop_signals;
+      sigemptyset(&stop_signals);
+      sigaddset(&stop_signals, SIGINT);
+      sigaddset(&stop_signals, SIGTERM);
+      pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+      here.run();
+      pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    }
+    ::alarm(10);  // stop() may not finish either (on_alarm above)
     server.stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice serve: %s\n", e.what());

@@ -289,6 +289,21 @@ void client::start_list_buckets(detail::client_handler<std::vector<bucket_info>>
   spawn(state_, list_buckets_op(std::move(op)), std::move(handler));
 }
 
+void client::start_list_uploads(std::string bucket, std::string prefix,
+                                detail::client_handler<std::vector<upload_info>> handler) {
+  using namespace detail::client_impl;
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, list_uploads_op(std::move(op), std::move(bucket), std::move(prefix)), std::move(handler));
+}
+
+void client::start_abort_upload(std::string bucket, std::string key, std::string upload_id,
+                                detail::client_handler<> handler) {
+  using namespace detail::client_impl;
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, abort_upload_op(std::move(op), std::move(bucket), std::move(key), std::move(upload_id)),
+        std::move(handler));
+}
+
 // -- Blocking overloads --------------------------------------------------------------------------
 
 object_info client::head_object(const std::string& bucket, const std::string& key, error_code& ec) {
@@ -416,6 +431,31 @@ std::vector<bucket_info> client::list_buckets() {
   std::vector<bucket_info> buckets = list_buckets(ec);
   sluice::detail::throw_on_error(ec, "sluice s3 list_buckets");
   return buckets;
+}
+
+std::vector<upload_info> client::list_multipart_uploads(const std::string& bucket, const std::string& prefix,
+                                                        error_code& ec) {
+  return sluice::detail::run_blocking<std::vector<upload_info>>(
+      [&](auto handler) { async_list_multipart_uploads(bucket, prefix, std::move(handler)); }, ec);
+}
+
+std::vector<upload_info> client::list_multipart_uploads(const std::string& bucket, const std::string& prefix) {
+  error_code ec;
+  std::vector<upload_info> uploads = list_multipart_uploads(bucket, prefix, ec);
+  sluice::detail::throw_on_error(ec, "sluice s3 list_multipart_uploads");
+  return uploads;
+}
+
+void client::abort_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                                    error_code& ec) {
+  run_blocking_void([&](auto handler) { async_abort_multipart_upload(bucket, key, upload_id, std::move(handler)); },
+                    ec);
+}
+
+void client::abort_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id) {
+  error_code ec;
+  abort_multipart_upload(bucket, key, upload_id, ec);
+  sluice::detail::throw_on_error(ec, "sluice s3 abort_multipart_upload");
 }
 
 }  // namespace sluice::s3

@@ -505,6 +505,10 @@ asio::awaitable<outcome<nothing>> bucket_op(op_context op, std::string bucket, b
 asio::awaitable<outcome<list_objects_result>> list_objects_op(op_context op, std::string bucket, list_options options,
                                                               bool all);
 asio::awaitable<outcome<std::vector<bucket_info>>> list_buckets_op(op_context op);
+asio::awaitable<outcome<std::vector<upload_info>>> list_uploads_op(op_context op, std::string bucket,
+                                                                   std::string prefix);
+asio::awaitable<outcome<nothing>> abort_upload_op(op_context op, std::string bucket, std::string key,
+                                                  std::string upload_id);
 
 }  // namespace client_impl
 }  // namespace sluice::s3::detail

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// DeleteObject, CreateBucket/DeleteBucket, ListObjectsV2 and ListBuckets.
+// DeleteObject, CreateBucket/DeleteBucket, ListObjectsV2, ListBuckets, ListMultipartUploads and
+// AbortMultipartUpload.
 // Part of the client's implementation (include/sluice/s3/client.hpp); the declarations its
 // translation units share are in client_internal.hpp.
 #include "client_internal.hpp"
@@ -98,6 +99,52 @@ asio::awaitable<outcome<std::vector<bucket_info>>> list_buckets_op(op_context op
   if (!out.ec && res.status >= 300) out.ec = error_of(res, true);
   if (out.ec) co_return out;
   out.value = xml::parse_list_buckets(res.body, out.ec);
+  co_return out;
+}
+
+asio::awaitable<outcome<std::vector<upload_info>>> list_uploads_op(op_context op, std::string bucket,
+                                                                   std::string prefix) {
+  outcome<std::vector<upload_info>> out;
+  std::string key_marker;
+  std::string id_marker;
+  for (;;) {
+    request_spec spec;
+    spec.bucket = bucket;
+    spec.query.emplace_back("uploads", "");
+    if (!prefix.empty()) spec.query.emplace_back("prefix", prefix);
+    if (!key_marker.empty()) spec.query.emplace_back("key-marker", key_marker);
+    if (!id_marker.empty()) spec.query.emplace_back("upload-id-marker", id_marker);
+    const response res = co_await execute(op, spec, out.ec);
+    if (!out.ec && res.status >= 300) out.ec = error_of(res, true);
+    if (out.ec) co_return out;
+    xml::list_multipart_uploads_result page = xml::parse_list_multipart_uploads(res.body, out.ec);
+    if (out.ec) co_return out;
+    for (auto& upload : page.uploads) out.value.push_back(std::move(upload));
+    if (!page.truncated) co_return out;
+    if (page.next_key_marker.empty() ||
+        (page.next_key_marker == key_marker && page.next_upload_id_marker == id_marker)) {
+      out.ec = sluice::errc::protocol_violation;  // truncated, but no way to go on
+      co_return out;
+    }
+    key_marker = std::move(page.next_key_marker);
+    id_marker = std::move(page.next_upload_id_marker);
+  }
+}
+
+asio::awaitable<outcome<nothing>> abort_upload_op(op_context op, std::string bucket, std::string key,
+                                                  std::string upload_id) {
+  outcome<nothing> out;
+  request_spec spec;
+  spec.method = http::verb::delete_;
+  spec.bucket = std::move(bucket);
+  spec.key = std::move(key);
+  spec.query = {{"uploadId", std::move(upload_id)}};
+  const response res = co_await execute(op, spec, out.ec);
+  if (!out.ec && res.status >= 300) {
+    out.ec = error_of(res, false);
+    // A repeat after a lost answer finds the first attempt's work done.
+    if (res.attempts > 1 && out.ec == errc::no_such_upload) out.ec = {};
+  }
   co_return out;
 }
 

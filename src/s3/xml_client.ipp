@@ -273,6 +273,53 @@ std::vector<bucket_info> parse_list_buckets(std::string_view body, error_code& e
   return out;
 }
 
+list_multipart_uploads_result parse_list_multipart_uploads(std::string_view body, error_code& ec) {
+  ec = {};
+  pugi::xml_document doc;
+  const pugi::xml_node root = reply::load_root(doc, body, "ListMultipartUploadsResult");
+  list_multipart_uploads_result out;
+  const auto fail = [&ec] {
+    ec = errc::malformed_xml;
+    return list_multipart_uploads_result{};
+  };
+  if (!root) return fail();
+  bool url = false;
+  if (auto encoding = reply::child_text(root, "EncodingType")) url = reply::trim(*encoding) == "url";
+  bool decode_failed = false;
+  const auto field = [&](const std::string& raw) {
+    if (!url) return raw;
+    auto decoded = percent_decode(raw);
+    if (!decoded) decode_failed = true;
+    return decoded.value_or(std::string());
+  };
+  for (const pugi::xml_node& child : root.children()) {
+    if (child.type() != pugi::node_element) continue;
+    const std::string_view name = reply::local_name(child);
+    if (name == "IsTruncated") {
+      if (!reply::parse_flag(reply::text_of(child), out.truncated)) return fail();
+    } else if (name == "NextKeyMarker") {
+      out.next_key_marker = field(reply::text_of(child));
+    } else if (name == "NextUploadIdMarker") {
+      out.next_upload_id_marker = reply::text_of(child);
+    } else if (name == "Upload") {
+      upload_info upload;
+      auto key = reply::child_text(child, "Key");
+      auto id = reply::child_text(child, "UploadId");
+      if (!key || !id || reply::trim(*id).empty()) return fail();
+      upload.key = field(*key);
+      upload.upload_id = std::string(reply::trim(*id));
+      if (auto initiated = reply::child_text(child, "Initiated")) {
+        auto time = parse_iso8601(reply::trim(*initiated));
+        if (!time) return fail();
+        upload.initiated = *time;
+      }
+      out.uploads.push_back(std::move(upload));
+    }
+  }
+  if (decode_failed) return fail();
+  return out;
+}
+
 initiate_multipart_upload_result parse_initiate_multipart_upload(std::string_view body, error_code& ec) {
   ec = {};
   pugi::xml_document doc;

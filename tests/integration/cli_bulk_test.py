@@ -402,7 +402,7 @@ def docs(binary, server, tmp):
     subprocess.run([sys.executable, script, binary, out], check=True, timeout=120)
     with open(os.path.join(out, "sluice.bash")) as f:
         completion = f.read()
-    for command in ("cp", "sync", "rm", "rb", "cat", "stat", "ls", "serve"):
+    for command in ("cp", "sync", "rm", "rb", "cat", "stat", "ls", "uploads", "serve"):
         expect(re.search(r"^    %s\) opts=" % command, completion, re.M), "bash completes sluice %s" % command)
     cp_line = next(line for line in completion.splitlines() if line.strip().startswith("cp)"))
     expect(all(o in cp_line for o in ("--recursive", "--jobs", "--include", "--timeout", "--profile")),
@@ -415,6 +415,8 @@ def docs(binary, server, tmp):
         page = f.read()
     expect(page.startswith(".TH SLUICE 1") and ".SS cp" in page and "\\-\\-connect\\-timeout" in page,
            "the man page has every command and option")
+    expect(".SS uploads" in page and "\\-\\-shutdown\\-grace" in page and "\\-\\-upload\\-expiry" in page,
+           "and the uploads command and serve's --shutdown-grace and --upload-expiry")
     if subprocess.run(["which", "man"], capture_output=True).returncode == 0:
         r = subprocess.run(["man", "-l", os.path.join(out, "sluice.1")], capture_output=True, text=True,
                            env=dict(os.environ, MANPAGER="cat", PAGER="cat"))

@@ -1394,6 +1394,35 @@ TEST_CASE("s3 client xml: ListBucketResult, Initiate and Complete results, Error
   REQUIRE(buckets.size() == 2);
   CHECK(buckets[1].name == "two");
 
+  // ListMultipartUploads as the server writes it, and a truncated page of another server.
+  const auto initiated_at = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
+  const std::vector<sluice::upload_info> in_progress{{"a/k", "u-1", initiated_at, {}}, {"b", "u-2", {}, {}}};
+  const auto uploads =
+      xml::parse_list_multipart_uploads(xml::list_multipart_uploads("bk", "", in_progress, "id", "name"), ec);
+  CHECK_FALSE(ec);
+  REQUIRE(uploads.uploads.size() == 2);
+  CHECK(uploads.uploads[0].key == "a/k");
+  CHECK(uploads.uploads[0].upload_id == "u-1");
+  CHECK(uploads.uploads[0].initiated == initiated_at);
+  CHECK(uploads.uploads[1].upload_id == "u-2");
+  CHECK_FALSE(uploads.truncated);
+  const auto uploads_page = xml::parse_list_multipart_uploads(
+      "<ListMultipartUploadsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><EncodingType>url</EncodingType>"
+      "<IsTruncated>true</IsTruncated><NextKeyMarker>a%20b</NextKeyMarker><NextUploadIdMarker>u-9</NextUploadIdMarker>"
+      "<Upload><Key>a%20b</Key><UploadId>u-9</UploadId></Upload></ListMultipartUploadsResult>",
+      ec);
+  CHECK_FALSE(ec);
+  CHECK(uploads_page.truncated);
+  CHECK(uploads_page.next_key_marker == "a b");
+  CHECK(uploads_page.next_upload_id_marker == "u-9");
+  REQUIRE(uploads_page.uploads.size() == 1);
+  CHECK(uploads_page.uploads[0].key == "a b");
+  (void)xml::parse_list_multipart_uploads(
+      "<ListMultipartUploadsResult><Upload><Key>k</Key></Upload></ListMultipartUploadsResult>", ec);
+  CHECK(ec == s3::errc::malformed_xml);  // an upload without its id
+  (void)xml::parse_list_multipart_uploads("<ListBucketResult/>", ec);
+  CHECK(ec == s3::errc::malformed_xml);
+
   // The request body the client writes is what the server parses.
   const std::vector<xml::completed_part> parts{{1, "aa", {}}, {2, "bb", {{"crc32", "AAAAAA=="}}}};
   const auto parsed = xml::parse_complete_multipart_upload(xml::complete_multipart_upload_request(parts), ec);

@@ -81,3 +81,21 @@ TEST_CASE("server config: sendfile is remote unless set, and names its field whe
     CHECK(error.field == "sendfile");
   }
 }
+
+TEST_CASE("server config: shutdown_grace_s and upload_expiry_s, 30 s and 7 days unless set") {
+  sluice::error_code ec;
+  sluice::config_error error;
+  auto config = parse(R"({})", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.shutdown_grace == std::chrono::seconds(30));
+  CHECK(config.upload_expiry == std::chrono::hours(24 * 7));
+  config = parse(R"({"shutdown_grace_s":0,"upload_expiry_s":0})", ec, error);
+  REQUIRE(!ec);
+  CHECK(config.shutdown_grace == std::chrono::seconds(0));
+  CHECK(config.upload_expiry == std::chrono::seconds(0));  // off
+  const auto problem = config.validate();
+  CHECK((!problem || problem->field != "shutdown_grace"));
+  (void)parse(R"({"upload_expiry_s":"soon"})", ec, error);
+  CHECK(ec);
+  CHECK(error.field == "upload_expiry_s");
+}

@@ -617,6 +617,44 @@ class client {
   /// Blocking async_list_buckets; throws sluice::system_error.
   std::vector<bucket_info> list_buckets();
 
+  // -- Multipart uploads in progress --------------------------------------------------------
+
+  /// The multipart uploads in progress in `bucket` whose keys start with `prefix`
+  /// (ListMultipartUploads, every page: key-marker and upload-id-marker followed), each with its
+  /// key, upload id and initiation time. Completion: `void(error_code, std::vector<upload_info>)`.
+  template <class CompletionToken>
+  auto async_list_multipart_uploads(std::string bucket, std::string prefix, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::vector<upload_info>)>(
+        [this](auto handler, std::string b, std::string p) {
+          start_list_uploads(
+              std::move(b), std::move(p),
+              detail::client_handler<std::vector<upload_info>>(std::move(handler), get_executor(), detail::with_slot));
+        },
+        token, std::move(bucket), std::move(prefix));
+  }
+  /// Blocking async_list_multipart_uploads.
+  std::vector<upload_info> list_multipart_uploads(const std::string& bucket, const std::string& prefix, error_code& ec);
+  /// Blocking async_list_multipart_uploads; throws sluice::system_error.
+  std::vector<upload_info> list_multipart_uploads(const std::string& bucket, const std::string& prefix = {});
+
+  /// Aborts the multipart upload `upload_id` of `bucket`/`key` (AbortMultipartUpload): its parts
+  /// are removed. Completion: `void(error_code)`; s3::errc::no_such_upload when there is none.
+  template <class CompletionToken>
+  auto async_abort_multipart_upload(std::string bucket, std::string key, std::string upload_id,
+                                    CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        [this](auto handler, std::string b, std::string k, std::string id) {
+          start_abort_upload(std::move(b), std::move(k), std::move(id),
+                             detail::client_handler<>(std::move(handler), get_executor(), detail::with_slot));
+        },
+        token, std::move(bucket), std::move(key), std::move(upload_id));
+  }
+  /// Blocking async_abort_multipart_upload.
+  void abort_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                              error_code& ec);
+  /// Blocking async_abort_multipart_upload; throws sluice::system_error.
+  void abort_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id);
+
  private:
   // The transports of s3/path.hpp move the bytes of the paths that start_get_object and
   // start_put_object run, with start_read_object and start_write_object.
@@ -641,6 +679,9 @@ class client {
                           detail::client_handler<list_objects_result> handler);
   void start_bucket_request(std::string bucket, bool create, detail::client_handler<> handler);
   void start_list_buckets(detail::client_handler<std::vector<bucket_info>> handler);
+  void start_list_uploads(std::string bucket, std::string prefix,
+                          detail::client_handler<std::vector<upload_info>> handler);
+  void start_abort_upload(std::string bucket, std::string key, std::string upload_id, detail::client_handler<> handler);
 
   std::shared_ptr<detail::client_state> state_;
 };

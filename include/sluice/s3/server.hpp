@@ -12,12 +12,18 @@
 #include <sluice/s3/rdma.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +82,12 @@ struct server_config {
   std::chrono::seconds read_timeout{30};
   std::chrono::seconds idle_timeout{60};  ///< a connection waits no longer for a request's first byte
   std::chrono::minutes clock_skew{15};
+  /// How long server::async_shutdown lets requests in flight finish before it cuts them.
+  std::chrono::seconds shutdown_grace{30};
+  /// Multipart uploads that nothing was written to for this long are aborted, their parts
+  /// removed (checked every upload_expiry / 2, at most hourly, at least every second).
+  /// 0: uploads are kept until completed or aborted.
+  std::chrono::seconds upload_expiry{std::chrono::hours(24 * 7)};
   /// Threads of the server's own io_context: one per core by default (at least 2).
   std::size_t io_threads = std::max<std::size_t>(2, std::thread::hardware_concurrency());
   /// The data plane behind x-amz-rdma-token (sluice::fabric::server_plane). Null: every token
@@ -110,7 +122,8 @@ struct server_config {
 /// whole document): {"listen": "127.0.0.1:9000", "region": "us-east-1", "anonymous": false,
 /// "users": [{"access_key_id": "...", "secret_access_key": "..."}], "virtual_host_suffixes": [...],
 /// "max_connections": 512, "max_connections_per_address": 128, "max_object_bytes": "5 GiB",
-/// "read_timeout_s": 30, "idle_timeout_s": 60, "io_threads": 16, "access_log": "off"|"stderr"|"PATH",
+/// "read_timeout_s": 30, "idle_timeout_s": 60, "shutdown_grace_s": 30,
+/// "upload_expiry_s": 604800, "io_threads": 16, "access_log": "off"|"stderr"|"PATH",
 /// "access_log_format": "text"|"json", "admin_listen": "127.0.0.1:9100"|"off",
 /// "sendfile": "remote"|"always"|"never"}. Fields left out keep their defaults;
 /// unknown fields and wrong types set errc::invalid_config in `ec` and name the field in `error`. Rules over the whole
@@ -122,9 +135,9 @@ struct server_state;
 }
 
 /// Serves one store over S3. Start with listen(); stop() closes the listener and every
-/// connection. Runs its own io_context on `config.io_threads` threads, so it can be embedded in
-/// any program; the store must outlive the server. The server is compiled once, in the library:
-/// it reaches the store through any_store (any_store::wrap, done by the constructor for any
+/// connection (async_shutdown first lets requests in flight finish). Runs its own io_context on `config.io_threads`
+/// threads, so it can be embedded in any program; the store must outlive the server. The server is compiled once, in
+/// the library: it reaches the store through any_store (any_store::wrap, done by the constructor for any
 /// servable_store).
 class server {
  public:
@@ -152,10 +165,35 @@ class server {
   void set_users(std::vector<user> users);
   /// Writes out the access log's buffer and reopens its file (after logrotate moved it).
   void reopen_access_log(error_code& ec);
+  /// Begins a graceful stop: closes the listeners (new connections are refused; the admin
+  /// listener stays, its /ready answering 503), closes every connection that waits for a request
+  /// (or is still reading its header section), and lets the requests in flight finish, each connection closing after
+  /// its answer. Those still in flight after config.shutdown_grace are cut (cut_now() cuts them at once); the access
+  /// log gives each its status, the bytes that went, and the error "CutAtShutdown". Completion: `void()` once no
+  /// connection is left, on the handler's associated executor (default: one of the server's threads); stop() then joins
+  /// the threads. Thread-safe; a server that is not listening completes at once. Not cancellable: cut_now() is how to
+  /// hurry it.
+  template <class CompletionToken>
+  auto async_shutdown(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void()>(
+        [this](auto handler) {
+          auto home = boost::asio::prefer(boost::asio::get_associated_executor(handler, executor()),
+                                          boost::asio::execution::outstanding_work.tracked);
+          auto waiting = std::make_shared<decltype(handler)>(std::move(handler));
+          start_shutdown([home, waiting] { boost::asio::post(home, [waiting] { std::move (*waiting)(); }); });
+        },
+        token);
+  }
+  /// Cuts the connections of a shutdown under way now instead of at the grace's end (a second
+  /// SIGTERM). Thread-safe; does nothing before async_shutdown.
+  void cut_now();
   /// Stops accepting, closes all connections and joins the threads. Idempotent.
   void stop();
 
  private:
+  [[nodiscard]] boost::asio::any_io_executor executor() const;
+  void start_shutdown(std::function<void()> drained);
+
   std::shared_ptr<detail::server_state> state_;
 };
 

@@ -57,6 +57,30 @@ struct list_bucket_result {
 /// order. Errors: errc::malformed_xml.
 [[nodiscard]] std::vector<bucket_info> parse_list_buckets(std::string_view body, error_code& ec);
 
+/// One page of ListMultipartUploads.
+struct list_multipart_uploads_result {
+  std::vector<upload_info> uploads;   ///< each <Upload>: Key, UploadId, Initiated (no attributes)
+  bool truncated = false;             ///< <IsTruncated>: more uploads follow
+  std::string next_key_marker;        ///< <NextKeyMarker>: the next page's key-marker
+  std::string next_upload_id_marker;  ///< <NextUploadIdMarker>: the next page's upload-id-marker
+  friend bool operator==(const list_multipart_uploads_result& a, const list_multipart_uploads_result& b) {
+    if (a.truncated != b.truncated || a.next_key_marker != b.next_key_marker ||
+        a.next_upload_id_marker != b.next_upload_id_marker || a.uploads.size() != b.uploads.size())
+      return false;
+    for (std::size_t i = 0; i < a.uploads.size(); ++i) {
+      if (a.uploads[i].key != b.uploads[i].key || a.uploads[i].upload_id != b.uploads[i].upload_id ||
+          a.uploads[i].initiated != b.uploads[i].initiated)
+        return false;
+    }
+    return true;
+  }
+};
+
+/// Parses a ListMultipartUploadsResult. Each <Upload> needs a <Key> and an <UploadId>; Initiated
+/// is ISO 8601 (parse_iso8601) when present. With <EncodingType>url</EncodingType> the keys and
+/// markers are returned decoded. Errors: errc::malformed_xml.
+[[nodiscard]] list_multipart_uploads_result parse_list_multipart_uploads(std::string_view body, error_code& ec);
+
 /// The answer to CreateMultipartUpload.
 struct initiate_multipart_upload_result {
   std::string bucket;     ///< <Bucket>

@@ -24,6 +24,8 @@ std::optional<config_error> server_config::validate() const {
   if (rdma_threads == 0) return config_error{"rdma_threads", "must be at least 1"};
   if (read_timeout.count() <= 0 || idle_timeout.count() <= 0)
     return config_error{"read_timeout", "timeouts must be positive"};
+  if (shutdown_grace.count() < 0) return config_error{"shutdown_grace", "must not be negative"};
+  if (upload_expiry.count() < 0) return config_error{"upload_expiry", "must not be negative (0: off)"};
   if (max_object_bytes == 0) return config_error{"max_object_bytes", "must be greater than 0"};
   if (!plain_http && !tls) return config_error{"plain_http", "a server without plain HTTP needs a TLS listener"};
   if (access_log.target == access_log_target::file && access_log.path.empty()) {
@@ -97,6 +99,8 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
   using namespace sluice::detail::json;
   std::uint64_t read_timeout_s = static_cast<std::uint64_t>(config.read_timeout.count());
   std::uint64_t idle_timeout_s = static_cast<std::uint64_t>(config.idle_timeout.count());
+  std::uint64_t shutdown_grace_s = static_cast<std::uint64_t>(config.shutdown_grace.count());
+  std::uint64_t upload_expiry_s = static_cast<std::uint64_t>(config.upload_expiry.count());
   const field_table fields{
       {"listen", text_field([&](std::string_view text) -> std::optional<std::string> {
          auto parts = host_port(text);
@@ -140,12 +144,16 @@ server_config parse_server_config(std::string_view json, error_code& ec, config_
       {"max_connections_per_address", count_field(config.max_connections_per_address)},
       {"read_timeout_s", count_field(read_timeout_s)},
       {"idle_timeout_s", count_field(idle_timeout_s)},
+      {"shutdown_grace_s", count_field(shutdown_grace_s)},
+      {"upload_expiry_s", count_field(upload_expiry_s)},
       {"io_threads", count_field(config.io_threads)},
       {"gateway", {}},  // gateway_store's settings (parse_gateway_config)
   };
   if (auto e = read_fields(root, "", fields)) return fail(std::move(*e));
   config.read_timeout = std::chrono::seconds(read_timeout_s);
   config.idle_timeout = std::chrono::seconds(idle_timeout_s);
+  config.shutdown_grace = std::chrono::seconds(shutdown_grace_s);
+  config.upload_expiry = std::chrono::seconds(upload_expiry_s);
   // Whole-configuration rules (at least one user, ...) are checked when the server is built,
   // after the caller merged in what else it knows (the CLI's --access-key, say).
   ec = {};

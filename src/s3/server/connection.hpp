@@ -50,6 +50,7 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     std::uint64_t bytes_direct = 0;    // payload bytes moved by RDMA or a grant
     std::string direct_path;           // "rdma:<provider>" or "grant:<kind>" when bytes_direct moved
     std::optional<rdma_decline_reason> decline;
+    bool short_answer = false;  // the answer's write failed: it did not leave whole
     bool recorded = false;
     // The header is the parser's until a body is read: reading one moves the parser (and the
     // header it holds) away, so keep_header() copies it first. A GET copies nothing.
@@ -331,6 +332,11 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
 
   std::shared_ptr<server_state> state_;
   Stream stream_;
+  // On the connection's loop: whether it has no request yet (it waits for one, or for the rest of
+  // its header section: a shutdown closes it then), and whether the server cut it (its request in
+  // flight is logged with cut_error).
+  bool idle_ = false;
+  bool cut_ = false;
   beast::flat_buffer buffer_;
   // Request bodies are received into this, allocated at the connection's first body and reused
   // by every later one (fresh memory costs a page fault per 4 KiB on first touch).
@@ -385,6 +391,10 @@ std::optional<s3::errc> transfer_encoding_problem(const http::request_header<Fie
   if (codings.size() > 1) return s3::errc::not_implemented;  // gzip, deflate, ... are not decoded here
   return std::nullopt;
 }
+
+/// The access log's and the metrics' error of a request whose answer the server cut (the
+/// shutdown's grace ended, or server::stop()) before it left whole.
+inline constexpr std::string_view cut_error = "CutAtShutdown";
 
 /// What a conditional write that S3 does not do is told (after the operation's name).
 inline constexpr std::string_view unsupported_condition =

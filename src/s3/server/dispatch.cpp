@@ -44,24 +44,31 @@ template <class Stream>
 asio::awaitable<void> connection<Stream>::run() {
   {
     std::lock_guard lock(state_->mutex);
-    state_->closers[this] = [weak = this->weak_from_this()] {
+    state_->closers[this] = [weak = this->weak_from_this()](close_reason how) {
       if (auto self = weak.lock()) {
-        asio::post(self->stream_.get_executor(), [self] {
+        asio::post(self->stream_.get_executor(), [self, how] {
           error_code ignored;
-          self->lowest().socket().close(ignored);
+          if (how == close_reason::cut) {
+            self->cut_ = true;  // what is in flight is logged as cut (record())
+            self->lowest().socket().close(ignored);
+          } else if (self->idle_) {
+            self->lowest().socket().cancel(ignored);  // ends the wait for a request: a clean close
+          }
         });
       }
     };
   }
-  // A connection accepted as the server stops may register after stop() closed the others: it
-  // ends at once rather than keep its loop (and stop()) waiting for its idle timeout.
-  bool open = !state_->stopping;
+  // A connection accepted as the server stops (or begins its shutdown) may register after the
+  // others were closed: it ends at once rather than keep its loop waiting for its idle timeout.
+  bool open = !state_->stopping && !state_->draining;
   if constexpr (tls) {
     if (open) {
       error_code ec;
       lowest().expires_after(state_->config.read_timeout);
+      idle_ = true;  // no request yet: a shutdown closes it now
       co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
-      open = !ec;  // not TLS, an old protocol, a stall: dropped without an answer
+      idle_ = false;
+      open = !ec && !state_->draining;  // not TLS, an old protocol, a stall: dropped without an answer
     }
   }
   while (open) {     // NOLINT(bugprone-infinite-loop): every way out of the loop is a break
@@ -74,13 +81,18 @@ asio::awaitable<void> connection<Stream>::run() {
       // Between requests the connection may idle for idle_timeout; from the request's first byte
       // its header section has read_timeout to arrive.
       lowest().expires_after(state_->config.idle_timeout);
+      // Until a request's header section is in, the connection counts as idle: a shutdown closes
+      // it now (closers) rather than wait for a request that may come slowly or never.
+      idle_ = true;
       const std::size_t n =
           co_await stream_.async_read_some(buffer_.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
       buffer_.commit(n);
-      if (ec) break;  // closed, reset or idle: nothing to answer
+      if (ec) break;  // closed, reset, idle, or the server shuts down: nothing to answer
     }
+    idle_ = true;
     lowest().expires_after(state_->config.read_timeout);
     co_await read_header(parser, ec);
+    idle_ = false;
     if (ec) {
       if (ec == http::error::header_limit) {
         request req{&parser};
@@ -103,7 +115,7 @@ asio::awaitable<void> connection<Stream>::run() {
     }
     lowest().expires_after(state_->config.read_timeout);
     const bool keep = co_await handle(parser);
-    if (!keep || state_->stopping) break;
+    if (!keep || state_->stopping || state_->draining) break;
   }
   error_code ignored;
   if constexpr (tls) {  // close_notify, best effort: a peer that is gone or stalls does not hold us
@@ -123,6 +135,7 @@ asio::awaitable<void> connection<Stream>::run() {
     }
   }
   state_->connections.fetch_sub(1);
+  state_->connection_ended();
 }
 
 template <class Stream>
@@ -228,6 +241,9 @@ void connection<Stream>::record(request& req, unsigned status, std::uint64_t byt
   req.recorded = true;
   const auto duration =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - req.start);
+  // The server cut the connection (the shutdown's grace ended, or stop()) before the answer
+  // left whole: the line keeps the status the head said and the bytes that went, and says so.
+  if (cut_ && (status == 0 || req.short_answer)) req.error = cut_error;
   server_metrics& metrics = state_->metrics;
   metrics.record(req.where.op, status, req.error, duration);
   metrics.add_bytes(byte_direction::out, byte_path::http, bytes_sent);
@@ -332,7 +348,7 @@ template <class Stream>
 asio::awaitable<bool> connection<Stream>::send(request& req, string_response res) {
   common_headers(req, res.base());
   // A request whose body was not read leaves bytes on the wire: close after answering.
-  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
+  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping && !state_->draining;
   res.keep_alive(keep);
   if (req.head) {
     const auto length = res.body().size();
@@ -342,12 +358,14 @@ asio::awaitable<bool> connection<Stream>::send(request& req, string_response res
     sr.split(true);
     error_code ec;
     co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+    req.short_answer = static_cast<bool>(ec);
     record(req, res.result_int(), 0);
     co_return !ec && keep;
   }
   res.prepare_payload();
   error_code ec;
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  req.short_answer = static_cast<bool>(ec);
   record(req, res.result_int(), ec ? 0 : res.body().size());
   co_return !ec && keep;
 }

@@ -133,7 +133,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   head_.start(answer->status);
   common_fields(head_, req.id, req.rdma_reply);
   answer->set_fields(head_, info);
-  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping;
+  const bool keep = req.keep_alive && !req.body_pending && !state_->stopping && !state_->draining;
   const std::string_view head = head_.finish(answer->length, keep);
   if (!head_.valid()) {  // stored metadata that cannot go out as a header: refused, not injected
     co_return co_await send_error(req, s3::errc::internal_error, "The object's stored headers cannot be sent.");
@@ -171,6 +171,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
                                                   asio::buffer(first_byte, length)};
     co_await asio::async_write(stream_, parts, asio::redirect_error(asio::use_awaitable, ec));
   }
+  req.short_answer = static_cast<bool>(ec);
   record(req, static_cast<unsigned>(answer->status), ec ? 0 : length);
   co_return !ec && keep;
 }
@@ -256,6 +257,7 @@ asio::awaitable<bool> connection<Stream>::send_body(request& req, const get_answ
                                asio::redirect_error(asio::use_awaitable, ec));
   }
   if (ec || route == body_route::none) {
+    req.short_answer = static_cast<bool>(ec);
     record(req, code, 0);
     co_return !ec && keep;
   }
@@ -267,12 +269,14 @@ asio::awaitable<bool> connection<Stream>::send_body(request& req, const get_answ
     if (growing) {
       co_await await_bytes(mapping, at + sent + n, ec);
       if (ec) {  // the fetch failed with the answer under way: the body ends short, the connection closes
+        req.short_answer = true;
         record(req, code, written);
         co_return false;
       }
     }
     if (asked && sent + n == length) {  // the last slice goes only from a version the upstream confirms
       if (!co_await confirmed(*asked)) {
+        req.short_answer = true;
         record(req, code, written);
         co_return false;  // the body ends short: the connection closes
       }
@@ -284,10 +288,13 @@ asio::awaitable<bool> connection<Stream>::send_body(request& req, const get_answ
       ec = co_await send_sealed(sent == 0 && head_in_batch ? head : std::string_view(), first_byte + sent, n);
     } else {
       lowest().expires_after(state_->config.read_timeout);
-      co_await asio::async_write(stream_, asio::buffer(first_byte + sent, static_cast<std::size_t>(n)),
-                                 asio::redirect_error(asio::use_awaitable, ec));
+      const std::size_t partial =
+          co_await asio::async_write(stream_, asio::buffer(first_byte + sent, static_cast<std::size_t>(n)),
+                                     asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) written += partial;  // what the socket took of a slice cut short
     }
     if (ec) {
+      req.short_answer = true;
       record(req, code, written);
       co_return false;
     }

@@ -17,6 +17,32 @@ inline asio::awaitable<void> flush_access_log(std::shared_ptr<server_state> stat
   }
 }
 
+/// Every upload_expiry / 2 (1 s to 1 h) until the server stops: aborts the multipart uploads
+/// idle longer than upload_expiry (server_state::expire_uploads, on the blocking pool).
+inline asio::awaitable<void> expire_uploads(std::shared_ptr<server_state> state) {
+  using std::chrono::seconds;
+  const seconds every = std::clamp<seconds>(state->config.upload_expiry / 2, seconds(1), seconds(3600));
+  while (!state->stopping) {
+    state->expiry_timer.expires_after(every);
+    error_code ec;
+    co_await state->expiry_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (state->stopping) co_return;
+    // This coroutine holds the state until the sweep is done: the sweep borrows it.
+    server_state* borrowed = state.get();
+    co_await asio::co_spawn(
+        state->blocking.get_executor(),
+        [borrowed]() -> asio::awaitable<void> {
+          try {
+            borrowed->expire_uploads(std::chrono::system_clock::now());
+          } catch (const std::exception&) {
+            // a store that throws (bad_alloc) loses this round; the next one tries again
+          }
+          co_return;
+        },
+        asio::use_awaitable);
+  }
+}
+
 /// Accepts on `acceptor` until the server stops: HTTPS connections with `with_tls`.
 template <bool with_tls>
 asio::awaitable<void> accept_loop(std::shared_ptr<server_state> state, tcp::acceptor& acceptor) {

@@ -19,6 +19,7 @@ asio::awaitable<bool> connection<Stream>::multipart(request& req) {
         co_return co_await send_error(req, s3::errc::invalid_argument,
                                       "Part number must be an integer between 1 and 10000");
       }
+      const part_in_flight receiving(*state_, upload_id);  // not expired while its part arrives
       auto writer = state_->store->begin_part(object, upload_id, *number, ec);
       if (ec) co_return co_await send_error(req, to_s3(ec));
       auto attributes = co_await receive_payload(req, writer, state_->config.max_object_bytes);

@@ -96,6 +96,7 @@ void server::listen(error_code& ec) {
                    asio::detached);
   }
   if (s.log) asio::co_spawn(s.io, detail::flush_access_log(state_), asio::detached);
+  if (s.config.upload_expiry.count() > 0) asio::co_spawn(s.io, detail::expire_uploads(state_), asio::detached);
   s.ready = true;
   for (auto& loop : s.loops) {
     s.keep_looping.push_back(boost::asio::make_work_guard(*loop));
@@ -138,6 +139,53 @@ void server::reopen_access_log(error_code& ec) {
   if (state_->log) state_->log->reopen(ec);
 }
 
+boost::asio::any_io_executor server::executor() const { return state_->io.get_executor(); }
+
+void server::start_shutdown(std::function<void()> drained) {
+  auto& s = *state_;
+  if (s.threads.empty() || s.stopping) {  // not serving: nothing to wait for, no loop to run on
+    drained();
+    return;
+  }
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.drained) {  // a second caller: both complete
+      s.drained = [first = std::move(s.drained), second = std::move(drained)] {
+        first();
+        second();
+      };
+    } else {
+      s.drained = std::move(drained);
+    }
+  }
+  boost::asio::post(s.io, [state = state_] {
+    auto& st = *state;
+    if (st.draining.exchange(true)) {
+      st.connection_ended();  // under way already: completes now if nothing is left
+      return;
+    }
+    st.ready = false;
+    error_code ignored;
+    st.acceptor.close(ignored);  // new connections are refused from here on
+    st.tls_acceptor.close(ignored);
+    st.close_connections(detail::close_reason::idle);
+    st.grace_timer.expires_after(st.config.shutdown_grace);
+    st.grace_timer.async_wait([state](error_code ec) {
+      if (!ec) state->close_connections(detail::close_reason::cut);
+    });
+    st.connection_ended();  // none open: done now
+  });
+}
+
+void server::cut_now() {
+  if (state_->threads.empty()) return;  // not serving: nothing to cut, and no loop to run on
+  boost::asio::post(state_->io, [state = state_] {
+    if (!state->draining) return;
+    state->grace_timer.cancel();
+    state->close_connections(detail::close_reason::cut);
+  });
+}
+
 void server::stop() {
   auto& s = *state_;
   if (s.stopping.exchange(true)) return;
@@ -150,8 +198,9 @@ void server::stop() {
     state.tls_acceptor.close(ignored);
     state.admin_acceptor.close(ignored);
     state.log_flush_timer.cancel();
-    std::lock_guard lock(state.mutex);
-    for (auto& [connection, close] : state.closers) close();
+    state.grace_timer.cancel();
+    state.expiry_timer.cancel();
+    state.close_connections(detail::close_reason::cut);
   };
   if (s.threads.empty()) {
     // Never listening (or listen failed): no thread would run a posted handler, and one holding

@@ -106,6 +106,12 @@ inline std::string direct_path_of(std::string_view provider) {
   return "rdma:" + std::string(provider);
 }
 
+/// How server_state::closers close a connection.
+enum class close_reason : std::uint8_t {
+  idle,  ///< only if it waits for its next request; one in a request ends after its answer
+  cut,   ///< now, whatever it is doing: its request in flight is logged as cut
+};
+
 /// Shared by the acceptor and every connection.
 struct server_state : std::enable_shared_from_this<server_state> {
   server_state(std::shared_ptr<any_store> s, server_config c)
@@ -117,6 +123,8 @@ struct server_state : std::enable_shared_from_this<server_state> {
         tls_acceptor(io),
         admin_acceptor(io),
         log_flush_timer(io),
+        grace_timer(io),
+        expiry_timer(io),
         users(config.users) {}
 
   std::shared_ptr<any_store> store;
@@ -140,24 +148,82 @@ struct server_state : std::enable_shared_from_this<server_state> {
   std::mutex address_mutex;                              // guards per_address
   std::map<asio::ip::address, std::size_t> per_address;  // open connections per client address
   std::atomic<bool> stopping{false};
-  std::atomic<bool> ready{false};  // GET /ready: listening, and not stopping
+  // server::async_shutdown began: no new connection, no new request on a kept-alive one; the
+  // requests in flight have config.shutdown_grace (grace_timer, on `io`) before they are cut.
+  std::atomic<bool> draining{false};
+  std::atomic<bool> ready{false};  // GET /ready: listening, and not stopping or draining
   tcp::acceptor admin_acceptor;    // config.admin_listen
   server_metrics metrics;
   std::unique_ptr<access_log> log;     // null: the access log is off
   asio::steady_timer log_flush_timer;  // writes the access log out every second
+  asio::steady_timer grace_timer;      // the end of shutdown_grace: what is still in flight is cut
+  asio::steady_timer expiry_timer;     // the next look for multipart uploads idle past upload_expiry
+  std::mutex parts_mutex;              // guards parts_in_flight
+  std::map<std::string, std::size_t, std::less<>> parts_in_flight;  // upload id → UploadParts receiving now
   // Read by every request, without a lock: set_users replaces the users, bucket creation and
   // deletion the owners.
   published<std::vector<user>> users;
   published<std::map<std::string, std::string, std::less<>>> owners{{}};  // bucket → access key id
 
-  std::mutex mutex;                                      // guards closers
-  std::map<const void*, std::function<void()>> closers;  // live connection → closes it on its loop
+  std::mutex mutex;  // guards closers and drained
+  // Live connection → closes it on its loop: at once (stop, or the grace's end: `cut`), or only
+  // when it idles between requests (`idle`, as a shutdown begins).
+  std::map<const void*, std::function<void(close_reason)>> closers;
+  std::function<void()> drained;  // async_shutdown's completion: called once no connection is left
+
+  /// Closes every connection (`how`) on its own loop.
+  void close_connections(close_reason how) {
+    std::lock_guard lock(mutex);
+    for (auto& [connection, close] : closers) close(how);
+  }
+
+  /// A connection ended (or none was left as a shutdown began): completes async_shutdown when it
+  /// was the last one. Any thread.
+  void connection_ended() {
+    if (!draining || connections.load() != 0) return;
+    std::function<void()> done;
+    {
+      std::lock_guard lock(mutex);
+      done = std::move(drained);
+      drained = nullptr;
+    }
+    if (!done) return;
+    asio::post(io, [self = shared_from_this()] { self->grace_timer.cancel(); });
+    done();
+  }
 
   std::optional<std::string> secret_for(std::string_view access_key) const {
     for (const auto& u : users.read()) {
       if (u.access_key_id == access_key) return u.secret_access_key;
     }
     return std::nullopt;
+  }
+
+  /// Aborts every multipart upload that nothing was written to for config.upload_expiry: none
+  /// of its parts was committed since then (nor the upload created) and no UploadPart is
+  /// receiving one now. Store calls: run on the blocking pool. The number aborted.
+  std::size_t expire_uploads(std::chrono::system_clock::time_point now) {
+    std::size_t aborted = 0;
+    error_code ec;
+    for (const auto& bucket : store->list_buckets(ec)) {
+      error_code list_error;
+      for (const auto& upload : store->list_uploads(bucket.name, {}, list_error)) {
+        const object_ref object{bucket.name, upload.key};
+        auto last = upload.initiated;
+        error_code parts_error;
+        for (const auto& part : store->list_parts(object, upload.upload_id, parts_error))
+          last = std::max(last, part.last_modified);
+        if (parts_error || now - last < config.upload_expiry) continue;
+        {
+          std::lock_guard lock(parts_mutex);
+          if (parts_in_flight.contains(upload.upload_id)) continue;
+        }
+        error_code abort_error;
+        store->abort_upload(object, upload.upload_id, abort_error);
+        if (!abort_error) ++aborted;
+      }
+    }
+    return aborted;
   }
 
   /// The loop of the next connection.
@@ -181,6 +247,26 @@ struct server_state : std::enable_shared_from_this<server_state> {
     (void)e;
     return std::string(buf, end);
   }
+};
+
+/// An UploadPart receiving its part: upload expiry leaves its upload alone meanwhile.
+class part_in_flight {
+ public:
+  part_in_flight(server_state& state, std::string_view upload_id) : state_(state), id_(upload_id) {
+    std::lock_guard lock(state_.parts_mutex);
+    ++state_.parts_in_flight[id_];
+  }
+  part_in_flight(const part_in_flight&) = delete;
+  part_in_flight& operator=(const part_in_flight&) = delete;
+  ~part_in_flight() {
+    std::lock_guard lock(state_.parts_mutex);
+    if (auto it = state_.parts_in_flight.find(id_); it != state_.parts_in_flight.end() && --it->second == 0)
+      state_.parts_in_flight.erase(it);
+  }
+
+ private:
+  server_state& state_;
+  std::string id_;
 };
 
 }  // namespace sluice::s3::detail
