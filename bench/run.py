@@ -816,15 +816,20 @@ class Harness:
             if os.path.exists(target):
                 os.unlink(target)
 
-    def aws_get(self, key, size, repeat):
-        aws = self.tool("aws")
+    def aws_environment(self):
+        """The AWS CLI's environment for this run's server: its keys, path-style addressing in a
+        config file of the run's own, no shared credentials, no instance metadata, no pager."""
         cfg = os.path.join(self.work, "aws-config")
         with open(cfg, "w") as f:
             f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
-        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
-                   AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=cfg,
-                   AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
-                   AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        return dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+                    AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=cfg,
+                    AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
+                    AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+
+    def aws_get(self, key, size, repeat):
+        aws = self.tool("aws")
+        env = self.aws_environment()
         version = subprocess.run([aws, "--version"], capture_output=True, text=True, env=env)
         start_up = run_measured([aws, "--version"], 60, env=env)
         self.meta["aws_cli"] = (version.stdout + version.stderr).strip()
@@ -848,13 +853,7 @@ class Harness:
         log("== %s (%d runs each)" % (group, runs))
         R = self.results
         connection = ["--endpoint", self.server.url, "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]
-        aws_cfg = os.path.join(self.work, "aws-startup-config")
-        with open(aws_cfg, "w") as f:
-            f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
-        aws_env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
-                       AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=aws_cfg,
-                       AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
-                       AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        aws_env = self.aws_environment()
 
         def timed(cmd, env=None):
             hyperfine = self.tool("hyperfine")
@@ -900,13 +899,7 @@ class Harness:
         log("== %s (%d run%s each, median)" % (group, rep, "s" if rep > 1 else ""))
         R = self.results
         host = self.server.url.split("//")[1]
-        aws_cfg = os.path.join(self.work, "aws-bulk-config")
-        with open(aws_cfg, "w") as f:
-            f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
-        aws_env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
-                       AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=aws_cfg,
-                       AWS_SHARED_CREDENTIALS_FILE=os.path.join(self.work, "no-credentials"),
-                       AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
+        aws_env = self.aws_environment()
         remote = ":s3,provider=Other,endpoint='%s',access_key_id=%s,secret_access_key=%s,region=us-east-1:" % (
             self.server.url, ACCESS_KEY, SECRET_KEY)
         s3cmd_base = ["-c", "/dev/null", "--access_key=" + ACCESS_KEY, "--secret_key=" + SECRET_KEY, "--host=" + host,
