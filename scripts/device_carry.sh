@@ -5,9 +5,12 @@
 # stripped, the few shared libraries the device image lacks, libfabric v2.6.0 built with CUDA
 # (FI_HMEM), and a runner.
 #   here:   scripts/device_carry.sh [BUILD_DIR [OUT_DIR [LIBFABRIC_GIT]]]   (default build/device → build/device-carry)
-#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|python|go|cpu|gateway] [args]   (carry OUT_DIR)
-# run.sh all: the GPU suite, then `sluice serve --fabric auto` on loopback with the GPU benchmark
-# (S3 GET 4 GiB → GPU each path, file → GPU, H2D ceilings) and examples/vectors_from_s3 against it.
+#   there:  OUT_DIR/run.sh [all|tests|bench|example|file|restart|python|go|cpu|gateway] [args]   (carry OUT_DIR)
+# run.sh all (one 600 s device call): the GPU suite, the 4 GiB file → GPU rates, `sluice serve` on
+# loopback with the GPU benchmark's same-host grant rows (first GETs, registered, processes) and
+# examples/vectors_from_s3 against it, then the first GET after a restart (3 rounds).
+# run.sh bench: the GPU benchmark's every path (S3 GET 4 GiB → GPU each path, PUT, file → GPU,
+# H2D ceilings), then the restart rounds.
 # run.sh python: the Python package pip-installed there for its python3 (torch), tests/python with torch,
 # and GET → CUDA tensor through Python against the C API in the same run (bench/gpu/python_get.py).
 # run.sh cpu: bench/run.py's CPU groups with the carried binaries, wrk and nginx (default the core
@@ -254,14 +257,17 @@ if [[ ! -e /run/udev/data && ${source_dev} == /dev/* && -b ${source_dev} ]]; the
     "$(paste -sd ' ' "/run/udev/data/b${id}")"
 fi
 status=0
+SECONDS=0
+# Each step's header says when it started (seconds since run.sh began): one call has 600 s.
+step() { echo "== [t+${SECONDS}s] $*"; }
 if [[ ${what} == all || ${what} == tests ]]; then
-  echo "== GPU suite"
+  step "GPU suite"
   "${here}/sluice_gpu_tests" "$@" || status=1
 fi
-if [[ ${what} == file ]]; then
+if [[ ${what} == all || ${what} == file ]]; then
   # The suite's skipped 4 GiB case: writes a 4 GiB file under /tmp, drops it from the page cache
   # for each cold run (fsync + POSIX_FADV_DONTNEED), prints a table and checks the targets.
-  echo "== file -> GPU rates"
+  step "file -> GPU rates"
   "${here}/sluice_gpu_tests" --no-skip -tc='file to device: 4 GiB rates*' "$@" || status=1
 fi
 if [[ ${what} == python ]]; then
@@ -406,12 +412,16 @@ if [[ ${what} == all || ${what} == bench || ${what} == example ]]; then
   sed 's/^/server: /' "${root}/serve.log"
   endpoint=http://127.0.0.1:${port}
   if [[ ${what} == all || ${what} == bench ]]; then
-    echo "== GPU benchmark"
+    # all: the same-host grant rows only (the first GETs, registered, processes); bench: every path.
+    only=()
+    [[ ${what} == all ]] && only=(--only grant)
+    step "GPU benchmark ${only[*]}"
     "${here}/sluice_gpu_bench" --endpoint "${endpoint}" --json "${OUT:-/tmp}/gpu_bench.json" \
-      --file "${root}/bench.bin" --grant-socket "${root}/grants.sock" --server-pid "${server}" "$@" || status=1
+      --file "${root}/bench.bin" --grant-socket "${root}/grants.sock" --server-pid "${server}" "${only[@]}" "$@" ||
+      status=1
   fi
   if [[ ${what} == all || ${what} == example ]] && [[ -x ${here}/vectors_from_s3 ]]; then
-    echo "== examples/vectors_from_s3"
+    step "examples/vectors_from_s3"
     "${here}/vectors_from_s3" --endpoint "${endpoint}" --bucket vectors --access-key SLUICEBENCH \
       --secret-key sluice-bench-secret --fabric auto --grant-socket "${root}/grants.sock" --upload || status=1
   fi
@@ -462,7 +472,7 @@ os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)'
         status=1
         break
       }
-      echo "== GPU benchmark, first GET after a restart, object ${state}, round ${round}"
+      step "GPU benchmark, first GET after a restart, object ${state}, round ${round}"
       "${here}/sluice_gpu_bench" --endpoint "http://127.0.0.1:${port}" "${bench_args[@]}" \
         --json "${OUT:-/tmp}/gpu_restart_${state}_r${round}.json" --server-pid "$(cat "${root}/store.pid")" \
         "$@" --only restart | grep -E "since the server|pinned H2D" || status=1
@@ -491,6 +501,7 @@ for state in ("resident", "dropped"):
 RESTART
   rm -rf "${root}"
 fi
+step "done, status ${status}"
 exit "${status}"
 RUN
 chmod +x "${out}/run.sh"
