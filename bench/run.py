@@ -1518,13 +1518,7 @@ class Harness:
         # The cache on a tmpfs with 2 MiB pages (docs/gateway.md, "Where to put the cache"), mounted
         # here when this runs as root; its rows say why not otherwise.
         huge_cache = os.path.join(self.work, "gateway-huge")
-        os.makedirs(huge_cache)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,huge=within_size" % (4 * size), "tmpfs",
-                                  huge_cache], capture_output=True, text=True)
-        huge_why = None if mounted.returncode == 0 else \
-            "cannot mount a tmpfs with huge=within_size here: " + tail(mounted.stderr.strip() or "not root")
-        if huge_why is None:
-            on_cleanup(lambda: subprocess.run(["umount", huge_cache], capture_output=True))
+        huge_why = self.huge_tmpfs(huge_cache, 4 * size)
 
         def fresh_gateway(root=cache):
             nonlocal gateway
@@ -1610,6 +1604,18 @@ class Harness:
             subprocess.run(["umount", huge_cache], capture_output=True)
         shutil.rmtree(os.path.join(self.work, "upstream"), ignore_errors=True)
 
+    @staticmethod
+    def huge_tmpfs(path, size):
+        """Mounts a tmpfs with 2 MiB pages (huge=within_size) of `size` bytes at `path`, unmounted at
+        exit; None, or why it cannot be mounted here (not root, say)."""
+        os.makedirs(path, exist_ok=True)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,huge=within_size" % size, "tmpfs", path],
+                                 capture_output=True, text=True)
+        if mounted.returncode != 0:
+            return "cannot mount a tmpfs with huge=within_size here: " + tail(mounted.stderr.strip() or "not root")
+        on_cleanup(lambda: subprocess.run(["umount", path], capture_output=True))
+        return None
+
     def gateway_rgw(self):
         """The gateway in front of a real Ceph RGW (tests/ceph/rgw_fixture.py: mon, mgr, a memstore
         OSD and radosgw on loopback): a miss against RGW's own GET of the same object by a new
@@ -1654,13 +1660,7 @@ class Harness:
         # The cache on a tmpfs with 2 MiB pages, as docs/gateway.md advises ("Where to put the cache"),
         # mounted here when this runs as root; its rows say why not otherwise.
         huge_cache = os.path.join(self.work, "gateway-rgw-huge")
-        os.makedirs(huge_cache, exist_ok=True)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,huge=within_size" % (2 * size), "tmpfs",
-                                  huge_cache], capture_output=True, text=True)
-        huge_why = None if mounted.returncode == 0 else \
-            "cannot mount a tmpfs with huge=within_size here: " + tail(mounted.stderr.strip() or "not root")
-        if huge_why is None:
-            on_cleanup(lambda: subprocess.run(["umount", huge_cache], capture_output=True))
+        huge_why = self.huge_tmpfs(huge_cache, 2 * size)
 
         def new_gateway(name, more=(), under=None):
             root = os.path.join(under or self.work, name)
