@@ -1660,7 +1660,7 @@ class Harness:
         # The cache on a tmpfs with 2 MiB pages, as docs/gateway.md advises ("Where to put the cache"),
         # mounted here when this runs as root; its rows say why not otherwise.
         huge_cache = os.path.join(self.work, "gateway-rgw-huge")
-        huge_why = self.huge_tmpfs(huge_cache, 2 * size)
+        huge_why = self.huge_tmpfs(huge_cache, (rounds + 2) * size)  # a cache per miss round
 
         def new_gateway(name, more=(), under=None):
             root = os.path.join(under or self.work, name)
@@ -1768,10 +1768,6 @@ class Harness:
         scenario(R, "gwrgw.miss_http", group, "gateway miss, http", "sluice", lambda: miss("http"))
         scenario(R, "gwrgw.miss_http.rgw", group, "RGW's own GET beside each miss", "baseline",
                  lambda: paired_baseline("gwrgw.miss_http"))
-        scenario(R, "gwrgw.miss_http_huge", group, "gateway miss, http, cache on tmpfs huge=within_size", "sluice",
-                 lambda: miss("http", huge=True))
-        scenario(R, "gwrgw.miss_http_huge.rgw", group, "RGW's own GET beside each miss (huge cache rows)",
-                 "baseline", lambda: paired_baseline("gwrgw.miss_http_huge"))
         scenario(R, "gwrgw.local_http", group, "local fs_store, http", "baseline",
                  lambda: self.bench("get", key, size, via="http", repeat=rep))
         scenario(R, "gwrgw.hit_http", group, "gateway hit, http", "sluice", lambda: hit("http"))
@@ -1780,6 +1776,10 @@ class Harness:
         scenario(R, "gwrgw.hit_rdma_shm", group, "gateway hit, rdma (shm)", "sluice", lambda: hit("rdma", "shm"))
         scenario(R, "gwrgw.hit_http_trusted", group, "gateway hit, http, --revalidate-after 60", "sluice",
                  lambda: hit("http", trusted=True))
+        scenario(R, "gwrgw.miss_http_huge", group, "gateway miss, http, cache on tmpfs huge=within_size", "sluice",
+                 lambda: miss("http", huge=True))
+        scenario(R, "gwrgw.miss_http_huge.rgw", group, "RGW's own GET beside each miss (huge cache rows)",
+                 "baseline", lambda: paired_baseline("gwrgw.miss_http_huge"))
         fleets = {}
         for n in (1, 2, 4):
             for what in ("miss", "hit"):
