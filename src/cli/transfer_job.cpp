@@ -2,7 +2,8 @@
 // The job runner (transfer_job.hpp). Every completion runs on this thread's io_context, which
 // starts the next item: the client's threads move the bytes, this one writes downloaded windows,
 // renames finished files and reports. Memory stays bounded: an item in flight holds at most two
-// windows of a download (or one object of a copy), and a window shrinks as more run at once.
+// windows of a download, and a window shrinks as more run at once; a copy holds nothing (the
+// server copies).
 #include "transfer_job.hpp"
 
 #include <boost/asio/bind_executor.hpp>
@@ -17,7 +18,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -117,7 +117,7 @@ struct item_progress {
 };
 
 // A download in flight: windows fetched into two buffers in turn, the previous one written while
-// the next one arrives. `then` runs when the file is complete (a copy uploads it), else commit.
+// the next one arrives; the file is committed when complete.
 struct download {
   job_item item;
   std::uint64_t window = 0;
@@ -201,8 +201,8 @@ class job_runner {
     const auto began = steady::now();
     switch (item.op) {
       case job_item::kind::upload: upload(index, item.local, began); break;
-      case job_item::kind::download:
-      case job_item::kind::copy: start_download(index, began); break;
+      case job_item::kind::download: start_download(index, began); break;
+      case job_item::kind::copy: copy(index, began); break;
       case job_item::kind::remove:
         client_.async_delete_object(item.target.bucket, item.target.key,
                                     here([this, index, began](sluice::error_code ec) { done(index, ec, "", began); }));
@@ -239,27 +239,35 @@ class job_runner {
                              }));
   }
 
+  // Inside the server (CopyObject; UploadPartCopy above 5 GiB): no byte comes here, no local file.
+  void copy(std::size_t index, steady::time_point began) {
+    const job_item& item = items_[index];
+    auto progress = std::make_shared<item_progress>();
+    progress->total_in_flight = &in_flight_;
+    s3::copy_options options;
+    options.if_match = item.etag;  // the listed version, or nothing
+    options.source_size = item.size;
+    if (options_.progress) options.progress = [progress](std::uint64_t done, std::uint64_t) { progress->report(done); };
+    client_.async_copy_object(item.source.bucket, item.source.key, item.target.bucket, item.target.key,
+                              std::move(options),
+                              here([this, index, began, progress](sluice::error_code ec, const std::string& etag) {
+                                progress->report(0);
+                                done(index, ec, etag, began);
+                              }));
+  }
+
   void start_download(std::size_t index, steady::time_point began) {
     auto d = std::make_shared<download>();
     d->item = items_[index];
     d->progress->total_in_flight = &in_flight_;
     d->window = std::max<std::uint64_t>(1, std::min(window_, d->item.size));
     sluice::error_code ec;
-    // A copy goes through a temporary file in TMPDIR (bounded memory for any size); a download
-    // through one beside its target.
-    const bool copy = d->item.op == job_item::kind::copy;
-    std::string beside = d->item.local;
-    if (copy) {
-      const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read on this thread only
-      beside = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/copy";
-    }
-    d->file.create(beside, ec);
+    d->file.create(d->item.local, ec);  // beside its target
     if (ec) {
       asio::post(io_, [this, index, ec, began] { done(index, ec, "", began); });
       return;
     }
-    if (copy) ::unlink(d->file.path().c_str());  // reached through its descriptor only
-    if (!copy && d->item.size >= mapped_download && map(*d)) {
+    if (d->item.size >= mapped_download && map(*d)) {
       fetch_mapped(index, d, began);
       return;
     }
@@ -365,20 +373,7 @@ class job_runner {
 
   void finish_download(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
     sluice::error_code ec;
-    if (d->item.op == job_item::kind::copy) {
-      // The object is in the unlinked temporary file: upload it from there.
-      d->progress->report(0);
-      const std::string through = "/proc/self/fd/" + std::to_string(d->file.fd());
-      client_.async_put_object(d->item.target.bucket, d->item.target.key, std::filesystem::path(through),
-                               put_options(d->progress),
-                               here([this, index, d, began](sluice::error_code put_ec, const std::string& etag) {
-                                 d->progress->report(0);
-                                 d->file.discard();
-                                 done(index, put_ec, etag, began);
-                               }));
-      return;
-    }
-    if (!ec) d->file.commit(d->item.local, d->item.modified, ec);
+    d->file.commit(d->item.local, d->item.modified, ec);
     d->progress->report(0);
     d->file.discard();
     done(index, ec, d->item.etag, began);
