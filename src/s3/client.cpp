@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/client.hpp: the public class. The requests are in the
 // client's other translation units (client_connection, client_exchange, client_get, client_put,
-// client_ops .cpp), which share the declarations of client_internal.hpp.
+// client_copy, client_ops .cpp), which share the declarations of client_internal.hpp.
 //
 // Every operation is one coroutine on a strand of its own (asio::co_spawn). The parts of a
 // multipart upload or of a parallel download are worker coroutines on that same strand, so

@@ -2,8 +2,9 @@
 // The client's internal declarations (include/sluice/s3/client.hpp), shared by its translation
 // units: client_connection.cpp (the endpoint URL, cancellation scopes, the connection pool),
 // client_exchange.cpp (one HTTP exchange with retries, TLS), client_get.cpp (HeadObject,
-// GetObject, the operations' shared parts), client_put.cpp (PutObject), client_ops.cpp (the other
-// operations) and client.cpp (the public class). Not installed.
+// GetObject, the operations' shared parts), client_put.cpp (PutObject), client_copy.cpp
+// (CopyObject), client_ops.cpp (the other operations) and client.cpp (the public class). Not
+// installed.
 #pragma once
 
 #include <sluice/detail/completion.hpp>
