@@ -102,8 +102,11 @@ class pipe_writer {
   pipe_writer& operator=(const pipe_writer&) = delete;
   ~pipe_writer() {
     release();
-    ::close(fds_[0]);  // a writer still blocked gets EPIPE
+    std::vector<char> sink(64 * 1024);  // drained to its end: a write into a closed pipe is SIGPIPE
+    while (::read(fds_[0], sink.data(), sink.size()) > 0) {
+    }
     thread_.join();
+    ::close(fds_[0]);
   }
   [[nodiscard]] int read_end() const noexcept { return fds_[0]; }
   void release() { released_ = true; }
@@ -149,7 +152,10 @@ TEST_CASE("s3 client: copy_object within and across buckets, odd keys, a missing
   client.create_bucket("one");
   client.create_bucket("two");
   const auto bytes = pattern(300'000, 1);
-  const std::string odd = "a/../b//c/\xc3\xbcnic\xc3\xb8" "de/" + std::string(1000, 'k');
+  const std::string odd =
+      "a/../b//c/\xc3\xbcnic\xc3\xb8"
+      "de/" +
+      std::string(990, 'k');
   s3::put_options put;
   put.attributes.content_type = "text/x-sluice";
   put.attributes.metadata = {{"origin", "test"}};
@@ -214,8 +220,9 @@ TEST_CASE("s3 client: copy_object fails on a 200 whose body is an <Error>") {
     std::string head;
     asio::read_until(socket, asio::dynamic_buffer(head), "\r\n\r\n");
     const std::string body = s3::xml::error_body("InternalError", "We encountered an internal error.", "/b/k", "r");
-    const std::string answer = "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    const std::string answer =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\nConnection: close\r\n\r\n" + body;
     asio::write(socket, asio::buffer(answer));
   });
   s3::client_config config;
@@ -248,7 +255,8 @@ TEST_CASE("s3 client: put_stream of 0 B to several parts, on and off a part's bo
     REQUIRE_FALSE(ec);
     CHECK(read_back(client, "pipe", "k") == bytes);
     CHECK(reported == size);
-    CHECK(etag.ends_with("-" + std::to_string((size + 5 * mib - 1) / (5 * mib))) == (size > 5 * mib));
+    // A stream of exactly one part is read to its end only after the part: an upload of one part.
+    CHECK(etag.ends_with("-" + std::to_string((size + 5 * mib - 1) / (5 * mib))) == (size >= 5 * mib));
   }
   CHECK(client.list_multipart_uploads("pipe").empty());
 }
