@@ -87,20 +87,26 @@ std::array<std::byte, 16> md5_of(std::span<const std::byte> data) {
 }
 
 /// Shared by the workers of one multipart upload (all on the operation's strand).
-struct upload {
+/// What every multipart upload's workers share (all on the operation's strand): where it goes,
+/// the parts sent so far and the first failure.
+struct part_upload {
   std::string bucket;
   std::string key;
   std::string upload_id;
-  std::shared_ptr<byte_source> source;
   std::uint64_t part_size = 0;
-  std::uint64_t parts = 0;
-  std::uint64_t next = 0;
-  std::vector<xml::completed_part> done;
-  std::vector<std::array<std::byte, 16>> md5s;
+  std::vector<xml::completed_part> done;        // by part number - 1
+  std::vector<std::array<std::byte, 16>> md5s;  // by part number - 1
   error_code failure;
   transfer_progress* progress = nullptr;
   transfer_via via = transfer_via::automatic;
   path_counter* paths = nullptr;
+};
+
+/// A multipart upload of a source of known size (memory, a file, an upload_source).
+struct upload : part_upload {
+  std::shared_ptr<byte_source> source;
+  std::uint64_t parts = 0;
+  std::uint64_t next = 0;
 };
 
 /// Sends a PUT (object or part) whose payload is `spec.body`: by RDMA when `via` allows and
@@ -154,6 +160,35 @@ asio::awaitable<response> put_payload(const op_context& op, request_spec spec, t
   co_return res;
 }
 
+/// UploadPart of part `number` (from 1) of `job` with `data`; false (and job.failure set, if it
+/// was not) when it failed.
+asio::awaitable<bool> send_part(const op_context& op, part_upload& job, std::uint32_t number,
+                                std::span<const std::byte> data) {
+  const auto md5 = md5_of(data);
+  request_spec spec;
+  spec.method = http::verb::put;
+  spec.bucket = job.bucket;
+  spec.key = job.key;
+  spec.query = {{"partNumber", std::to_string(number)}, {"uploadId", job.upload_id}};
+  spec.headers.emplace_back("content-md5", base64_encode(md5));
+  spec.body = data;
+  spec.has_body = true;
+  spec.payload_hash = std::string(unsigned_payload);
+  spec.progress = job.progress;
+  error_code ec;
+  const response res = co_await put_payload(op, std::move(spec), job.via, *job.paths, ec);
+  if (!ec && res.status >= 300) ec = error_of(res, false);
+  if (ec) {
+    if (!job.failure) job.failure = ec;
+    co_return false;
+  }
+  std::string etag(unquote_etag(res.field("ETag")));
+  if (etag.empty()) etag = to_hex(md5);
+  job.done[number - 1] = xml::completed_part{number, std::move(etag), {}};
+  job.md5s[number - 1] = md5;
+  co_return true;
+}
+
 asio::awaitable<void> upload_parts(const op_context& op, upload& job) {
   std::vector<std::byte> scratch;
   while (!job.failure && job.next < job.parts) {
@@ -166,27 +201,7 @@ asio::awaitable<void> upload_parts(const op_context& op, upload& job) {
       if (!job.failure) job.failure = ec;
       co_return;
     }
-    const auto md5 = md5_of(data);
-    request_spec spec;
-    spec.method = http::verb::put;
-    spec.bucket = job.bucket;
-    spec.key = job.key;
-    spec.query = {{"partNumber", std::to_string(index + 1)}, {"uploadId", job.upload_id}};
-    spec.headers.emplace_back("content-md5", base64_encode(md5));
-    spec.body = data;
-    spec.has_body = true;
-    spec.payload_hash = std::string(unsigned_payload);
-    spec.progress = job.progress;
-    const response res = co_await put_payload(op, std::move(spec), job.via, *job.paths, ec);
-    if (!ec && res.status >= 300) ec = error_of(res, false);
-    if (ec) {
-      if (!job.failure) job.failure = ec;
-      co_return;
-    }
-    std::string etag(unquote_etag(res.field("ETag")));
-    if (etag.empty()) etag = to_hex(md5);
-    job.done[index] = xml::completed_part{static_cast<std::uint32_t>(index + 1), std::move(etag), {}};
-    job.md5s[index] = md5;
+    if (!co_await send_part(op, job, static_cast<std::uint32_t>(index + 1), data)) co_return;
   }
 }
 
@@ -374,23 +389,13 @@ asio::awaitable<outcome<std::string>> put_op(op_context op, std::string bucket, 
 /// Shared by the workers of one streamed upload (all on the operation's strand). One worker at a
 /// time reads the stream (`reading`; `turn` wakes the others when it is done), a whole part into
 /// its own buffer, then sends it while the next worker reads: parts_in_flight buffers in all.
-struct stream_upload {
+struct stream_upload : part_upload {
   asio::posix::stream_descriptor* input = nullptr;
   asio::steady_timer* turn = nullptr;
   bool reading = false;
   bool ended = false;
-  std::string bucket;
-  std::string key;
-  std::string upload_id;
-  std::uint64_t part_size = 0;
   std::vector<std::byte> first;  // part 1, read before the upload was created
   std::uint32_t parts = 0;       // part numbers handed out
-  std::vector<xml::completed_part> done;
-  std::vector<std::array<std::byte, 16>> md5s;
-  error_code failure;
-  transfer_progress* progress = nullptr;
-  transfer_via via = transfer_via::automatic;
-  path_counter* paths = nullptr;
 };
 
 /// The size of part `number` (from 1) of a stream: part_size, doubled every 1,000 parts, at most
@@ -444,30 +449,10 @@ asio::awaitable<void> stream_parts(const op_context& op, stream_upload& job) {
       job.done.resize(std::max<std::size_t>(job.done.size(), number));
       job.md5s.resize(job.done.size());
     }
-    const std::span<const std::byte> data(buffer.data(), length);
-    const auto md5 = md5_of(data);
-    request_spec spec;
-    spec.method = http::verb::put;
-    spec.bucket = job.bucket;
-    spec.key = job.key;
-    spec.query = {{"partNumber", std::to_string(number)}, {"uploadId", job.upload_id}};
-    spec.headers.emplace_back("content-md5", base64_encode(md5));
-    spec.body = data;
-    spec.has_body = true;
-    spec.payload_hash = std::string(unsigned_payload);
-    spec.progress = job.progress;
-    error_code ec;
-    const response res = co_await put_payload(op, std::move(spec), job.via, *job.paths, ec);
-    if (!ec && res.status >= 300) ec = error_of(res, false);
-    if (ec) {
-      if (!job.failure) job.failure = ec;
+    if (!co_await send_part(op, job, number, std::span<const std::byte>(buffer.data(), length))) {
       job.turn->cancel();
       co_return;
     }
-    std::string etag(unquote_etag(res.field("ETag")));
-    if (etag.empty()) etag = to_hex(md5);
-    job.done[number - 1] = xml::completed_part{number, std::move(etag), {}};
-    job.md5s[number - 1] = md5;
     number = 0;
   }
 }

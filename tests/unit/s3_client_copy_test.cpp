@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+#include "byte_pattern.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
@@ -37,17 +39,7 @@ using namespace std::chrono_literals;
 constexpr const char* access_key = "AKIDSLUICECOPY";
 constexpr const char* secret_key = "sluice-copy-secret";
 
-std::vector<std::byte> pattern(std::size_t size, std::uint64_t seed) {
-  std::vector<std::byte> out(size);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
-  for (auto& b : out) {
-    x ^= x << 13U;
-    x ^= x >> 7U;
-    x ^= x << 17U;
-    b = static_cast<std::byte>(x & 0xFFU);
-  }
-  return out;
-}
+using sluice::testing::pattern;
 
 struct live_server {
   live_server() : server(store, defaults()) { server.listen(); }

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include "byte_pattern.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -64,17 +66,7 @@ using namespace std::chrono_literals;
 constexpr const char* access_key = "AKIDSLUICETEST";
 constexpr const char* secret_key = "sluice-test-secret";
 
-std::vector<std::byte> pattern(std::size_t size, std::uint64_t seed) {
-  std::vector<std::byte> out(size);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : out) {
-    x ^= x << 13U;
-    x ^= x >> 7U;
-    x ^= x << 17U;
-    b = static_cast<std::byte>(x & 0xFFU);
-  }
-  return out;
-}
+using sluice::testing::pattern;
 
 // An in-process S3 server over a memory_store, on 127.0.0.1 and an ephemeral port.
 struct live_server {
