@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "byte_pattern.hpp"
+#include "s3_live_server.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -36,31 +37,9 @@ using sluice::error_code;
 using sluice::mib;
 using namespace std::chrono_literals;
 
-constexpr const char* access_key = "AKIDSLUICECOPY";
-constexpr const char* secret_key = "sluice-copy-secret";
-
+using sluice::testing::config_for;
+using sluice::testing::live_server;
 using sluice::testing::pattern;
-
-struct live_server {
-  live_server() : server(store, defaults()) { server.listen(); }
-  static s3::server_config defaults() {
-    s3::server_config config;
-    config.port = 0;
-    config.users = {{access_key, secret_key}};
-    config.io_threads = 2;
-    return config;
-  }
-  [[nodiscard]] s3::client_config client_config() const {
-    s3::client_config config;
-    config.endpoint = "http://127.0.0.1:" + std::to_string(server.local_endpoint().port());
-    config.creds = {access_key, secret_key};
-    config.part_size = 5 * mib;
-    config.retry_base_delay = 10ms;
-    return config;
-  }
-  sluice::memory_store store;
-  s3::server server;
-};
 
 std::vector<std::byte> read_back(s3::client& client, const std::string& bucket, const std::string& key) {
   error_code ec;
@@ -140,7 +119,7 @@ TEST_CASE("s3 client xml: CopyObjectResult and CopyPartResult, and the <Error> o
 
 TEST_CASE("s3 client: copy_object within and across buckets, odd keys, a missing source, If-Match") {
   live_server server;
-  s3::client client(server.client_config());
+  s3::client client(config_for(server.endpoint()));
   client.create_bucket("one");
   client.create_bucket("two");
   const auto bytes = pattern(300'000, 1);
@@ -177,7 +156,7 @@ TEST_CASE("s3 client: copy_object within and across buckets, odd keys, a missing
 
 TEST_CASE("s3 client: copy_object above multipart_threshold copies by UploadPartCopy parts") {
   live_server server;
-  s3::client client(server.client_config());
+  s3::client client(config_for(server.endpoint()));
   client.create_bucket("big");
   const auto bytes = pattern(12 * mib + 17, 2);
   s3::put_options put;
@@ -219,7 +198,7 @@ TEST_CASE("s3 client: copy_object fails on a 200 whose body is an <Error>") {
   });
   s3::client_config config;
   config.endpoint = "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
-  config.creds = {access_key, secret_key};
+  config.creds = {sluice::testing::s3_access_key, sluice::testing::s3_secret_key};
   config.max_retries = 0;
   s3::client client(config);
   s3::copy_options options;
@@ -233,7 +212,7 @@ TEST_CASE("s3 client: copy_object fails on a 200 whose body is an <Error>") {
 
 TEST_CASE("s3 client: put_stream of 0 B to several parts, on and off a part's boundary") {
   live_server server;
-  s3::client client(server.client_config());
+  s3::client client(config_for(server.endpoint()));
   client.create_bucket("pipe");
   for (const std::size_t size : {std::size_t{0}, std::size_t{100}, 5 * mib, 10 * mib, 17 * mib + 3}) {
     CAPTURE(size);
@@ -255,7 +234,7 @@ TEST_CASE("s3 client: put_stream of 0 B to several parts, on and off a part's bo
 
 TEST_CASE("s3 client: a cancelled put_stream aborts its upload: no object, no upload") {
   live_server server;
-  s3::client client(server.client_config());
+  s3::client client(config_for(server.endpoint()));
   client.create_bucket("cut");
   pipe_writer writer(pattern(12 * mib, 9), true);  // two parts sent, then no end
   std::promise<error_code> finished;
