@@ -534,12 +534,14 @@ class client {
   /// Writes everything `fd` delivers until its end (a pipe, socket or terminal; not a regular
   /// file: pass its path instead), of a length not known in advance, as `bucket`/`key`. The
   /// descriptor is read asynchronously on the client's threads (a duplicate of it, made
-  /// non-blocking: the flag is shared with `fd`), a part_size part at a time. A stream that ends
-  /// within the first part is one PUT; a longer one is a multipart upload with parts_in_flight
-  /// parts read or sent at once, so memory stays at parts_in_flight × part_size. The part size
-  /// doubles every 1,000 parts (S3 allows 10,000), so 8 MiB parts hold a stream of up to ~8 TiB.
-  /// On any failure, cancellation or a read error the upload is aborted: no object and no upload
-  /// is left behind. `fd` must stay open until the completion; nothing else may read it meanwhile.
+  /// non-blocking while it runs: the flag is shared with `fd`, and restored at the end), a
+  /// part_size part at a time. A stream shorter than one part is one PUT; a longer one (or one of
+  /// exactly a part) a multipart upload with parts_in_flight parts read or sent at once, so memory
+  /// stays at parts_in_flight × part_size. The part size doubles every 1,000 parts (S3 allows
+  /// 10,000), so 8 MiB parts hold a stream of up to ~8 TiB; a longer one fails with
+  /// s3::errc::entity_too_large. On any failure, cancellation or a read error the upload is
+  /// aborted: no object and no upload is left behind. The progress callback's total is 0 (not
+  /// known). `fd` must stay open until the completion; nothing else may read it meanwhile.
   ///
   /// Completion: `void(error_code, std::string etag)`; read errors are system errors.
   template <class CompletionToken>
