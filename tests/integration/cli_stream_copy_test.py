@@ -80,7 +80,7 @@ def s3copy(binary, server, tmp):
 
 
 def stdin(binary, server, tmp):
-    """cp - of ~3 parts (8 MiB each) and of a few bytes, an empty stream and a regular file as stdin; memory
+    """cp - of ~3 parts (8 MiB each; and that object down to a file) and of a few bytes, an empty stream and a regular file as stdin; memory
     stays at the parts in flight for a long stream; SIGINT leaves no object and no upload."""
     cli = Cli(binary, server, tmp)
     cli.ok("mb", "s3://pipe")
@@ -89,6 +89,10 @@ def stdin(binary, server, tmp):
     line = json_lines(r)[0]
     expect(line["etag"].endswith("-3") and line["bytes"] == len(blob), "three parts, every byte: %s" % line)
     expect(cli.ok("cp", "s3://pipe/three", "-").stdout == blob, "cp KEY - gives the same bytes back")
+    down = os.path.join(tmp, "three")  # a download of 3 ranged parts, written as they arrive
+    r = cli.ok("cp", "s3://pipe/three", down, "--json")
+    with open(down, "rb") as f:
+        expect(f.read() == blob and json_lines(r)[0]["bytes"] == len(blob), "cp KEY FILE of 3 parts: the same bytes")
     cli.ok("cp", "-", "s3://pipe/small", input=b"small")
     expect(cli.ok("cat", "s3://pipe/small").stdout == b"small", "a short stream: one PUT")
     with open(os.devnull, "rb") as null:
