@@ -984,9 +984,9 @@ class Harness:
         scenario(R, "bulkbig.library", group, "1 GiB: library GET into memory (http)", "baseline",
                  lambda: self.bench("get", key, GIB, via="http", repeat=rep))
 
-        def cp_big():
+        def cp_big(cli=self.cli):
             target = os.path.join(self.work, "bulk-cp-1g")
-            cmd = [self.cli, "cp", "s3://%s/%s" % (BUCKET, key), target] + sluice_auth
+            cmd = [cli, "cp", "s3://%s/%s" % (BUCKET, key), target] + sluice_auth
             try:
                 return self.external(cmd, GIB, rep, self.server.proc.pid,
                                      lambda r: None if os.path.getsize(target) == GIB else
@@ -996,6 +996,9 @@ class Harness:
                 if os.path.exists(target):
                     os.unlink(target)
         scenario(R, "bulkbig.cp", group, "1 GiB: `sluice cp` to a file", "sluice", cp_big)
+        if self.args.baseline_cli:  # another build's `cp` against the same server, in the same run
+            scenario(R, "bulkbig.cp.baseline_cli", group, "1 GiB: `sluice cp` to a file, %s" % self.args.baseline_cli,
+                     "baseline", lambda: cp_big(self.args.baseline_cli))
 
         def fresh_file():
             target = os.path.join(self.work, "bulk-dd-1g")
@@ -2329,7 +2332,7 @@ def main():
     parser.add_argument("--sweep-max", type=parse_size, default=GIB, metavar="SIZE",
                         help="largest object of the size sweep (default 1GiB; 4GiB needs ~10 GiB free memory)")
     parser.add_argument("--baseline-cli", metavar="SLUICE",
-                        help="another build's sluice binary, timed beside this one by the startup group")
+                        help="another build's sluice binary, timed beside this one by the startup group and by the bulk group's 1 GiB cp")
     parser.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for the main `sluice serve` (repeat it for each: "
                              "--serve-arg=--fabric-registration-cache --serve-arg=0)")

@@ -6,10 +6,14 @@
 
 #include <sluice/s3/error.hpp>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -33,19 +37,6 @@ bool is_dir(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
-// Reads up to `n` bytes of `fd` into `data` (fewer only at its end); -1 on an error.
-ssize_t read_full(int fd, std::byte* data, std::size_t n) {
-  std::size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::read(fd, data + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;
-    if (r == 0) break;
-    got += static_cast<std::size_t>(r);
-  }
-  return static_cast<ssize_t>(got);
-}
-
 bool write_full(int fd, const std::byte* data, std::size_t n) {
   for (std::size_t done = 0; done < n;) {
     const ssize_t w = ::write(fd, data + done, n - done);
@@ -61,45 +52,42 @@ int fail(const char* command, const std::string& what, const std::string& why) {
   return 1;
 }
 
-// `cp - s3://b/k`: stdin as one object. Up to multipart_threshold it is one PUT from memory;
-// longer, it is spooled to an unlinked temporary file and uploaded from there in parts, so
-// memory stays at one threshold's worth whatever the length.
+// `cp - s3://b/k`: stdin as one object, streamed (s3::client::async_put_stream): one PUT when it
+// ends within the first part, else a multipart upload with parts_in_flight parts in memory at
+// most. SIGINT or SIGTERM cancels it, and the client aborts the upload: no object, no upload left.
 int upload_stdin(const client_options& o, made_client& made, const s3_url& to) {
   s3::client& client = *made.client;
-  const std::uint64_t threshold = client.config().multipart_threshold;
-  auto head = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(threshold));
-  const ssize_t first = read_full(STDIN_FILENO, head.get(), static_cast<std::size_t>(threshold));
-  if (first < 0) return fail("cp", "stdin", std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
   s3::put_options put;
   put.attributes.content_type = o.content_type;
   put.via = s3::transfer_via::http;
+  std::uint64_t bytes = 0;
+  put.progress = [&bytes](std::uint64_t done, std::uint64_t) { bytes = std::max(bytes, done); };
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  int interrupted = 0;
+  signals.async_wait([&](const sluice::error_code& ec, int signal_number) {
+    if (ec) return;
+    interrupted = signal_number;
+    client.cancel();
+  });
   sluice::error_code ec;
   std::string etag;
-  std::uint64_t bytes = static_cast<std::uint64_t>(first);
-  if (bytes < threshold) {
-    etag = client.put_object(to.bucket, to.key, sluice::const_region{head.get(), static_cast<std::size_t>(bytes)},
-                             std::move(put), ec);
-  } else {
-    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): before the job, one thread
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/.sluice-stdin-XXXXXX";
-    const int fd = ::mkostemp(pattern.data(), O_CLOEXEC);
-    if (fd < 0) return fail("cp", pattern, std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
-    ::unlink(pattern.c_str());
-    bool ok = write_full(fd, head.get(), static_cast<std::size_t>(bytes));
-    for (ssize_t n = 1; ok && n > 0;) {
-      n = read_full(STDIN_FILENO, head.get(), static_cast<std::size_t>(threshold));
-      ok = n >= 0 && write_full(fd, head.get(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
-      bytes += static_cast<std::uint64_t>(std::max<ssize_t>(n, 0));
-    }
-    head.reset();
-    if (!ok) {
-      ::close(fd);
-      return fail("cp", "stdin", std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
-    }
-    etag = client.put_object(to.bucket, to.key, fs::path("/proc/self/fd/" + std::to_string(fd)), std::move(put), ec);
-    ::close(fd);
+  client.async_put_stream(to.bucket, to.key, STDIN_FILENO, std::move(put),
+                          boost::asio::bind_executor(io, [&](sluice::error_code e, std::string tag) {
+                            ec = e;
+                            etag = std::move(tag);
+                            signals.cancel();
+                          }));
+  io.run();
+  if (interrupted != 0) {
+    std::fprintf(stderr, "sluice cp: %s: interrupted by %s: nothing written, the upload aborted\n",
+                 url_text(to).c_str(), interrupted == SIGINT ? "SIGINT" : "SIGTERM");
+    return 128 + interrupted;
   }
-  if (ec) return fail("cp", url_text(to), describe(ec, made.config));
+  if (ec) {
+    const bool local = ec.category() == boost::system::system_category();
+    return fail("cp", local ? "stdin" : url_text(to), local ? ec.message() : describe(ec, made.config));
+  }
   if (o.json) {
     json_line()
         .text("op", "upload")

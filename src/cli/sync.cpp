@@ -2,8 +2,9 @@
 // `sluice sync SOURCE TARGET`: copies what is missing or different on the target, as `aws s3 sync`
 // decides it: a different size, or a source newer than the target (a file's mtime against an
 // object's LastModified, in whole seconds; a download sets the file's mtime to LastModified), or
-// between two prefixes a different ETag; --size-only compares sizes alone. --delete removes what
-// the source does not have; --dry-run prints the plan.
+// between two prefixes a different ETag (a copy of a multipart source, whose ETag is the MD5 of
+// its bytes, by its time); --size-only compares sizes alone. --delete removes what the source
+// does not have; --dry-run prints the plan.
 #include "plan.hpp"
 
 #include <sluice/s3/error.hpp>
@@ -95,6 +96,15 @@ void plan_download(const client_options& o, const std::map<std::string, sluice::
   }
 }
 
+// Whether `target` can be a server-side copy of `source` whose ETag differs only in kind: a
+// CopyObject gives a multipart source ("…-N") the MD5 of its bytes. Then its time decides, as
+// between a file and an object: a copy made after the source's last change is current.
+bool copied_from(const sluice::object_info& target, const sluice::object_info& source) {
+  const auto multipart = [](const std::string& etag) { return etag.find('-') != std::string::npos; };
+  return multipart(source.attributes.etag) && !multipart(target.attributes.etag) &&
+         whole_seconds(target.last_modified) >= whole_seconds(source.last_modified);
+}
+
 // Prefix → prefix.
 void plan_copy(const client_options& o, const std::map<std::string, sluice::object_info>& from,
                const std::map<std::string, sluice::object_info>& to, const s3_url& source, const s3_url& target,
@@ -102,8 +112,9 @@ void plan_copy(const client_options& o, const std::map<std::string, sluice::obje
   const std::string prefix = directory_prefix(target.key);
   for (const auto& [relative, object] : from) {
     const auto there = to.find(relative);
-    const bool same = there != to.end() && there->second.size == object.size &&
-                      (o.size_only || there->second.attributes.etag == object.attributes.etag);
+    const bool same =
+        there != to.end() && there->second.size == object.size &&
+        (o.size_only || there->second.attributes.etag == object.attributes.etag || copied_from(there->second, object));
     if (!same) {
       items.push_back({job_item::kind::copy,
                        {},

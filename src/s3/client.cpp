@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Implementation of include/sluice/s3/client.hpp: the public class. The requests are in the
 // client's other translation units (client_connection, client_exchange, client_get, client_put,
-// client_ops .cpp), which share the declarations of client_internal.hpp.
+// client_copy, client_ops .cpp), which share the declarations of client_internal.hpp.
 //
 // Every operation is one coroutine on a strand of its own (asio::co_spawn). The parts of a
 // multipart upload or of a parallel download are worker coroutines on that same strand, so
@@ -264,6 +264,21 @@ void client::start_put_file(std::string bucket, std::string key, std::filesystem
         std::move(handler));
 }
 
+void client::start_put_stream(std::string bucket, std::string key, int fd, put_options options,
+                              detail::client_handler<std::string> handler) {
+  using namespace detail::client_impl;
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, put_stream_op(std::move(op), std::move(bucket), std::move(key), fd, std::move(options)),
+        std::move(handler));
+}
+
+void client::start_copy_object(object_ref from, object_ref to, copy_options options,
+                               detail::client_handler<std::string> handler) {
+  using namespace detail::client_impl;
+  op_context op = make_op(state_, handler.cancellation());
+  spawn(state_, copy_object_op(std::move(op), std::move(from), std::move(to), std::move(options)), std::move(handler));
+}
+
 void client::start_delete_object(std::string bucket, std::string key, detail::client_handler<> handler) {
   using namespace detail::client_impl;
   op_context op = make_op(state_, handler.cancellation());
@@ -364,6 +379,30 @@ std::string client::put_object(const std::string& bucket, const std::string& key
   error_code ec;
   std::string etag = put_object(bucket, key, file, std::move(options), ec);
   sluice::detail::throw_on_error(ec, "sluice s3 put_object");
+  return etag;
+}
+
+std::string client::put_stream(const std::string& bucket, const std::string& key, int fd, put_options options,
+                               error_code& ec) {
+  return sluice::detail::run_blocking<std::string>(
+      [&](auto handler) { async_put_stream(bucket, key, fd, std::move(options), std::move(handler)); }, ec);
+}
+
+std::string client::copy_object(const std::string& src_bucket, const std::string& src_key,
+                                const std::string& dst_bucket, const std::string& dst_key, copy_options options,
+                                error_code& ec) {
+  return sluice::detail::run_blocking<std::string>(
+      [&](auto handler) {
+        async_copy_object(src_bucket, src_key, dst_bucket, dst_key, std::move(options), std::move(handler));
+      },
+      ec);
+}
+
+std::string client::copy_object(const std::string& src_bucket, const std::string& src_key,
+                                const std::string& dst_bucket, const std::string& dst_key, copy_options options) {
+  error_code ec;
+  std::string etag = copy_object(src_bucket, src_key, dst_bucket, dst_key, std::move(options), ec);
+  sluice::detail::throw_on_error(ec, "sluice s3 copy_object");
   return etag;
 }
 

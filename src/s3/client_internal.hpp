@@ -2,8 +2,9 @@
 // The client's internal declarations (include/sluice/s3/client.hpp), shared by its translation
 // units: client_connection.cpp (the endpoint URL, cancellation scopes, the connection pool),
 // client_exchange.cpp (one HTTP exchange with retries, TLS), client_get.cpp (HeadObject,
-// GetObject, the operations' shared parts), client_put.cpp (PutObject), client_ops.cpp (the other
-// operations) and client.cpp (the public class). Not installed.
+// GetObject, the operations' shared parts), client_put.cpp (PutObject), client_copy.cpp
+// (CopyObject), client_ops.cpp (the other operations) and client.cpp (the public class). Not
+// installed.
 #pragma once
 
 #include <sluice/detail/completion.hpp>
@@ -30,6 +31,7 @@
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -486,6 +488,28 @@ bool moved_by_rdma(const response& res);
 std::unique_ptr<rdma_client_plane::grant> grant_for(const client_config& config, transfer_via via, const region& memory,
                                                     rdma_op op, error_code& ec);
 
+/// CreateMultipartUpload of `bucket`/`key` publishing `attributes`: the upload id, or `ec`.
+asio::awaitable<std::string> create_upload(const op_context& op, const std::string& bucket, const std::string& key,
+                                           const object_attributes& attributes, error_code& ec);
+
+/// CompleteMultipartUpload of `parts` (ascending) with `precondition`: the object's ETag, or `ec`
+/// (and the upload aborted). `expected` (may be empty) is the ETag the object must have for a
+/// repeat answered NoSuchUpload to count as done (an earlier attempt completed it unseen).
+asio::awaitable<std::string> complete_upload(const op_context& op, const std::string& bucket, const std::string& key,
+                                             const std::string& upload_id,
+                                             const std::vector<xml::completed_part>& parts,
+                                             const write_precondition& precondition, const std::string& expected,
+                                             error_code& ec);
+
+/// Best effort: AbortMultipartUpload, so that a failed upload leaves nothing. Runs in a fresh
+/// cancel() generation and outside the operation's cancellation group (the failure may be a
+/// cancellation), with a short deadline.
+asio::awaitable<void> abort_upload(const op_context& op, const std::string& bucket, const std::string& key,
+                                   const std::string& upload_id);
+
+/// The ETag S3 gives a multipart upload of parts with these MD5s: MD5 of the MD5s, "-N".
+std::string multipart_etag(std::span<const std::array<std::byte, 16>> md5s);
+
 /// A source of upload bytes (memory, a file, the caller's upload_source).
 using byte_source = upload_source;
 
@@ -500,6 +524,10 @@ asio::awaitable<outcome<std::string>> put_source_op(op_context op, std::string b
                                                     std::shared_ptr<byte_source> source, put_options options);
 asio::awaitable<outcome<std::string>> put_file_op(op_context op, std::string bucket, std::string key,
                                                   std::filesystem::path file, put_options options);
+asio::awaitable<outcome<std::string>> put_stream_op(op_context op, std::string bucket, std::string key, int fd,
+                                                    put_options options);
+asio::awaitable<outcome<std::string>> copy_object_op(op_context op, object_ref from, object_ref to,
+                                                     copy_options options);
 asio::awaitable<outcome<nothing>> delete_object_op(op_context op, std::string bucket, std::string key);
 asio::awaitable<outcome<nothing>> bucket_op(op_context op, std::string bucket, bool create);
 asio::awaitable<outcome<list_objects_result>> list_objects_op(op_context op, std::string bucket, list_options options,

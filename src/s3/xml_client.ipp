@@ -336,17 +336,26 @@ initiate_multipart_upload_result parse_initiate_multipart_upload(std::string_vie
   return out;
 }
 
+namespace reply {
+namespace {
+
+// An <Error> body where a result was expected (S3's 200 OK of a request that failed after its
+// answer started): sets `ec` to the error its <Code> names and returns true.
+bool failed_in_body(std::string_view body, error_code& ec) {
+  pugi::xml_document doc;
+  if (!load_root(doc, body, "Error")) return false;
+  error_code parse_ec;
+  const error_result error = parse_error(body, parse_ec);
+  ec = parse_ec ? error_code(errc::malformed_xml) : error_code(error.value());
+  return true;
+}
+
+}  // namespace
+}  // namespace reply
+
 complete_multipart_upload_result parse_complete_multipart_upload_result(std::string_view body, error_code& ec) {
   ec = {};
-  {
-    pugi::xml_document doc;
-    if (reply::load_root(doc, body, "Error")) {
-      error_code parse_ec;
-      const error_result error = parse_error(body, parse_ec);
-      ec = parse_ec ? error_code(errc::malformed_xml) : error_code(error.value());
-      return {};
-    }
-  }
+  if (reply::failed_in_body(body, ec)) return {};
   pugi::xml_document doc;
   const pugi::xml_node root = reply::load_root(doc, body, "CompleteMultipartUploadResult");
   auto etag = root ? reply::child_text(root, "ETag") : std::nullopt;
@@ -359,6 +368,24 @@ complete_multipart_upload_result parse_complete_multipart_upload_result(std::str
   out.location = reply::child_text(root, "Location").value_or("");
   out.bucket = reply::child_text(root, "Bucket").value_or("");
   out.key = reply::child_text(root, "Key").value_or("");
+  return out;
+}
+
+copy_result_body parse_copy_result(std::string_view body, error_code& ec) {
+  ec = {};
+  if (reply::failed_in_body(body, ec)) return {};
+  pugi::xml_document doc;
+  pugi::xml_node root = reply::load_root(doc, body, "CopyObjectResult");
+  if (!root) root = reply::load_root(doc, body, "CopyPartResult");
+  auto etag = root ? reply::child_text(root, "ETag") : std::nullopt;
+  if (!etag || reply::unquote(*etag).empty()) {
+    ec = errc::malformed_xml;
+    return {};
+  }
+  copy_result_body out;
+  out.etag = reply::unquote(*etag);
+  if (auto modified = reply::child_text(root, "LastModified"))
+    out.last_modified = parse_iso8601(reply::trim(*modified));
   return out;
 }
 

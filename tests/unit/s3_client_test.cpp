@@ -9,6 +9,9 @@
 
 #include <doctest/doctest.h>
 
+#include "byte_pattern.hpp"
+#include "s3_live_server.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -61,49 +64,13 @@ using sluice::error_code;
 using sluice::mib;
 using namespace std::chrono_literals;
 
-constexpr const char* access_key = "AKIDSLUICETEST";
-constexpr const char* secret_key = "sluice-test-secret";
+constexpr const char* access_key = sluice::testing::s3_access_key;
+constexpr const char* secret_key = sluice::testing::s3_secret_key;
 
-std::vector<std::byte> pattern(std::size_t size, std::uint64_t seed) {
-  std::vector<std::byte> out(size);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : out) {
-    x ^= x << 13U;
-    x ^= x >> 7U;
-    x ^= x << 17U;
-    b = static_cast<std::byte>(x & 0xFFU);
-  }
-  return out;
-}
+using sluice::testing::pattern;
 
-// An in-process S3 server over a memory_store, on 127.0.0.1 and an ephemeral port.
-struct live_server {
-  static s3::server_config defaults() {
-    s3::server_config config;
-    config.port = 0;
-    config.users = {{access_key, secret_key}};
-    config.io_threads = 2;
-    return config;
-  }
-
-  explicit live_server(s3::server_config config = defaults()) : server(store, std::move(config)) { server.listen(); }
-
-  [[nodiscard]] std::string endpoint() const {
-    return "http://127.0.0.1:" + std::to_string(server.local_endpoint().port());
-  }
-
-  sluice::memory_store store;
-  s3::server server;
-};
-
-s3::client_config config_for(const std::string& endpoint) {
-  s3::client_config config;
-  config.endpoint = endpoint;
-  config.creds = {access_key, secret_key};
-  config.part_size = 5 * mib;
-  config.retry_base_delay = 10ms;
-  return config;
-}
+using sluice::testing::config_for;
+using sluice::testing::live_server;
 
 // A scripted HTTP/1.1 server on 127.0.0.1: the n-th request it receives (from 1) gets what
 // script(n) says: a raw response, a connection reset, silence, or a response and then a close.

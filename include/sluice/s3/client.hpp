@@ -221,6 +221,24 @@ struct put_options {
   write_precondition precondition;
 };
 
+/// How to copy an object inside the server (CopyObject): no byte passes through the client.
+struct copy_options {
+  /// When not empty, the source must still have this ETag (x-amz-copy-source-if-match on every
+  /// request), else the copy fails with s3::errc::precondition_failed.
+  std::string if_match;
+  /// The source's size, when the caller knows it (from a listing); unknown, the source is HEADed
+  /// first. It picks the form of the copy: see multipart_threshold.
+  std::optional<std::uint64_t> source_size;
+  /// A source larger than this (S3's CopyObject limit: 5 GiB) is copied as a multipart upload of
+  /// UploadPartCopy parts of client_config::part_size (more when 10,000 would not hold it),
+  /// parts_in_flight at once, each conditional on the source's ETag; a failure aborts the upload.
+  std::uint64_t multipart_threshold = 5 * gib;
+  /// Unset: the copy keeps the source's Content-Type, metadata and tags (S3's COPY directive).
+  /// Set: the copy gets these instead (REPLACE).
+  std::optional<object_attributes> attributes;
+  progress_callback progress;  ///< optional; a multipart copy reports each part's bytes as it completes
+};
+
 /// What to list (ListObjectsV2).
 struct list_options {
   std::string prefix;              ///< only keys that start with this
@@ -513,6 +531,57 @@ class client {
   std::string put_object(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
                          put_options options = {});
 
+  /// Writes everything `fd` delivers until its end (a pipe, socket or terminal; not a regular
+  /// file: pass its path instead), of a length not known in advance, as `bucket`/`key`. The
+  /// descriptor is read asynchronously on the client's threads (a duplicate of it, made
+  /// non-blocking while it runs: the flag is shared with `fd`, and restored at the end), a
+  /// part_size part at a time. A stream shorter than one part is one PUT; a longer one (or one of
+  /// exactly a part) a multipart upload with parts_in_flight parts read or sent at once, so memory
+  /// stays at parts_in_flight × part_size. The part size doubles every 1,000 parts (S3 allows
+  /// 10,000), so 8 MiB parts hold a stream of up to ~8 TiB; a longer one fails with
+  /// s3::errc::entity_too_large. On any failure, cancellation or a read error the upload is
+  /// aborted: no object and no upload is left behind. The progress callback's total is 0 (not
+  /// known). `fd` must stay open until the completion; nothing else may read it meanwhile.
+  ///
+  /// Completion: `void(error_code, std::string etag)`; read errors are system errors.
+  template <class CompletionToken>
+  auto async_put_stream(std::string bucket, std::string key, int fd, put_options options, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [this](auto handler, std::string b, std::string k, int f, put_options o) {
+          start_put_stream(std::move(b), std::move(k), f, std::move(o),
+                           detail::client_handler<std::string>(std::move(handler), get_executor(), detail::with_slot));
+        },
+        token, std::move(bucket), std::move(key), fd, std::move(options));
+  }
+  /// Blocking async_put_stream.
+  std::string put_stream(const std::string& bucket, const std::string& key, int fd, put_options options,
+                         error_code& ec);
+
+  // -- CopyObject ----------------------------------------------------------------------------
+
+  /// Copies `src_bucket`/`src_key` to `dst_bucket`/`dst_key` inside the server (CopyObject, the
+  /// source named in x-amz-copy-source; UploadPartCopy parts above options.multipart_threshold).
+  /// A 200 whose body is an <Error> (S3 sends one when a copy fails after the answer started)
+  /// is that error. Completion: `void(error_code, std::string etag)`, the copy's ETag without
+  /// quotes; a missing source is s3::errc::no_such_key.
+  template <class CompletionToken>
+  auto async_copy_object(std::string src_bucket, std::string src_key, std::string dst_bucket, std::string dst_key,
+                         copy_options options, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [this](auto handler, object_ref from, object_ref to, copy_options o) {
+          start_copy_object(std::move(from), std::move(to), std::move(o),
+                            detail::client_handler<std::string>(std::move(handler), get_executor(), detail::with_slot));
+        },
+        token, object_ref{std::move(src_bucket), std::move(src_key)},
+        object_ref{std::move(dst_bucket), std::move(dst_key)}, std::move(options));
+  }
+  /// Blocking async_copy_object.
+  std::string copy_object(const std::string& src_bucket, const std::string& src_key, const std::string& dst_bucket,
+                          const std::string& dst_key, copy_options options, error_code& ec);
+  /// Blocking async_copy_object; throws sluice::system_error.
+  std::string copy_object(const std::string& src_bucket, const std::string& src_key, const std::string& dst_bucket,
+                          const std::string& dst_key, copy_options options = {});
+
   // -- DeleteObject --------------------------------------------------------------------------
 
   /// Deletes `bucket`/`key`. Deleting a key that does not exist succeeds, as in S3.
@@ -674,6 +743,10 @@ class client {
                         detail::client_handler<std::string> handler);
   void start_put_file(std::string bucket, std::string key, std::filesystem::path file, put_options options,
                       detail::client_handler<std::string> handler);
+  void start_put_stream(std::string bucket, std::string key, int fd, put_options options,
+                        detail::client_handler<std::string> handler);
+  void start_copy_object(object_ref from, object_ref to, copy_options options,
+                         detail::client_handler<std::string> handler);
   void start_delete_object(std::string bucket, std::string key, detail::client_handler<> handler);
   void start_list_objects(std::string bucket, list_options options, bool all,
                           detail::client_handler<list_objects_result> handler);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // S3 XML bodies as a client sees them, sans-I/O: parsers for the response bodies a client
-// receives (ListObjectsV2, ListBuckets, InitiateMultipartUpload, CompleteMultipartUpload, Error)
+// receives (ListObjectsV2, ListBuckets, InitiateMultipartUpload, CompleteMultipartUpload, CopyObject,
+// UploadPartCopy, Error)
 // and writers for the request bodies it sends (CompleteMultipartUpload, CreateBucketConfiguration).
 // The server-side counterparts live in xml.hpp.
 //
@@ -108,6 +109,19 @@ struct complete_multipart_upload_result {
 /// that is neither, or a result without an ETag.
 [[nodiscard]] complete_multipart_upload_result parse_complete_multipart_upload_result(std::string_view body,
                                                                                       error_code& ec);
+
+/// The answer to CopyObject (<CopyObjectResult>) or UploadPartCopy (<CopyPartResult>).
+struct copy_result_body {
+  std::string etag;                                                    ///< <ETag>, without its quotes
+  std::optional<std::chrono::system_clock::time_point> last_modified;  ///< <LastModified>, when it parses
+  friend bool operator==(const copy_result_body&, const copy_result_body&) = default;
+};
+
+/// Parses a CopyObjectResult or CopyPartResult. S3 answers 200 OK before a long copy is done, so
+/// a copy that fails then comes as a 200 with an <Error> body: such a body sets `ec` to the S3
+/// error its <Code> names, as parse_complete_multipart_upload_result does. Otherwise
+/// errc::malformed_xml for a body that is neither, or a result without an ETag.
+[[nodiscard]] copy_result_body parse_copy_result(std::string_view body, error_code& ec);
 
 /// An S3 error body.
 struct error_result {
