@@ -64,8 +64,11 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
       }
       return state_->store->map_streaming(object, ec);
     };
-    // (store_call's choice, without its coroutine frame for a local store)
-    if (state_->store->remote()) {
+    // (store_call's choice, without its coroutine frame for a local store). A GET that a store
+    // can map asynchronously is awaited: no pool thread waits while its fetch is another's.
+    if (!req.head && (req.header("Range").empty() || req.where.param("partNumber")) && state_->store->maps_async()) {
+      mapped = co_await await_mapping(object, ec);
+    } else if (state_->store->remote()) {
       mapped = co_await offload(map);
     } else {
       mapped = map();
