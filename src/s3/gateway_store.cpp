@@ -353,6 +353,23 @@ void gateway_store::async_map_streaming(const object_ref& object, blocking_runne
   op->run([op] { op->step(); });
 }
 
+std::optional<gateway_store::mapping> gateway_store::join_stream(const object_ref& object, const std::string& name) {
+  std::optional<streaming_copy> joining;
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto s = streams_.find(name); s != streams_.end()) joining = s->second;
+  }
+  if (!joining) return std::nullopt;
+  error_code head_error;
+  const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
+  if (head_error || current.attributes.etag != joining->info.attributes.etag || current.size != joining->info.size) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(mutex_);
+  ++stats_.hits;
+  return reader_of(*joining);
+}
+
 std::optional<gateway_store::resolved> gateway_store::resolve_step(const std::shared_ptr<resolve_state>& state,
                                                                    const resolve_next& later) {
   const object_ref& object = state->object;
@@ -369,24 +386,10 @@ std::optional<gateway_store::resolved> gateway_store::resolve_step(const std::sh
   const auto from_cache = [&](const std::string& etag) { return cached_copy(object, etag, held_modified); };
   const auto answer = [](mapping m) { return resolved{std::move(m), {}}; };
   for (;; ++state->attempt) {
+    // Another reader's fetch is under way: read from it while it arrives, when the upstream
+    // still names its version (else wait for it to end, below, and look again).
     if (stream) {
-      // Another reader's fetch is under way: read from it while it arrives, when the upstream
-      // still names its version (else wait for it to end, below, and look again).
-      std::optional<streaming_copy> joining;
-      {
-        std::lock_guard lock(mutex_);
-        if (const auto s = streams_.find(name); s != streams_.end()) joining = s->second;
-      }
-      if (joining) {
-        error_code head_error;
-        const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
-        if (!head_error && current.attributes.etag == joining->info.attributes.etag &&
-            current.size == joining->info.size) {
-          std::lock_guard lock(mutex_);
-          ++stats_.hits;
-          return answer(reader_of(*joining));
-        }
-      }
+      if (auto joined = join_stream(object, name)) return answer(std::move(*joined));
     }
     std::optional<std::string> trusted;  // the ETag of a copy still within revalidate_after
     std::optional<std::string> held;     // the ETag of any indexed copy

@@ -77,7 +77,9 @@
 // operation on the upstream client's executor (chains of async_get_object, one ranged step each,
 // writing the cache file as the steps land; no thread of its own): the calling thread waits for
 // it, or, for map_streaming, only for its first step; readers of the rest are called back as it
-// lands (async_wait_until), no thread waits for them. Do not call the store from the upstream
+// lands (async_wait_until), no thread waits for them. async_map_streaming (the server's GET) waits
+// for nothing on a thread: a reader of an object another request is fetching is queued on that
+// fetch, and the first step completes the fetching GET. Do not call the store from the upstream
 // client's threads. Every member may be called from several threads at once. What the client
 // sees only as a 502 or 503 is said through gateway_store_config::log.
 #pragma once
@@ -585,6 +587,9 @@ class gateway_store {
   // upstream's, when known) in its info.
   std::optional<mapping> cached_copy(const object_ref& object, const std::string& etag,
                                      const std::optional<std::chrono::system_clock::time_point>& last_modified) const;
+  // The copy another reader's fetch of `object` is writing, when the upstream (asked now) still
+  // names its version; else nullopt.
+  std::optional<mapping> join_stream(const object_ref& object, const std::string& name);
   // A reader's mapping of a copy being fetched.
   static mapping reader_of(const streaming_copy& copy);
   // One fetch of a version into the cache: the state its steps share (src/s3/gateway_fetch.cpp).
