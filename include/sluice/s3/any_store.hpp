@@ -221,7 +221,7 @@ class any_store {
   [[nodiscard]] virtual bool maps_async() const noexcept { return false; }
   /// What map_streaming answers, given to `done` once, on any thread; `run` runs the store's
   /// blocking calls. Default: map_streaming, as a job given to `run`.
-  virtual void async_map_streaming(const object_ref& object, blocking_runner run,
+  virtual void async_map_streaming(const object_ref& object, const blocking_runner& run,
                                    std::function<void(error_code, any_mapping)> done) {
     run([this, object, done = std::move(done)] {
       error_code ec;
@@ -314,15 +314,15 @@ class store_adapter final : public any_store {
     return map(object, ec);
   }
   [[nodiscard]] bool maps_async() const noexcept override { return async_mapping_store<Store>; }
-  void async_map_streaming(const object_ref& object, blocking_runner run,
+  void async_map_streaming(const object_ref& object, const blocking_runner& run,
                            std::function<void(error_code, any_mapping)> done) override {
     if constexpr (async_mapping_store<Store>) {
-      store_.async_map_streaming(object, std::move(run),
+      store_.async_map_streaming(object, run,
                                  [done = std::move(done)](error_code ec, typename Store::mapping_type mapped) {
                                    done(ec, any_mapping::from(std::move(mapped)));
                                  });
     } else {
-      any_store::async_map_streaming(object, std::move(run), std::move(done));
+      any_store::async_map_streaming(object, run, std::move(done));
     }
   }
   [[nodiscard]] bool speculates() const noexcept override { return speculating_store<Store>; }

@@ -203,14 +203,14 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
   // of the object, and this coroutine resumes on its own executor; `ec` as map_streaming's.
   asio::awaitable<any_mapping> await_mapping(const object_ref& object, error_code& ec) {
     // The jobs hold no server state (one could become its last owner on a pool thread).
-    blocking_runner run = [weak = std::weak_ptr<server_state>(state_)](std::function<void()> job) {
+    const blocking_runner run = [weak = std::weak_ptr<server_state>(state_)](std::function<void()> job) {
       if (const auto state = weak.lock()) asio::post(state->blocking, std::move(job));
     };
     auto into_ec = asio::redirect_error(asio::use_awaitable, ec);
     co_return co_await asio::async_initiate<decltype(into_ec), void(error_code, any_mapping)>(
         [&](auto handler) {
           auto waiting = std::make_shared<decltype(handler)>(std::move(handler));
-          state_->store->async_map_streaming(object, std::move(run), [waiting](error_code e, any_mapping mapped) {
+          state_->store->async_map_streaming(object, run, [waiting](error_code e, any_mapping mapped) {
             const auto home = asio::get_associated_executor(*waiting);
             asio::dispatch(home, [waiting, e, held = std::make_shared<any_mapping>(std::move(mapped))] {
               std::move (*waiting)(e, std::move(*held));
