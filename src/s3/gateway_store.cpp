@@ -323,6 +323,16 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
 
 void gateway_store::async_map_streaming(const object_ref& object, blocking_runner run,
                                         std::function<void(error_code, mapping)> done) {
+  async_resolve(object, true, true, std::move(run), std::move(done));
+}
+
+void gateway_store::async_describe(const object_ref& object, blocking_runner run,
+                                   std::function<void(error_code, mapping)> done) {
+  async_resolve(object, false, false, std::move(run), std::move(done));
+}
+
+void gateway_store::async_resolve(const object_ref& object, bool need_bytes, bool stream, blocking_runner run,
+                                  std::function<void(error_code, mapping)> done) {
   // The operation's state, shared by the jobs it runs and the fetch it waits for.
   struct map_operation : std::enable_shared_from_this<map_operation> {
     gateway_store* store = nullptr;
@@ -337,7 +347,8 @@ void gateway_store::async_map_streaming(const object_ref& object, blocking_runne
           self->run([self] { self->step(); });  // the next step may ask the upstream: a job of run's
         });
       } catch (const std::exception& e) {  // bad_alloc
-        store->log("gateway_store: GET " + state->name + ": " + e.what());
+        store->log("gateway_store: " + std::string(state->need_bytes ? "GET " : "HEAD ") + state->name + ": " +
+                   e.what());
         answer = resolved{{}, s3::errc::service_unavailable};
       }
       if (answer) complete(std::move(*answer));
@@ -347,7 +358,7 @@ void gateway_store::async_map_streaming(const object_ref& object, blocking_runne
   auto op = std::make_shared<map_operation>();
   op->store = this;
   op->state = std::make_shared<resolve_state>(
-      resolve_state{object, detail::cache_index::name_of(object), true, true, 0, std::nullopt});
+      resolve_state{object, detail::cache_index::name_of(object), need_bytes, stream, 0, std::nullopt});
   op->run = std::move(run);
   op->done = std::move(done);
   op->run([op] { op->step(); });

@@ -7,6 +7,9 @@
 
 struct candidate : sluice::memory_store {
   mapping map_streaming(const sluice::object_ref& /*obj*/, sluice::error_code& /*ec*/) { return {}; }
+  mapping describe(const sluice::object_ref& /*obj*/, sluice::error_code& /*ec*/) { return {}; }
+  void async_describe(const sluice::object_ref& /*obj*/, sluice::blocking_runner /*run*/,
+                      std::function<void(sluice::error_code, mapping)> /*done*/) {}
 #ifdef SLUICE_CF_CONTROL
   void async_map_streaming(const sluice::object_ref& /*obj*/, sluice::blocking_runner /*run*/,
                            std::function<void(sluice::error_code, mapping)> /*done*/) {}

@@ -49,7 +49,7 @@ Scenarios:
                  dribbled, and short-but-valid ranged answers) under 4 readers and a 4 MiB cache:
                  never a whole 200 of wrong bytes, half of the objects with multipart ETags (no
                  MD5 to catch a wrong assembly), and every object byte-exact once it is good
-  waiters        (sluice upstream only) 64 GETs of two objects whose fetch a fake upstream holds (a
+  waiters        (sluice upstream only) 64 GETs and 16 HEADs of two objects whose fetch a fake upstream holds (a
                  small one, fetched whole, and one served while it arrives): while they wait, a GET
                  of a cached object is answered at once (the waiters hold no thread of the
                  server's blocking pool); once released, all 64 are byte-exact and the upstream
@@ -1402,11 +1402,20 @@ def waiters(h):
                    h.config_file({"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 2}}))
     code, body = status(gw.url + "/hold/other")
     expect(code == 200 and body == Held.OBJECTS["other"], "a GET of an object that is not held: cached (%d)" % code)
-    results = {}
+    results, heads = {}, {}
 
     def reader(i, key):
         results[i] = (key,) + status(gw.url + "/hold/" + key)
+
+    def header(i, key):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(gw.url + "/hold/" + key, method="HEAD"),
+                                        timeout=120) as r:
+                heads[i] = (key, r.status, int(r.headers.get("Content-Length", -1)))
+        except urllib.error.HTTPError as e:
+            heads[i] = (key, e.code, -1)
     readers = [threading.Thread(target=reader, args=(i, "held" if i % 2 else "held-big")) for i in range(64)]
+    readers += [threading.Thread(target=header, args=(i, "held" if i % 2 else "held-big")) for i in range(16)]
     try:
         for t in readers:
             t.start()
@@ -1415,7 +1424,7 @@ def waiters(h):
             time.sleep(0.05)
         expect(Held.fetches.get("held") == 1 and Held.fetches.get("held-big") == 1,
                "the upstream was asked for both held objects (%s)" % Held.fetches)
-        time.sleep(1)  # the 62 other readers are queued by now
+        time.sleep(1)  # the 62 other readers and the 16 HEADs are queued by now
         started = time.time()
         try:
             with urllib.request.urlopen(gw.url + "/hold/other", timeout=10) as r:
@@ -1424,7 +1433,7 @@ def waiters(h):
             code, body = 0, str(e).encode()
         took = time.time() - started
         expect(code == 200 and body == Held.OBJECTS["other"] and took < 5,
-               "while 64 GETs wait for held fetches, a GET of a cached object is answered at once "
+               "while 64 GETs and 16 HEADs wait for held fetches, a GET of a cached object is answered at once "
                "(%d in %.2f s): the waiters hold no thread of the blocking pool" % (code, took))
     finally:
         Held.RELEASE.set()
@@ -1433,6 +1442,8 @@ def waiters(h):
     wrong = [(i, r[0], r[1], len(r[2])) for i, r in sorted(results.items())
              if r[1] != 200 or r[2] != Held.OBJECTS[r[0]]]
     expect(len(results) == 64 and not wrong, "once released, all 64 GETs are byte-exact %s" % wrong[:4])
+    wrong = [(i, h) for i, h in sorted(heads.items()) if h[1:] != (200, len(Held.OBJECTS[h[0]]))]
+    expect(len(heads) == 16 and not wrong, "and the 16 HEADs answer 200 with the size %s" % wrong[:4])
     expect(Held.fetches == {"held": 1, "held-big": 1, "other": 1},
            "and the upstream saw one fetch of each object (%s)" % Held.fetches)
     expect(gw.proc.poll() is None, "the gateway is still running")

@@ -466,6 +466,8 @@ class gateway_store {
   /// no thread waits: the operation is queued on that fetch and goes on when it publishes or fails.
   void async_map_streaming(const object_ref& object, blocking_runner run,
                            std::function<void(error_code, mapping)> done);
+  /// describe() as an asynchronous operation, as async_map_streaming (the server's HEAD).
+  void async_describe(const object_ref& object, blocking_runner run, std::function<void(error_code, mapping)> done);
   /// For a transfer that runs while the upstream is asked (the server's GET into an RDMA or grant
   /// token's memory, or with If-Match, the header given as `if_match`, empty when none): the copy
   /// a streaming fetch is writing (as map_streaming would join it), else the cached copy the index
@@ -575,6 +577,9 @@ class gateway_store {
   // resolve up to its answer, or up to a wait: then nullopt, after giving `later` to what it waits
   // for (the fetch of the name under way, or the first bytes of its own streaming fetch).
   std::optional<resolved> resolve_step(const std::shared_ptr<resolve_state>& state, const resolve_next& later);
+  // resolve as an asynchronous operation: its steps are jobs given to `run`, `done` gets its answer.
+  void async_resolve(const object_ref& object, bool need_bytes, bool stream, blocking_runner run,
+                     std::function<void(error_code, mapping)> done);
   // A copy being fetched: the file being written and how much of it is there.
   struct streaming_copy {
     std::shared_ptr<detail::growing_file> file;

@@ -63,10 +63,11 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
       if (ranged) return state_->store->map_range(object, req.header("Range"), ec);
       return state_->store->map_streaming(object, ec);
     };
-    // (store_call's choice, without its coroutine frame for a local store). A GET that a store
-    // can map asynchronously is awaited: no pool thread waits while its fetch is another's.
-    if (!req.head && !ranged && state_->store->maps_async()) {
-      mapped = co_await await_mapping(object, ec);
+    // (store_call's choice, without its coroutine frame for a local store). A GET or HEAD that a
+    // store maps asynchronously is awaited: no pool thread waits while its fetch is another's.
+    if ((req.head || !ranged) && state_->store->maps_async()) {
+      using kind = any_store::async_map_kind;
+      mapped = co_await await_mapping(object, req.head ? kind::describe : kind::streaming, ec);
     } else if (state_->store->remote()) {
       mapped = co_await offload(map);
     } else {
