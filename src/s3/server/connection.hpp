@@ -198,10 +198,12 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     ec = co_await await_done(
         [&](std::function<void(error_code)> done) { mapping.async_wait_until(end, std::move(done)); });
   }
-  // The store's map_streaming or describe (`kind`) by its asynchronous form (async_mapping_store):
-  // its blocking calls run as jobs on the blocking pool, no thread waits while it waits for another
-  // request's fetch of the object, and this coroutine resumes on its own executor; `ec` as the call's.
-  asio::awaitable<any_mapping> await_mapping(const object_ref& object, any_store::async_map_kind kind, error_code& ec) {
+  // The store's map_streaming (a GET) or describe (`head`: a HEAD) by its asynchronous form
+  // (async_mapping_store): its blocking calls run as jobs on the blocking pool, no thread waits
+  // while it waits for another request's fetch of the object, and this coroutine resumes on its
+  // own executor; `ec` as the call's.
+  asio::awaitable<any_mapping> await_mapping(const object_ref& object, bool head, error_code& ec) {
+    const auto kind = head ? any_store::async_map_kind::describe : any_store::async_map_kind::streaming;
     // The jobs hold no server state (one could become its last owner on a pool thread).
     const blocking_runner run = [weak = std::weak_ptr<server_state>(state_)](std::function<void()> job) {
       if (const auto state = weak.lock()) asio::post(state->blocking, std::move(job));

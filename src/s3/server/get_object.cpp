@@ -66,8 +66,7 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
     // (store_call's choice, without its coroutine frame for a local store). A GET or HEAD that a
     // store maps asynchronously is awaited: no pool thread waits while its fetch is another's.
     if ((req.head || !ranged) && state_->store->maps_async()) {
-      using kind = any_store::async_map_kind;
-      mapped = co_await await_mapping(object, req.head ? kind::describe : kind::streaming, ec);
+      mapped = co_await await_mapping(object, req.head, ec);
     } else if (state_->store->remote()) {
       mapped = co_await offload(map);
     } else {
