@@ -238,6 +238,24 @@ concept streaming_store = mappable_store<S> && requires(S& s, const object_ref& 
   { s.map_streaming(obj, ec) } -> object_mapping;
 };
 
+/// Runs a job later on a thread that may block (the S3 server's blocking pool), from any thread:
+/// where an asynchronous store operation (async_mapping_store) makes its blocking calls.
+using blocking_runner = std::function<void(std::function<void()>)>;
+
+/// A streaming, describing store whose GET and HEAD wait without holding a thread
+/// (`async_map_streaming(obj, run, done)`, `async_describe(obj, run, done)`): what map_streaming
+/// or describe answers, given to `done` (a `std::function<void(error_code, S::mapping_type)>`)
+/// once, on any thread. Its blocking calls (a remote store's upstream) run as jobs given to `run`;
+/// while it waits for something another operation does (a fetch of the same object under way) no
+/// thread waits: the server awaits it, and its blocking pool stays free for other requests.
+template <class S>
+concept async_mapping_store = streaming_store<S> && describing_store<S> &&
+    requires(S& s, const object_ref& obj, blocking_runner run,
+             std::function<void(error_code, typename S::mapping_type)> done) {
+  s.async_map_streaming(obj, run, done);
+  s.async_describe(obj, std::move(run), std::move(done));
+};
+
 /// A store that lends a copy it has not checked yet (`map_unconfirmed(obj, if_match)`, for a GET
 /// whose If-Match header is `if_match`, empty when it has none; nullopt when the store has no
 /// copy to lend) and checks it later (`confirm(obj, mapping)`): the server moves the bytes while

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
@@ -544,11 +545,16 @@ gateway_store::mapping gateway_store::fetch(const object_ref& object, const obje
 }
 
 void gateway_store::fetch_done(const std::string& name) {
+  std::vector<std::function<void()>> queued;
   {
     std::lock_guard lock(mutex_);
     fetching_.erase(name);
+    if (const auto w = waiters_.find(name); w != waiters_.end()) {
+      queued = std::move(w->second);
+      waiters_.erase(w);
+    }
   }
-  fetched_.notify_all();
+  for (const auto& look_again : queued) look_again();
 }
 
 gateway_store::mapping gateway_store::reader_of(const streaming_copy& copy) {
@@ -560,28 +566,25 @@ gateway_store::mapping gateway_store::reader_of(const streaming_copy& copy) {
   return m;
 }
 
-gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
-                                                      detail::cache_index::clock::time_point confirmed, error_code& ec,
-                                                      std::optional<std::uint64_t>* other_size) {
-  // The fetch's first answer: the mapping of the copy being written, or the whole fetch's result
-  // when it ended without one (a pass-through, or an error before the first byte).
+void gateway_store::fetch_streaming(const object_ref& object, const object_info& info,
+                                    detail::cache_index::clock::time_point confirmed, streaming_answer answered) {
+  // The fetch's first answer, given once: the mapping of the copy being written, or the whole
+  // fetch's result when it ended without one (a pass-through, or an error before the first byte).
   struct handoff {
     std::mutex mutex;
-    std::condition_variable given;
     bool done = false;
     bool streamed = false;  // readers got the copy being written
-    mapping first;
-    error_code error;
-    std::optional<std::uint64_t> other_size;  // the GETs' size, when they said another than the HEAD's
-    void give(mapping m, error_code e) {
+    streaming_answer answered;
+    void give(mapping m, error_code e, std::optional<std::uint64_t> other_size, bool streaming = false) {
       {
         const std::lock_guard lock(mutex);
         if (done) return;
-        first = std::move(m);
-        error = e;
         done = true;
+        streamed = streaming;
       }
-      given.notify_all();
+      if (e == sluice::errc::precondition_failed) e = s3::errc::service_unavailable;  // replaced meanwhile
+      const streaming_answer once = std::move(answered);
+      once(std::move(m), e, other_size);
     }
   };
   const std::string name = detail::cache_index::name_of(object);
@@ -593,14 +596,17 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
     std::unique_lock lock(mutex_);
     if (streaming_ >= max_streaming) {
       lock.unlock();
-      mapping m = fetch(object, info, confirmed, ec, other_size);
+      error_code ec;
+      std::optional<std::uint64_t> other_size;
+      mapping m = fetch(object, info, confirmed, ec, &other_size);
       fetch_done(name);
       if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;  // replaced meanwhile
-      return m;
+      return answered(std::move(m), ec, other_size);
     }
     ++streaming_;
   }
   auto answer = std::make_shared<handoff>();
+  answer->answered = std::move(answered);
   auto fill = std::make_shared<detail::fill_progress>();
   // How the fetch ended (on whichever thread ends it): its readers learn it, later readers no
   // longer join it, and the destructor may go on.
@@ -625,11 +631,13 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
     }
     fetch_done(name);
     std::lock_guard lock(mutex_);
-    --streaming_;
-    fetched_.notify_all();  // under the lock: the destructor may run as soon as it is released
+    // Under the lock, the last use of the store: the destructor goes on once it is released.
+    if (--streaming_ == 0 && drained_) drained_->set_value();
   };
   std::shared_ptr<fetch_operation> op;
   error_code fetch_error;
+  mapping passed;
+  std::optional<std::uint64_t> passed_size;
   try {
     op = prepare_fetch(
         object, info, confirmed, fill,
@@ -638,16 +646,12 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
             std::lock_guard lock(mutex_);  // later readers of this version join it (resolve)
             streams_.insert_or_assign(name, growing);
           }
-          {
-            const std::lock_guard lock(answer->mutex);
-            answer->streamed = true;
-          }
-          answer->give(reader_of(growing), {});
+          answer->give(reader_of(growing), {}, std::nullopt, true);
         },
         fetch_error);
     if (op && !op->cacheable()) {
-      answer->first = pass_through(*op, fetch_error);  // on this thread, as map() would
-      answer->other_size = op->other_size;
+      passed = pass_through(*op, fetch_error);  // on this thread, as map() would
+      passed_size = op->other_size;
       op->release();
       op.reset();
     }
@@ -658,9 +662,7 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
   }
   if (!op) {
     ended(fetch_error, false);
-    ec = fetch_error == sluice::errc::precondition_failed ? error_code(s3::errc::service_unavailable) : fetch_error;
-    if (other_size != nullptr) *other_size = answer->other_size;
-    return std::move(answer->first);
+    return answer->give(std::move(passed), fetch_error, passed_size);
   }
   // The rest of the fetch runs on the client's executor; the readers of the copy wait on `fill`.
   start_fetch(op, [this, op, answer, ended](error_code transfer_error) {
@@ -672,26 +674,17 @@ gateway_store::mapping gateway_store::fetch_streaming(const object_ref& object, 
       log("gateway_store: GET " + op->name + ": the fetch failed: " + x.what());
       e = s3::errc::service_unavailable;
     }
-    {
-      const std::lock_guard lock(answer->mutex);
-      answer->other_size = op->other_size;
-    }
+    const std::optional<std::uint64_t> other_size = op->other_size;
     op->release();
     bool streamed = false;
     {
       const std::lock_guard lock(answer->mutex);
       streamed = answer->streamed;
     }
-    if (!streamed) answer->give(std::move(done), e);
+    if (!streamed) answer->give(std::move(done), e, other_size);
     done = {};
     ended(e, streamed);
   });
-  std::unique_lock lock(answer->mutex);
-  answer->given.wait(lock, [&] { return answer->done; });
-  ec = answer->error;
-  if (other_size != nullptr) *other_size = answer->other_size;
-  if (ec == sluice::errc::precondition_failed) ec = s3::errc::service_unavailable;
-  return std::move(answer->first);
 }
 
 }  // namespace sluice::s3

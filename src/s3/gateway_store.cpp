@@ -93,9 +93,15 @@ gateway_store::gateway_store(unopened, gateway_store_config config)
 
 gateway_store::~gateway_store() {
   // A streaming fetch, still running on the upstream client's executor, uses the cache and the
-  // client: it ends first (it is bounded by the upstream timeout).
-  std::unique_lock lock(mutex_);
-  fetched_.wait(lock, [&] { return streaming_ == 0; });
+  // client: it ends first (it is bounded by the upstream timeout), and says so through drained_.
+  std::future<void> drained;
+  {
+    const std::lock_guard lock(mutex_);
+    if (streaming_ == 0) return;
+    drained = drained_.emplace().get_future();
+  }
+  drained.wait();
+  const std::lock_guard settled(mutex_);  // the fetch's end has let go of the lock
 }
 
 std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, error_code& ec) {
@@ -299,50 +305,113 @@ bool gateway_store::confirm(const object_ref& object, const mapping& m) {
 }
 
 gateway_store::mapping gateway_store::resolve(const object_ref& object, bool need_bytes, error_code& ec, bool stream) {
-  ec = {};
-  if (!is_valid_bucket_name(object.bucket)) {
-    ec = sluice::errc::no_such_bucket;
-    return {};
+  auto state = std::make_shared<resolve_state>(
+      resolve_state{object, detail::cache_index::name_of(object), need_bytes, stream, 0, std::nullopt});
+  for (;;) {
+    // This thread waits for what the step waits for (a caller of the blocking interface).
+    auto next = std::make_shared<std::promise<std::optional<resolved>>>();
+    std::future<std::optional<resolved>> woken = next->get_future();
+    std::optional<resolved> answer =
+        resolve_step(state, [next](std::optional<resolved> later) { next->set_value(std::move(later)); });
+    if (!answer) answer = woken.get();
+    if (answer) {
+      ec = answer->ec;
+      return std::move(answer->mapped);
+    }
   }
-  if (!is_valid_object_key(object.key)) {
-    ec = sluice::errc::no_such_object;
-    return {};
+}
+
+void gateway_store::async_map_streaming(const object_ref& object, blocking_runner run,
+                                        std::function<void(error_code, mapping)> done) {
+  async_resolve(object, true, true, std::move(run), std::move(done));
+}
+
+void gateway_store::async_describe(const object_ref& object, blocking_runner run,
+                                   std::function<void(error_code, mapping)> done) {
+  async_resolve(object, false, false, std::move(run), std::move(done));
+}
+
+void gateway_store::async_resolve(const object_ref& object, bool need_bytes, bool stream, blocking_runner run,
+                                  std::function<void(error_code, mapping)> done) {
+  // The operation's state, shared by the jobs it runs and the fetch it waits for.
+  struct map_operation : std::enable_shared_from_this<map_operation> {
+    gateway_store* store = nullptr;
+    std::shared_ptr<resolve_state> state;
+    blocking_runner run;
+    std::function<void(error_code, mapping)> done;
+    void step() {
+      std::optional<resolved> answer;
+      try {
+        answer = store->resolve_step(state, [self = shared_from_this()](std::optional<resolved> later) {
+          if (later) return self->complete(std::move(*later));
+          self->run([self] { self->step(); });  // the next step may ask the upstream: a job of run's
+        });
+      } catch (const std::exception& e) {  // bad_alloc
+        store->log("gateway_store: " + std::string(state->need_bytes ? "GET " : "HEAD ") + state->name + ": " +
+                   e.what());
+        answer = resolved{{}, s3::errc::service_unavailable};
+      }
+      if (answer) complete(std::move(*answer));
+    }
+    void complete(resolved answer) { done(answer.ec, std::move(answer.mapped)); }
+  };
+  auto op = std::make_shared<map_operation>();
+  op->store = this;
+  op->state = std::make_shared<resolve_state>(
+      resolve_state{object, detail::cache_index::name_of(object), need_bytes, stream, 0, std::nullopt});
+  op->run = std::move(run);
+  op->done = std::move(done);
+  op->run([op] { op->step(); });
+}
+
+std::optional<gateway_store::mapping> gateway_store::join_stream(const object_ref& object, const std::string& name) {
+  std::optional<streaming_copy> joining;
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto s = streams_.find(name); s != streams_.end()) joining = s->second;
   }
-  const std::string name = detail::cache_index::name_of(object);
+  if (!joining) return std::nullopt;
+  error_code head_error;
+  const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
+  if (head_error || current.attributes.etag != joining->info.attributes.etag || current.size != joining->info.size) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(mutex_);
+  ++stats_.hits;
+  return reader_of(*joining);
+}
+
+std::optional<gateway_store::resolved> gateway_store::resolve_step(const std::shared_ptr<resolve_state>& state,
+                                                                   const resolve_next& later) {
+  const object_ref& object = state->object;
+  const std::string& name = state->name;
+  const bool stream = state->stream;
+  const auto fail = [](error_code e) { return resolved{{}, e}; };
+  if (!is_valid_bucket_name(object.bucket)) return fail(sluice::errc::no_such_bucket);
+  if (!is_valid_object_key(object.key)) return fail(sluice::errc::no_such_object);
   using clock = detail::cache_index::clock;
   // The upstream's Last-Modified of the indexed copy, when known.
   std::optional<std::chrono::system_clock::time_point> held_modified;
   // The cached copy if the file is still the version the index names, with the upstream's
   // Last-Modified when known (else the copy's own).
   const auto from_cache = [&](const std::string& etag) { return cached_copy(object, etag, held_modified); };
-  // The size the upstream's GETs gave a version whose HEAD said another: theirs wins.
-  std::optional<std::pair<std::string, std::uint64_t>> sized;
-  for (int attempt = 0;; ++attempt) {
+  const auto answer = [](mapping m) { return resolved{std::move(m), {}}; };
+  for (;; ++state->attempt) {
+    // Another reader's fetch is under way: read from it while it arrives, when the upstream
+    // still names its version (else wait for it to end, below, and look again).
     if (stream) {
-      // Another reader's fetch is under way: read from it while it arrives, when the upstream
-      // still names its version (else wait for it to end, below, and look again).
-      std::optional<streaming_copy> joining;
-      {
-        std::lock_guard lock(mutex_);
-        if (const auto s = streams_.find(name); s != streams_.end()) joining = s->second;
-      }
-      if (joining) {
-        error_code head_error;
-        const object_info current = upstream_->head_object(object.bucket, object.key, head_error);
-        if (!head_error && current.attributes.etag == joining->info.attributes.etag &&
-            current.size == joining->info.size) {
-          std::lock_guard lock(mutex_);
-          ++stats_.hits;
-          return reader_of(*joining);
-        }
-      }
+      if (auto joined = join_stream(object, name)) return answer(std::move(*joined));
     }
     std::optional<std::string> trusted;  // the ETag of a copy still within revalidate_after
     std::optional<std::string> held;     // the ETag of any indexed copy
     {
-      std::unique_lock lock(mutex_);
-      fetched_.wait(lock, [&] { return !fetching_.contains(name); });
-      held_modified.reset();
+      std::lock_guard lock(mutex_);
+      if (fetching_.contains(name)) {
+        // Another request fetches it: this one is queued on that fetch and looks again once it
+        // ended (fetch_done), no thread waiting meanwhile.
+        waiters_[name].emplace_back([later] { later(std::nullopt); });
+        return std::nullopt;
+      }
       if (const auto* e = index_.find(name)) {
         held = e->etag;
         held_modified = e->last_modified;
@@ -357,7 +426,7 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
         std::lock_guard lock(mutex_);
         index_.touch(name);
         ++stats_.hits;
-        return std::move(*m);
+        return answer(std::move(*m));
       }
     }
     error_code upstream_error;
@@ -365,30 +434,27 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
     object_info info = upstream_->head_object(object.bucket, object.key, upstream_error);
     if (upstream_error == s3::errc::no_such_key) {
       if (held) drop(object);
-      ec = sluice::errc::no_such_object;
-      return {};
+      return fail(sluice::errc::no_such_object);
     }
     if (upstream_error) {
-      ec = from_upstream(upstream_error);
+      const error_code ec = from_upstream(upstream_error);
       if (ec == s3::errc::service_unavailable && config_.stale_if_error && held) {
         if (auto m = from_cache(*held)) {
-          ec = {};
           std::lock_guard lock(mutex_);
           index_.touch(name);
           ++stats_.stale_served;
-          return std::move(*m);
+          return answer(std::move(*m));
         }
       }
       log_upstream_failure("HEAD", object, upstream_error, ec);
-      return {};
+      return fail(ec);
     }
     if (!sane(info)) {
-      ec = s3::errc::bad_gateway;
-      log_upstream_failure("HEAD", object, error_code(sluice::errc::protocol_violation), ec);
-      return {};
+      log_upstream_failure("HEAD", object, error_code(sluice::errc::protocol_violation), s3::errc::bad_gateway);
+      return fail(s3::errc::bad_gateway);
     }
     info.key = object.key;
-    if (sized && sized->first == info.attributes.etag) info.size = sized->second;
+    if (state->sized && state->sized->first == info.attributes.etag) info.size = state->sized->second;
     if (held && *held == info.attributes.etag) {
       if (auto m = from_cache(*held)) {
         if (m->info_.size == info.size) {
@@ -397,14 +463,14 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
           index_.touch(name, asked, gateway_impl::known_time(info.last_modified));
           ++stats_.revalidations;
           ++stats_.hits;
-          return std::move(*m);
+          return answer(std::move(*m));
         }
       }
     }
-    if (!need_bytes) {
+    if (!state->need_bytes) {
       mapping m;
       m.info_ = std::move(info);
-      return m;
+      return answer(std::move(m));
     }
     {
       std::lock_guard lock(mutex_);
@@ -412,34 +478,47 @@ gateway_store::mapping gateway_store::resolve(const object_ref& object, bool nee
       fetching_.insert(name);
     }
     if (held) drop(object);  // another version: the old copy goes before the new one comes
-    std::optional<std::uint64_t> other_size;
-    mapping m;
     if (stream && info.size > config_.chunk_bytes) {
-      m = fetch_streaming(object, info, asked, ec, &other_size);
-    } else {
-      m = fetch(object, info, asked, ec, &other_size);
-      fetch_done(name);
+      // Answered when the fetch's first step arrived; a size the HEAD misstated is fetched again.
+      fetch_streaming(object, info, asked,
+                      [this, state, later, etag = info.attributes.etag](mapping m, error_code e,
+                                                                        std::optional<std::uint64_t> other_size) {
+                        if (e && other_size) {
+                          log_upstream_failure("GET", state->object, error_code(sluice::errc::protocol_violation), e);
+                          if (state->attempt < 2) {
+                            state->sized.emplace(etag, *other_size);
+                            ++state->attempt;
+                            return later(std::nullopt);
+                          }
+                          return later(resolved{{}, e});
+                        }
+                        later(resolved{std::move(m), e});
+                      });
+      return std::nullopt;
     }
+    std::optional<std::uint64_t> other_size;
+    error_code ec;
+    mapping m = fetch(object, info, asked, ec, &other_size);
+    fetch_done(name);
     if (ec && other_size) {
       // The HEAD misstated the size (a half object would have been cached as whole): fetched
       // again with the GET's size, which the next HEAD of the same version gets too.
       log_upstream_failure("GET", object, error_code(sluice::errc::protocol_violation), ec);
-      if (attempt < 2) {
-        sized.emplace(info.attributes.etag, *other_size);
+      if (state->attempt < 2) {
+        state->sized.emplace(info.attributes.etag, *other_size);
         continue;
       }
-      return {};
+      return fail(ec);
     }
-    if (stream && info.size > config_.chunk_bytes) return m;
     // Replaced on the upstream while it was fetched: the next HEAD names the newer version.
-    if (ec == sluice::errc::precondition_failed && attempt < 2) continue;
+    if (ec == sluice::errc::precondition_failed && state->attempt < 2) continue;
     if (ec == sluice::errc::precondition_failed) {
       // The client asked for no condition: an object that changes at every fetch is the
       // upstream's trouble, not a 412 of the client's.
       log("gateway_store: GET " + name + ": the upstream's version changed during each of 3 fetches");
       ec = s3::errc::service_unavailable;
     }
-    return m;
+    return resolved{std::move(m), ec};
   }
 }
 

@@ -49,6 +49,11 @@ Scenarios:
                  dribbled, and short-but-valid ranged answers) under 4 readers and a 4 MiB cache:
                  never a whole 200 of wrong bytes, half of the objects with multipart ETags (no
                  MD5 to catch a wrong assembly), and every object byte-exact once it is good
+  waiters        (sluice upstream only) 64 GETs and 16 HEADs of two objects whose fetch a fake upstream holds (a
+                 small one, fetched whole, and one served while it arrives): while they wait, a GET
+                 of a cached object is answered at once (the waiters hold no thread of the
+                 server's blocking pool); once released, all 64 are byte-exact and the upstream
+                 saw one fetch of each
   poison-*       (sluice upstream only; issue 37, finding 6) a fake upstream that poisons the cache
                  unless every answer is checked: if-match (a GET of another version, with its own
                  or the asked ETag), md5 (bytes that contradict their MD5 ETag), head-size (a HEAD
@@ -1023,15 +1028,22 @@ class Poisoner(http.server.BaseHTTPRequestHandler):
         return self.answer(206, headers, body[start:end + 1])
 
 
-def poisoned(h, settings=None):
-    """A gateway in front of a Poisoner (lying from the start), with chunk_bytes 1 MiB."""
+def fake_upstream(h, handler, what):
+    """Starts `handler` as the gateway's upstream in place of the real one (which it replaces: run
+    once, with the sluice upstream; skipped with the others) and returns its server."""
     if not isinstance(h.upstream, SluiceUpstream):
-        raise Skip("the lying upstream replaces the real one: run once, with the sluice upstream")
-    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Poisoner)
+        raise Skip("the %s upstream replaces the real one: run once, with the sluice upstream" % what)
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     upstream.daemon_threads = True
     upstream.handle_error = lambda *_: None
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     h.upstream.url = "http://127.0.0.1:%d" % upstream.server_address[1]
+    return upstream
+
+
+def poisoned(h, settings=None):
+    """A gateway in front of a Poisoner (lying from the start), with chunk_bytes 1 MiB."""
+    upstream = fake_upstream(h, Poisoner, "lying")
     Poisoner.LYING.set()
     settings = settings or {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}
     return h.gateway("gw", "--upstream-timeout", "5", "--config", h.config_file(settings)), upstream
@@ -1280,13 +1292,7 @@ def faults(h):
     fetches) in front of Flaky: no answer is ever a whole 200 of other bytes, whatever the network
     did to the fetch's steps (the client retries them), and once the network is good every object
     reads byte-exact, twice (nothing wrong was cached)."""
-    if not isinstance(h.upstream, SluiceUpstream):
-        raise Skip("the flaky upstream replaces the real one: run once, with the sluice upstream")
-    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    upstream.daemon_threads = True
-    upstream.handle_error = lambda *_: None
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    h.upstream.url = "http://127.0.0.1:%d" % upstream.server_address[1]
+    upstream = fake_upstream(h, Flaky, "flaky")
     gw = h.gateway("gw", "--cache-bytes", "4 MiB", "--upstream-timeout", "3", "--config",
                    h.config_file({"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4}}))
     keys = sorted(Flaky.OBJECTS)
@@ -1324,6 +1330,122 @@ def faults(h):
             code, body, whole = whole_get(gw.url + "/flaky/" + key)
             expect(code == 200 and whole and body == Flaky.OBJECTS[key][0],
                    "%s: %s read once the network is good: 200, byte-exact (%d)" % (key, attempt, code))
+    expect(gw.proc.poll() is None, "the gateway is still running")
+    upstream.shutdown()
+
+
+class Held(http.server.BaseHTTPRequestHandler):
+    """An honest upstream whose GETs of "held" and "held-big" wait until RELEASE is set: fetches that
+    stay under way for as long as the test wants. HEADs and the other objects answer at once."""
+    protocol_version = "HTTP/1.1"
+    RELEASE = threading.Event()
+    lock = threading.Lock()
+    fetches = {}  # key → GETs from its first byte (one per fetch)
+    OBJECTS = {"held": random.Random(61).randbytes(300 * 1024 + 3),
+               "held-big": random.Random(62).randbytes(3 * MIB + 5),  # over chunk_bytes: streamed
+               "other": random.Random(63).randbytes(200 * 1024 + 1)}
+
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        key = path.rsplit("/", 1)[-1]
+        if path == "/":
+            listing = ("<?xml version=\"1.0\"?><ListAllMyBucketsResult><Owner><ID>o</ID></Owner><Buckets><Bucket>"
+                       "<Name>hold</Name><CreationDate>2026-01-01T00:00:00.000Z</CreationDate></Bucket></Buckets>"
+                       "</ListAllMyBucketsResult>").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(listing)))
+            self.end_headers()
+            if self.command == "GET":
+                self.wfile.write(listing)
+            return
+        if key not in self.OBJECTS:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = self.OBJECTS[key]
+        first, last, code = 0, len(body) - 1, 200
+        rng = self.headers.get("Range")
+        if rng and self.command == "GET":
+            a, b = rng.split("=")[1].split("-")
+            first, last, code = int(a), min(int(b), len(body) - 1), 206
+        if self.command == "GET":
+            with self.lock:
+                if first == 0:
+                    self.fetches[key] = self.fetches.get(key, 0) + 1
+            if key.startswith("held"):
+                self.RELEASE.wait(60)
+        part = body[first:last + 1]
+        self.send_response(code)
+        self.send_header("ETag", '"%s"' % hashlib.md5(body).hexdigest())
+        self.send_header("Content-Length", str(len(part)))
+        if code == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, len(body)))
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(part)
+        self.wfile.flush()
+
+
+def waiters(h):
+    """Readers queued on a fetch hold no thread: 64 GETs wait for two held fetches (the server's
+    blocking pool has 16 threads) while a GET of a cached object is answered at once."""
+    upstream = fake_upstream(h, Held, "holding")
+    gw = h.gateway("gw", "--upstream-timeout", "60", "--config",
+                   h.config_file({"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 2}}))
+    code, body = status(gw.url + "/hold/other")
+    expect(code == 200 and body == Held.OBJECTS["other"], "a GET of an object that is not held: cached (%d)" % code)
+    results, heads = {}, {}
+
+    def reader(i, key):
+        results[i] = (key,) + status(gw.url + "/hold/" + key)
+
+    def header(i, key):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(gw.url + "/hold/" + key, method="HEAD"),
+                                        timeout=120) as r:
+                heads[i] = (key, r.status, int(r.headers.get("Content-Length", -1)))
+        except urllib.error.HTTPError as e:
+            heads[i] = (key, e.code, -1)
+    readers = [threading.Thread(target=reader, args=(i, "held" if i % 2 else "held-big")) for i in range(64)]
+    readers += [threading.Thread(target=header, args=(i, "held" if i % 2 else "held-big")) for i in range(16)]
+    try:
+        for t in readers:
+            t.start()
+        deadline = time.time() + 30
+        while (Held.fetches.get("held", 0) < 1 or Held.fetches.get("held-big", 0) < 1) and time.time() < deadline:
+            time.sleep(0.05)
+        expect(Held.fetches.get("held") == 1 and Held.fetches.get("held-big") == 1,
+               "the upstream was asked for both held objects (%s)" % Held.fetches)
+        time.sleep(1)  # the 62 other readers and the 16 HEADs are queued by now
+        started = time.time()
+        try:
+            with urllib.request.urlopen(gw.url + "/hold/other", timeout=10) as r:
+                code, body = r.status, r.read()
+        except (urllib.error.URLError, TimeoutError, socket.timeout) as e:
+            code, body = 0, str(e).encode()
+        took = time.time() - started
+        expect(code == 200 and body == Held.OBJECTS["other"] and took < 5,
+               "while 64 GETs and 16 HEADs wait for held fetches, a GET of a cached object is answered at once "
+               "(%d in %.2f s): the waiters hold no thread of the blocking pool" % (code, took))
+    finally:
+        Held.RELEASE.set()
+        for t in readers:
+            t.join()
+    wrong = [(i, r[0], r[1], len(r[2])) for i, r in sorted(results.items())
+             if r[1] != 200 or r[2] != Held.OBJECTS[r[0]]]
+    expect(len(results) == 64 and not wrong, "once released, all 64 GETs are byte-exact %s" % wrong[:4])
+    wrong = [(i, h) for i, h in sorted(heads.items()) if h[1:] != (200, len(Held.OBJECTS[h[0]]))]
+    expect(len(heads) == 16 and not wrong, "and the 16 HEADs answer 200 with the size %s" % wrong[:4])
+    expect(Held.fetches == {"held": 1, "held-big": 1, "other": 1},
+           "and the upstream saw one fetch of each object (%s)" % Held.fetches)
     expect(gw.proc.poll() is None, "the gateway is still running")
     upstream.shutdown()
 
@@ -1591,7 +1713,7 @@ SCENARIOS = {"write-through": write_through, "coherence": coherence, "eviction":
              "concurrent": concurrent, "hostile": hostile, "stream": stream,
              "full-disk": full_disk, "poison-if-match": poison_if_match, "poison-md5": poison_md5,
              "poison-head-size": poison_head_size, "poison-listing": poison_listing, "poison-garbage": poison_garbage,
-             "faults": faults,
+             "faults": faults, "waiters": waiters,
              "quirks": rgw_quirks}
 
 

@@ -57,6 +57,7 @@ static_assert(!owner_recording_store<memory_store> && !owner_reporting_store<mem
 static_assert(settings_keeping_store<memory_store>);
 static_assert(!describing_store<memory_store> && !range_mapping_store<memory_store>);
 static_assert(!streaming_store<memory_store> && !speculating_store<memory_store>);
+static_assert(!async_mapping_store<memory_store>);
 static_assert(object_mapping<memory_store::mapping_type>);
 static_assert(!partial_mapping<memory_store::mapping_type> && !file_backed_mapping<memory_store::mapping_type>);
 static_assert(!growing_mapping<memory_store::mapping_type>);
@@ -71,6 +72,7 @@ static_assert(conditional_writer<fs_store::writer_type> && conditional_writer<fs
 static_assert(file_backed_mapping<fs_store::mapping_type> && offset_file_mapping<fs_store::mapping_type>);
 static_assert(!remote_store<fs_store> && !range_mapping_store<fs_store>);
 static_assert(!streaming_store<fs_store> && !speculating_store<fs_store>);
+static_assert(!async_mapping_store<fs_store>);
 static_assert(!partial_mapping<fs_store::mapping_type> && !growing_mapping<fs_store::mapping_type>);
 
 #ifdef SLUICE_TEST_WITH_S3
@@ -79,6 +81,7 @@ static_assert(servable_store<gateway_store>);
 static_assert(remote_store<gateway_store>);
 static_assert(describing_store<gateway_store> && range_mapping_store<gateway_store>);
 static_assert(streaming_store<gateway_store> && speculating_store<gateway_store>);
+static_assert(async_mapping_store<gateway_store>);
 static_assert(conditional_upload_store<gateway_store>);
 static_assert(conditional_writer<gateway_store::writer_type>);
 static_assert(conditional_writer<gateway_store::part_writer_type>);  // an fs_store writer

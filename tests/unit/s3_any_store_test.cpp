@@ -11,7 +11,9 @@
 #include "compile_cost/own_store_server.cpp"
 #include "temp_dir.hpp"
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace s3 = sluice::s3;
@@ -49,6 +51,27 @@ TEST_CASE("any_store: the shipped stores keep their capabilities behind the eras
   CHECK(answers == 1);
   CHECK(std::string_view(reinterpret_cast<const char*>(mapped.region().bytes()), mapped.region().size) == text);
   CHECK(mapped.get<sluice::memory_store::mapping_type>() != nullptr);
+
+  // A store without async_mapping_store: async_map makes the blocking call as a job given to the
+  // runner (the server's blocking pool), and answers from there.
+  CHECK_FALSE(erased_memory->maps_async());
+  std::vector<std::function<void()>> jobs;
+  const sluice::blocking_runner run = [&](std::function<void()> job) { jobs.push_back(std::move(job)); };
+  std::vector<std::pair<sluice::error_code, std::uint64_t>> maps;
+  for (const auto kind : {s3::any_store::async_map_kind::streaming, s3::any_store::async_map_kind::describe}) {
+    erased_memory->async_map({"bucket", "k"}, kind, run, [&](sluice::error_code e, s3::any_mapping m) {
+      maps.emplace_back(e, e ? 0 : m.info().size);
+    });
+  }
+  erased_memory->async_map({"bucket", "missing"}, s3::any_store::async_map_kind::streaming, run,
+                           [&](sluice::error_code e, const s3::any_mapping&) { maps.emplace_back(e, 0); });
+  CHECK(maps.empty());  // nothing runs on the caller's thread
+  REQUIRE(jobs.size() == 3);
+  for (const auto& job : jobs) job();
+  REQUIRE(maps.size() == 3);
+  CHECK((!maps[0].first && maps[0].second == text.size()));
+  CHECK((!maps[1].first && maps[1].second == text.size()));
+  CHECK(maps[2].first == sluice::errc::no_such_object);
 
   const sluice::testing::temp_dir root("any-store");
   s3::fs_store files(s3::fs_store_config{root.path() / "root", 5ULL << 40, false});

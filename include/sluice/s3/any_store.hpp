@@ -216,6 +216,21 @@ class any_store {
   }
   /// A mapping that may still be filling (growing()); default map().
   virtual any_mapping map_streaming(const object_ref& object, error_code& ec) { return map(object, ec); }
+  /// True when async_map waits without a thread (async_mapping_store): the server's GET and HEAD
+  /// await it instead of running map_streaming or describe on its blocking pool.
+  [[nodiscard]] virtual bool maps_async() const noexcept { return false; }
+  /// Which call async_map makes: map_streaming (a GET) or describe (a HEAD).
+  enum class async_map_kind { streaming, describe };
+  /// What map_streaming or describe answers, given to `done` once, on any thread; `run` runs the
+  /// store's blocking calls. Default: the call, as a job given to `run`.
+  virtual void async_map(const object_ref& object, async_map_kind kind, const blocking_runner& run,
+                         std::function<void(error_code, any_mapping)> done) {
+    run([this, object, kind, done = std::move(done)] {
+      error_code ec;
+      any_mapping mapped = kind == async_map_kind::describe ? describe(object, ec) : map_streaming(object, ec);
+      done(ec, std::move(mapped));
+    });
+  }
   /// True when map_unconfirmed can lend a copy that confirm() checks later.
   [[nodiscard]] virtual bool speculates() const noexcept { return false; }
   /// `if_match`: the GET's If-Match header, empty when it has none.
@@ -299,6 +314,22 @@ class store_adapter final : public any_store {
       return any_mapping::from(store_.map_streaming(object, ec));
     }
     return map(object, ec);
+  }
+  [[nodiscard]] bool maps_async() const noexcept override { return async_mapping_store<Store>; }
+  void async_map(const object_ref& object, async_map_kind kind, const blocking_runner& run,
+                 std::function<void(error_code, any_mapping)> done) override {
+    if constexpr (async_mapping_store<Store>) {
+      auto erased = [done = std::move(done)](error_code ec, typename Store::mapping_type mapped) {
+        done(ec, any_mapping::from(std::move(mapped)));
+      };
+      if (kind == async_map_kind::describe) {
+        store_.async_describe(object, run, std::move(erased));
+      } else {
+        store_.async_map_streaming(object, run, std::move(erased));
+      }
+    } else {
+      any_store::async_map(object, kind, run, std::move(done));
+    }
   }
   [[nodiscard]] bool speculates() const noexcept override { return speculating_store<Store>; }
   std::optional<any_mapping> map_unconfirmed(const object_ref& object, std::string_view if_match) override {

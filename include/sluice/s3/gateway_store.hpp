@@ -77,7 +77,9 @@
 // operation on the upstream client's executor (chains of async_get_object, one ranged step each,
 // writing the cache file as the steps land; no thread of its own): the calling thread waits for
 // it, or, for map_streaming, only for its first step; readers of the rest are called back as it
-// lands (async_wait_until), no thread waits for them. Do not call the store from the upstream
+// lands (async_wait_until), no thread waits for them. async_map_streaming (the server's GET) waits
+// for nothing on a thread: a reader of an object another request is fetching is queued on that
+// fetch, and the first step completes the fetching GET. Do not call the store from the upstream
 // client's threads. Every member may be called from several threads at once. What the client
 // sees only as a 502 or 503 is said through gateway_store_config::log.
 #pragma once
@@ -94,11 +96,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <list>
 #include <map>
 #include <memory>
@@ -457,6 +459,15 @@ class gateway_store {
   /// As map(), but a miss of an object larger than chunk_bytes answers as soon as the fetch has
   /// started: the mapping's ready()/async_wait_until() say which bytes are there. The server's GET.
   mapping map_streaming(const object_ref& object, error_code& ec);
+  /// map_streaming as an asynchronous operation (async_mapping_store): `done` gets its error and
+  /// mapping once, on any thread (a thread of `run`, or an upstream client thread), so it must not
+  /// block. Its calls to the upstream run as jobs given to `run` (the server's blocking pool);
+  /// while another request's fetch of the object is under way (or the first bytes of its own)
+  /// no thread waits: the operation is queued on that fetch and goes on when it publishes or fails.
+  void async_map_streaming(const object_ref& object, blocking_runner run,
+                           std::function<void(error_code, mapping)> done);
+  /// describe() as an asynchronous operation, as async_map_streaming (the server's HEAD).
+  void async_describe(const object_ref& object, blocking_runner run, std::function<void(error_code, mapping)> done);
   /// For a transfer that runs while the upstream is asked (the server's GET into an RDMA or grant
   /// token's memory, or with If-Match, the header given as `if_match`, empty when none): the copy
   /// a streaming fetch is writing (as map_streaming would join it), else the cached copy the index
@@ -546,6 +557,29 @@ class gateway_store {
   // else fetches the current version. `need_bytes`: head() asks for info only.
   // `stream`: a miss may answer a mapping still being fetched (fetch_streaming).
   mapping resolve(const object_ref& object, bool need_bytes, error_code& ec, bool stream = false);
+  // A resolve's answer, and where it stands between its steps.
+  struct resolved {
+    mapping mapped;
+    error_code ec;
+  };
+  struct resolve_state {
+    object_ref object;
+    std::string name;
+    bool need_bytes = true;
+    bool stream = false;
+    int attempt = 0;  // fetches begun (again: a version replaced, a misstated size)
+    // The size the upstream's GETs gave a version whose HEAD said another: theirs wins.
+    std::optional<std::pair<std::string, std::uint64_t>> sized;
+  };
+  // Called once when a step could not answer at once: with the answer, or nullopt to take the next
+  // step (another request's fetch of the name ended); on any thread, never under mutex_.
+  using resolve_next = std::function<void(std::optional<resolved>)>;
+  // resolve up to its answer, or up to a wait: then nullopt, after giving `later` to what it waits
+  // for (the fetch of the name under way, or the first bytes of its own streaming fetch).
+  std::optional<resolved> resolve_step(const std::shared_ptr<resolve_state>& state, const resolve_next& later);
+  // resolve as an asynchronous operation: its steps are jobs given to `run`, `done` gets its answer.
+  void async_resolve(const object_ref& object, bool need_bytes, bool stream, blocking_runner run,
+                     std::function<void(error_code, mapping)> done);
   // A copy being fetched: the file being written and how much of it is there.
   struct streaming_copy {
     std::shared_ptr<detail::growing_file> file;
@@ -558,6 +592,9 @@ class gateway_store {
   // upstream's, when known) in its info.
   std::optional<mapping> cached_copy(const object_ref& object, const std::string& etag,
                                      const std::optional<std::chrono::system_clock::time_point>& last_modified) const;
+  // The copy another reader's fetch of `object` is writing, when the upstream (asked now) still
+  // names its version; else nullopt.
+  std::optional<mapping> join_stream(const object_ref& object, const std::string& name);
   // A reader's mapping of a copy being fetched.
   static mapping reader_of(const streaming_copy& copy);
   // One fetch of a version into the cache: the state its steps share (src/s3/gateway_fetch.cpp).
@@ -592,18 +629,19 @@ class gateway_store {
   // (the HEAD's), `other_size` (when given) gets theirs and the fetch fails: fetch again with it.
   mapping fetch(const object_ref& object, const object_info& info, detail::cache_index::clock::time_point confirmed,
                 error_code& ec, std::optional<std::uint64_t>* other_size = nullptr);
-  // Starts the fetch and answers the mapping of the copy being written as soon as its first step
-  // arrived (or the fetch's result, when it ended first); the rest of the fetch goes on on the
-  // client's executor. Ends the fetch of `object` (fetching_) when done. Pre: `object` is in
-  // fetching_.
-  mapping fetch_streaming(const object_ref& object, const object_info& info,
-                          detail::cache_index::clock::time_point confirmed, error_code& ec,
-                          std::optional<std::uint64_t>* other_size = nullptr);
+  // Starts the fetch and calls `answered` once with the mapping of the copy being written as soon
+  // as its first step arrived (or the fetch's result, when it ended first; then also the GETs'
+  // size when they said another than `info`'s): on an upstream client thread, or on this one
+  // before it returns. The rest of the fetch goes on on the client's executor. Ends the fetch of
+  // `object` (fetching_) when done. Pre: `object` is in fetching_.
+  using streaming_answer = std::function<void(mapping, error_code, std::optional<std::uint64_t> other_size)>;
+  void fetch_streaming(const object_ref& object, const object_info& info,
+                       detail::cache_index::clock::time_point confirmed, streaming_answer answered);
   // The ETag that an If-Match header names alone ("E" or E), else empty (none, `*`, a list).
   static std::string_view pinned_etag(std::string_view if_match) noexcept;
   // Says `message` through config_.log, when set.
   void log(const std::string& message) const;
-  // Ends the fetch of `name`: readers waiting for it look again.
+  // Ends the fetch of `name`: readers queued on it (waiters_) look again.
   void fetch_done(const std::string& name);
   // Evicts the least recently used copy other than `except`; false when there is none.
   bool evict_oldest(const std::string& except);
@@ -635,11 +673,14 @@ class gateway_store {
   std::filesystem::path spool_;
   mutable std::mutex mutex_;  // guards index_, fetching_, stats_
   detail::cache_index index_;
-  std::set<std::string, std::less<>> fetching_;  // names being fetched; others wait on fetched_
-  std::condition_variable fetched_;              // also: a streaming fetch ended (streaming_)
+  std::set<std::string, std::less<>> fetching_;  // names being fetched
+  // Readers of a name being fetched, called (outside the lock) once its fetch ended: no thread
+  // waits for it (a synchronous reader's own waits on its future).
+  std::map<std::string, std::vector<std::function<void()>>, std::less<>> waiters_;
   // The copies being fetched by fetch_streaming, by name: readers of the same version join them.
   std::map<std::string, streaming_copy, std::less<>> streams_;
-  std::size_t streaming_ = 0;  // fetch_streaming's fetches under way; the destructor waits for them
+  std::size_t streaming_ = 0;                  // fetch_streaming's fetches under way; the destructor waits for them
+  std::optional<std::promise<void>> drained_;  // set by the destructor: told when streaming_ is 0
   mutable gateway_statistics stats_;
   std::uint64_t spool_counter_ = 0;
   // Fetches receive their steps in place through a mapping of the cache file (a tmpfs with 2 MiB

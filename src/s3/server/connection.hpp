@@ -198,6 +198,29 @@ class connection : public std::enable_shared_from_this<connection<Stream>> {
     ec = co_await await_done(
         [&](std::function<void(error_code)> done) { mapping.async_wait_until(end, std::move(done)); });
   }
+  // The store's map_streaming (a GET) or describe (`head`: a HEAD) by its asynchronous form
+  // (async_mapping_store): its blocking calls run as jobs on the blocking pool, no thread waits
+  // while it waits for another request's fetch of the object, and this coroutine resumes on its
+  // own executor; `ec` as the call's.
+  asio::awaitable<any_mapping> await_mapping(const object_ref& object, bool head, error_code& ec) {
+    const auto kind = head ? any_store::async_map_kind::describe : any_store::async_map_kind::streaming;
+    // The jobs hold no server state (one could become its last owner on a pool thread).
+    const blocking_runner run = [weak = std::weak_ptr<server_state>(state_)](std::function<void()> job) {
+      if (const auto state = weak.lock()) asio::post(state->blocking, std::move(job));
+    };
+    auto into_ec = asio::redirect_error(asio::use_awaitable, ec);
+    co_return co_await asio::async_initiate<decltype(into_ec), void(error_code, any_mapping)>(
+        [&](auto handler) {
+          auto waiting = std::make_shared<decltype(handler)>(std::move(handler));
+          state_->store->async_map(object, kind, run, [waiting](error_code e, any_mapping mapped) {
+            const auto home = asio::get_associated_executor(*waiting);
+            asio::dispatch(home, [waiting, e, held = std::make_shared<any_mapping>(std::move(mapped))] {
+              std::move (*waiting)(e, std::move(*held));
+            });
+          });
+        },
+        into_ec);
+  }
   // As offload, on `pool`. A coroutine spawned on the pool runs `work` there, and awaiting it
   // resumes this one on its own executor. (`co_await asio::post(pool, use_awaitable)` would not
   // move it: the completion is dispatched back to the coroutine's executor, so `work` would run

@@ -57,15 +57,17 @@ asio::awaitable<bool> connection<Stream>::get_object(request& req, bool speculat
   if (speculate) mapped = state_->store->map_unconfirmed(object, req.header("If-Match"));
   const bool unconfirmed = mapped.has_value();
   if (!mapped) {
+    const bool ranged = !req.header("Range").empty() && !req.where.param("partNumber");
     const auto map = [&] {
       if (req.head) return state_->store->describe(object, ec);
-      if (!req.header("Range").empty() && !req.where.param("partNumber")) {
-        return state_->store->map_range(object, req.header("Range"), ec);
-      }
+      if (ranged) return state_->store->map_range(object, req.header("Range"), ec);
       return state_->store->map_streaming(object, ec);
     };
-    // (store_call's choice, without its coroutine frame for a local store)
-    if (state_->store->remote()) {
+    // (store_call's choice, without its coroutine frame for a local store). A GET or HEAD that a
+    // store maps asynchronously is awaited: no pool thread waits while its fetch is another's.
+    if ((req.head || !ranged) && state_->store->maps_async()) {
+      mapped = co_await await_mapping(object, req.head, ec);
+    } else if (state_->store->remote()) {
       mapped = co_await offload(map);
     } else {
       mapped = map();
