@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_bulk_test import AK, LONG, SK, Cli, json_lines  # noqa: E402
-from common import MIB, expect, make_file, run_scenario  # noqa: E402
+from common import MIB, expect, make_file, run_scenario, sanitized  # noqa: E402
 
 # Keys a copy must carry byte for byte: .., //, unicode, a space and &, 1,024 bytes (with "up/").
 KEYS = ["up/a/../b", "up/c//d", "up/\u00fcnic\u00f8de/\u65e5\u672c", "up/sp ace&+", "up/" + LONG]
@@ -131,7 +131,12 @@ def stdin(binary, server, tmp):
         peak = max(peak, high_water_mark(proc.pid))
         time.sleep(0.01)
     expect(proc.returncode == 0, "192 MiB streamed: %s" % proc.stderr.read()[-300:])
-    expect(0 < peak < size // 3, "peak RSS %.1f MiB, well under the stream's %d MiB" % (peak / MIB, size // MIB))
+    if sanitized(binary):
+        # ASan keeps freed memory in quarantine (256 MiB by default) and adds its shadow: RSS says
+        # nothing there (the dev build checks it).
+        print("  (RSS bound not checked: built with AddressSanitizer; peak %.1f MiB)" % (peak / MIB))
+    else:
+        expect(0 < peak < size // 3, "peak RSS %.1f MiB, well under the stream's %d MiB" % (peak / MIB, size // MIB))
     got = hashlib.md5(cli.ok("cp", "s3://pipe/long", "-").stdout).hexdigest()
     expect(got == digest.hexdigest(), "the long stream's bytes")
 

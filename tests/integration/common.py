@@ -115,6 +115,13 @@ def gateway_counts(server, everything=False):
     return counts.get("hits", -1), counts.get("misses", -1)
 
 
+def sanitized(binary):
+    """Whether `binary` is built with AddressSanitizer (GCC and clang's -shared-libsan link libasan
+    dynamically)."""
+    r = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    return "libasan" in r.stdout or "libclang_rt.asan" in r.stdout
+
+
 def status_kib(pid, field):
     """A memory figure of /proc/PID/status in KiB: "RssAnon" (the process's anonymous resident memory,
     not the file pages it maps), "RssShmem" (its resident shared memory: mappings of memfds)."""

@@ -40,7 +40,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, admin_metrics, expect, gateway_counts, make_file, sha256, status_kib  # noqa: E402
+from common import (MIB, Server, admin_metrics, expect, gateway_counts, make_file, sanitized, sha256,  # noqa: E402
+                    status_kib)
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
 ACCESS_LOG = "access.jsonl"  # the server's, in the test's directory (json lines)
@@ -217,12 +218,6 @@ def make_big_file(path, size, seed):
             f.write(pool[at:at + MIB])
         f.write(pool[:size % MIB])
     return path
-
-
-def sanitized(binary):
-    """Whether `binary` is built with AddressSanitizer (GCC links libasan dynamically)."""
-    r = subprocess.run(["ldd", binary], capture_output=True, text=True)
-    return "libasan" in r.stdout
 
 
 # ------------------------------------------------------------------------------------------
