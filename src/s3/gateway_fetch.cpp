@@ -231,8 +231,14 @@ class gateway_store::fetch_operation : public std::enable_shared_from_this<fetch
   // Posts the chains on the client's executor; `on_done` runs once they all ended.
   void start(std::function<void(error_code)> on_done) {
     done_ = std::move(on_done);
-    chains = std::max<std::size_t>(streams, 1);  // an empty object: one chain that ends at once
-    for (std::size_t chain = 0; chain < chains; ++chain) {
+    // A chain posted here may end (no step left) on a client thread before the next is posted,
+    // and counts `chains` down as it does: the loop counts its own, never the shared one.
+    const std::size_t count = std::max<std::size_t>(streams, 1);  // an empty object: one chain that ends at once
+    {
+      const std::lock_guard lock(progress_mutex);
+      chains = count;
+    }
+    for (std::size_t chain = 0; chain < count; ++chain) {
       boost::asio::post(store.upstream_->get_executor(),
                         [self = shared_from_this(), chain] { self->next_step(chain); });
     }

@@ -317,10 +317,11 @@ class Harness:
         for gw in self.gateways:
             try:
                 gw.stop()
-                for line in gw.proc.stdout.read().splitlines()[-10:]:  # what it said, for failures
-                    print("  %s: %s" % (os.path.basename(gw.root), line))
             except Exception as e:  # noqa: BLE001
                 print("  gateway stop:", e)
+            # What it said, for failures (also when it had to be killed).
+            for line in gw.proc.stdout.read().splitlines()[-20:]:
+                print("  %s: %s" % (os.path.basename(gw.root), line))
         self.upstream.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
