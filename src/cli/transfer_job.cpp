@@ -5,7 +5,9 @@
 // download holds the client's small receive buffers, a copy nothing (the server copies).
 #include "transfer_job.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -134,17 +137,43 @@ class unwritten_range {
   std::byte* base_ = nullptr;
 };
 
-// A download in flight: one GET (in parts, parts_in_flight at once, as the library reads into
+// A download in flight: GETs (in parts, parts_in_flight at once, as the library reads into
 // memory) whose bytes the client hands over as they arrive, through its small buffer that stays
 // in the core's cache, and that are written into the temporary file there with pwrite. No window
 // of the object is held in memory, and the file's pages are never mapped: mapping 4 KiB pages of
 // a new file cost more than the second copy (a 1 GiB cp to tmpfs: 0.83 against 0.70 CPU-s).
+// A large object of a known version goes as several ranged GETs, pieces, each an operation of its
+// own: the parts of one operation share its strand, so its pwrites (making the file's new pages)
+// and its receiving take one io thread at a time; pieces spread them over the client's io threads.
 struct download {
   job_item item;
   temporary_file file;
-  std::shared_ptr<item_progress> progress = std::make_shared<item_progress>();
   std::unique_ptr<unwritten_range> unwritten;
+  std::size_t pieces = 1;
+  std::vector<std::shared_ptr<item_progress>> progress;   // one per piece (each reports on its strand)
+  std::unique_ptr<asio::cancellation_signal[]> stop;      // a failed piece stops the others
+  std::size_t pending = 0;                                // pieces not ended (on the job's thread)
+  std::uint64_t got = 0;
+  sluice::error_code failed;
+
+  // Where piece `i` starts; its end is the next one's start.
+  [[nodiscard]] std::uint64_t piece_start(std::size_t i) const noexcept {
+    return i >= pieces ? item.size : item.size / pieces * i;
+  }
+  void report_none() const {
+    for (const auto& p : progress) p->report(0);
+  }
 };
+
+// How many pieces an object of `size` goes in: one per io thread, each at least
+// 2 x parts_in_flight parts (smaller ones would not keep their parts busy); one when the version
+// is not pinned (pieces of different versions must never make one file).
+std::size_t download_pieces(const s3::client_config& config, std::uint64_t size, bool pinned) {
+  if (!pinned) return 1;
+  const std::uint64_t least = 2 * config.part_size * config.parts_in_flight;
+  return static_cast<std::size_t>(std::clamp<std::uint64_t>(size / std::max<std::uint64_t>(least, 1), 1,
+                                                            std::max<std::size_t>(config.io_threads, 1)));
+}
 
 class job_runner {
  public:
@@ -254,7 +283,12 @@ class job_runner {
   void start_download(std::size_t index, steady::time_point began) {
     auto d = std::make_shared<download>();
     d->item = items_[index];
-    d->progress->total_in_flight = &in_flight_;
+    d->pieces = download_pieces(client_.config(), d->item.size, !d->item.etag.empty());
+    for (std::size_t i = 0; i < d->pieces; ++i) {
+      d->progress.push_back(std::make_shared<item_progress>());
+      d->progress.back()->total_in_flight = &in_flight_;
+    }
+    d->stop = std::make_unique<asio::cancellation_signal[]>(d->pieces);
     sluice::error_code failed;
     d->file.create(d->item.local, failed);  // beside its target
     if (!failed && d->item.size > 0) {
@@ -269,34 +303,52 @@ class job_runner {
       asio::post(io_, [this, index, d, began] { finish_download(index, d, began); });
       return;
     }
+    d->pending = d->pieces;
+    for (std::size_t i = 0; i < d->pieces; ++i) start_piece(index, d, i, began);
+  }
+
+  void start_piece(std::size_t index, const std::shared_ptr<download>& d, std::size_t i, steady::time_point began) {
+    const std::uint64_t first = d->piece_start(i);
+    const std::uint64_t length = d->piece_start(i + 1) - first;
     s3::get_options get;
     get.via = s3::transfer_via::http;  // a sink takes the bytes of HTTP bodies
     get.if_match = d->item.etag;
-    if (options_.progress) get.progress = [p = d->progress](std::uint64_t done, std::uint64_t) { p->report(done); };
+    if (d->pieces > 1) get.range = sluice::byte_range{first, length};
+    if (options_.progress) get.progress = [p = d->progress[i]](std::uint64_t done, std::uint64_t) { p->report(done); };
     // On a client thread; a retried request writes its range again. An error fails the GET at once.
-    get.sink = [fd = d->file.fd()](std::uint64_t at, std::span<const std::byte> bytes) {
-      const int error = write_all(fd, bytes.data(), bytes.size(), at);
+    get.sink = [fd = d->file.fd(), first](std::uint64_t at, std::span<const std::byte> bytes) {
+      const int error = write_all(fd, bytes.data(), bytes.size(), first + at);
       return error != 0 ? sluice::error_code(error, boost::system::system_category()) : sluice::error_code();
     };
-    client_.async_get_object(d->item.source.bucket, d->item.source.key,
-                             sluice::region{d->unwritten->data(), static_cast<std::size_t>(d->item.size)},
-                             std::move(get), here([this, index, d, began](sluice::error_code ec, std::uint64_t got) {
-                               d->unwritten.reset();
-                               if (!ec && got != d->item.size) ec = s3::errc::precondition_failed;  // not as listed
-                               if (ec) {
-                                 d->progress->report(0);
-                                 d->file.discard();
-                                 done(index, ec, "", began);
-                                 return;
-                               }
-                               finish_download(index, d, began);
-                             }));
+    client_.async_get_object(
+        d->item.source.bucket, d->item.source.key,
+        sluice::region{d->unwritten->data() + first, static_cast<std::size_t>(length)}, std::move(get),
+        asio::bind_cancellation_slot(
+            d->stop[i].slot(), here([this, index, d, i, length, began](sluice::error_code ec, std::uint64_t got) {
+              if (!ec && got != length) ec = s3::errc::precondition_failed;  // not as listed
+              d->got += got;
+              if (ec && !d->failed) {
+                d->failed = ec;
+                for (std::size_t other = 0; other < d->pieces; ++other) {
+                  if (other != i) d->stop[other].emit(asio::cancellation_type::terminal);
+                }
+              }
+              if (--d->pending > 0) return;
+              d->unwritten.reset();
+              if (d->failed) {
+                d->report_none();
+                d->file.discard();
+                done(index, d->failed, "", began);
+                return;
+              }
+              finish_download(index, d, began);
+            })));
   }
 
   void finish_download(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {
     sluice::error_code ec;
     d->file.commit(d->item.local, d->item.modified, ec);
-    d->progress->report(0);
+    d->report_none();
     d->file.discard();
     done(index, ec, d->item.etag, began);
   }

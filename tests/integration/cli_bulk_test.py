@@ -132,6 +132,14 @@ def copy(binary, server, tmp):
     # One object: to a directory, to a file, across buckets.
     cli.ok("cp", "s3://bulk/up/a.txt", only + "/")
     expect(digest(os.path.join(only, "a.txt")) == digest(os.path.join(src, "a.txt")), "cp KEY DIR/")
+    # A large object (above 2 x 8 MiB parts x 4 in flight) comes down as two ranged GETs of its
+    # version, each written at its place in one temporary file.
+    big = make_file(os.path.join(tmp, "big.bin"), 64 * MIB + 5, 7)
+    cli.ok("cp", big, "s3://bulk3/big")
+    big_down = os.path.join(tmp, "big-down.bin")
+    cli.ok("cp", "s3://bulk3/big", big_down)
+    expect(digest(big_down) == digest(big) and not [n for n in os.listdir(tmp) if n.endswith(".partial")],
+           "cp KEY FILE of 64 MiB + 5 in two pieces: byte-exact, no temporary file left")
     # Streams: stdin of unknown length (over the multipart threshold, 16 MiB) and stdout.
     blob = os.urandom(3 * MIB) * 7  # 21 MiB
     cli.ok("cp", "-", "s3://bulk/stream", input=blob)
