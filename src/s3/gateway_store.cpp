@@ -126,6 +126,7 @@ std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, 
       {.root = root / "cache", .max_object_bytes = store->config_.max_object_bytes, .fsync = store->config_.fsync}, ec);
   if (ec) return nullptr;
   store->receive_in_place_ = gateway_impl::huge_page_cache(root / "cache");
+  store->fit_budget_to_disk();
   // Index every cached copy, unvalidated (see "Crash" at the top of the header).
   for (const bucket_info& bucket : store->cache_->list_buckets(ec)) {
     list_request page{bucket.name, {}, {}, 1000};
@@ -156,6 +157,24 @@ std::unique_ptr<gateway_store> gateway_store::open(gateway_store_config config, 
     return nullptr;
   }
   return store;
+}
+
+void gateway_store::fit_budget_to_disk() {
+  // A budget the cache's file system cannot hold (a tmpfs smaller than cache_bytes) would make
+  // every large miss find the disk full and pass through, uncached: the budget is what the file
+  // system holds, less 5 % (at least 4 MiB) for the copies' headers and its own blocks. Other
+  // files on it still count when a fetch starts (disk_has_room).
+  std::error_code fs_error;
+  const std::filesystem::space_info space = std::filesystem::space(config_.root / "cache", fs_error);
+  if (fs_error || space.capacity == 0) return;
+  const std::uint64_t slack = std::max<std::uint64_t>(std::uint64_t{4} << 20, space.capacity / 20);
+  const std::uint64_t holds = space.capacity > slack ? space.capacity - slack : 0;
+  if (config_.cache_bytes <= holds) return;
+  log("gateway_store: cache_bytes " + std::to_string(config_.cache_bytes) + " is more than " +
+      (config_.root / "cache").string() + "'s file system holds (" + std::to_string(space.capacity) +
+      " bytes): the cache's budget is " + std::to_string(holds) + " bytes");
+  config_.cache_bytes = holds;
+  index_ = detail::cache_index(holds);  // nothing is indexed yet
 }
 
 gateway_statistics gateway_store::statistics() const {

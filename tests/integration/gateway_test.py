@@ -1567,12 +1567,16 @@ def full_disk(h):
     if probe.returncode != 0:
         raise Skip("cannot mount a tmpfs in a mount namespace here: " + probe.stderr.strip())
     # The gateway's cache lies on a 24 MiB tmpfs in its own mount namespace (sh mounts it, then
-    # execs the server), with a budget (1 GiB) the disk cannot hold: the disk is the limit.
+    # execs the server), with a budget (1 GiB) the disk cannot hold: the gateway lowers it to what
+    # the disk holds (20 MiB, 4 MiB left for headers and blocks), and the disk is the limit.
     # chunk_bytes 1 MiB: the misses below are streamed, received straight into the cache file.
     mount_first = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs -o size=24m tmpfs "$0" && exec "$@"', disk]
     settings = {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4, "cache_bytes": "1 GiB"}}
     gw = h.gateway("gw", "--config", h.config_file(settings), "--admin-listen", "127.0.0.1:0",
                    root=os.path.join(disk, "gw"), prefix=mount_first)
+    said = [line for line in gw.banner if "cache_bytes" in line]
+    expect(len(said) == 1 and "file system holds (25165824 bytes): the cache's budget is 20971520 bytes" in said[0],
+           "a budget above the disk's size is lowered to what it holds, and said: %s" % said)
     h.direct("mb", "s3://gw-full")
     sources = []
     for i in range(5):  # 40 MiB in all

@@ -48,7 +48,8 @@
 //   revalidated at its first read whatever revalidate_after says; a copy left by a crash between
 //   the local concatenation of a multipart upload and the upstream's answer is thus never served
 //   unless the upstream has that version.
-// - Budget: the index keeps the cached bytes within cache_bytes by evicting the least recently
+// - Budget: the index keeps the cached bytes within cache_bytes (lowered at open, and logged, to
+//   what the cache's file system holds less 5 %) by evicting the least recently
 //   used copies before a fetch (and when the disk fills up: ENOSPC evicts and retries). An
 //   evicted copy that a GET still maps stays readable until that GET ends (fs_store's rename and
 //   unlink semantics), so the disk may briefly hold more than the budget. An object larger than
@@ -596,6 +597,8 @@ class gateway_store {
   // names its version; else nullopt.
   std::optional<mapping> join_stream(const object_ref& object, const std::string& name);
   // A reader's mapping of a copy being fetched.
+  // At open: lowers the budget to what the cache's file system holds, and says so.
+  void fit_budget_to_disk();
   static mapping reader_of(const streaming_copy& copy);
   // One fetch of a version into the cache: the state its steps share (src/s3/gateway_fetch.cpp).
   class fetch_operation;
