@@ -150,9 +150,9 @@ struct download {
   temporary_file file;
   std::unique_ptr<unwritten_range> unwritten;
   std::size_t pieces = 1;
-  std::vector<std::shared_ptr<item_progress>> progress;   // one per piece (each reports on its strand)
-  std::unique_ptr<asio::cancellation_signal[]> stop;      // a failed piece stops the others
-  std::size_t pending = 0;                                // pieces not ended (on the job's thread)
+  std::vector<std::shared_ptr<item_progress>> progress;  // one per piece (each reports on its strand)
+  std::unique_ptr<asio::cancellation_signal[]> stop;     // a failed piece stops the others
+  std::size_t pending = 0;                               // pieces not ended (on the job's thread)
   std::uint64_t got = 0;
   sluice::error_code failed;
 
@@ -323,26 +323,26 @@ class job_runner {
     client_.async_get_object(
         d->item.source.bucket, d->item.source.key,
         sluice::region{d->unwritten->data() + first, static_cast<std::size_t>(length)}, std::move(get),
-        asio::bind_cancellation_slot(
-            d->stop[i].slot(), here([this, index, d, i, length, began](sluice::error_code ec, std::uint64_t got) {
-              if (!ec && got != length) ec = s3::errc::precondition_failed;  // not as listed
-              d->got += got;
-              if (ec && !d->failed) {
-                d->failed = ec;
-                for (std::size_t other = 0; other < d->pieces; ++other) {
-                  if (other != i) d->stop[other].emit(asio::cancellation_type::terminal);
-                }
-              }
-              if (--d->pending > 0) return;
-              d->unwritten.reset();
-              if (d->failed) {
-                d->report_none();
-                d->file.discard();
-                done(index, d->failed, "", began);
-                return;
-              }
-              finish_download(index, d, began);
-            })));
+        asio::bind_cancellation_slot(d->stop[i].slot(),
+                                     here([this, index, d, i, length, began](sluice::error_code ec, std::uint64_t got) {
+                                       if (!ec && got != length) ec = s3::errc::precondition_failed;  // not as listed
+                                       d->got += got;
+                                       if (ec && !d->failed) {
+                                         d->failed = ec;
+                                         for (std::size_t other = 0; other < d->pieces; ++other) {
+                                           if (other != i) d->stop[other].emit(asio::cancellation_type::terminal);
+                                         }
+                                       }
+                                       if (--d->pending > 0) return;
+                                       d->unwritten.reset();
+                                       if (d->failed) {
+                                         d->report_none();
+                                         d->file.discard();
+                                         done(index, d->failed, "", began);
+                                         return;
+                                       }
+                                       finish_download(index, d, began);
+                                     })));
   }
 
   void finish_download(std::size_t index, const std::shared_ptr<download>& d, steady::time_point began) {

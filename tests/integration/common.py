@@ -181,18 +181,12 @@ def ensure_s3rver():
     return script, None
 
 
-def run_scenario(binary, scenario, prefix, access_key, secret_key, body):
-    """Runs body(server, tmp) against a new `sluice serve` (no RDMA or grant plane) in a new
-    temporary folder: 0 when it passed, 77 when it returned a reason to skip (printed)."""
+def run_in_tmp(scenario, prefix, body):
+    """Runs body(tmp) in a new temporary folder, removed after: 0 when it passed, 77 when it
+    returned a reason to skip (printed)."""
     tmp = tempfile.mkdtemp(prefix=prefix)
     try:
-        server = Server(binary, os.path.join(tmp, "root"), access_key, secret_key,
-                        ["--fabric", "off", "--grant-socket", "off"]).start()
-        try:
-            print("%s against sluice serve on %s" % (scenario, server.url))
-            skipped = body(server, tmp)
-        finally:
-            server.stop()
+        skipped = body(tmp)
         if skipped:
             print("SKIPPED: " + skipped)
             return 77
@@ -200,3 +194,17 @@ def run_scenario(binary, scenario, prefix, access_key, secret_key, body):
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_scenario(binary, scenario, prefix, access_key, secret_key, body):
+    """Runs body(server, tmp) against a new `sluice serve` (no RDMA or grant plane) in a new
+    temporary folder (run_in_tmp)."""
+    def against_server(tmp):
+        server = Server(binary, os.path.join(tmp, "root"), access_key, secret_key,
+                        ["--fabric", "off", "--grant-socket", "off"]).start()
+        try:
+            print("%s against sluice serve on %s" % (scenario, server.url))
+            return body(server, tmp)
+        finally:
+            server.stop()
+    return run_in_tmp(scenario, prefix, against_server)

@@ -14,11 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect, make_file, md5  # noqa: E402
+from common import MIB, Server, expect, make_file, md5, run_in_tmp  # noqa: E402
 
 AK, SK = "SLUICELIFEAK", "sluice-lifecycle-secret"
 SIZE = 48 * MIB
@@ -263,24 +262,15 @@ def main():
     if scenario in ("grace", "cut", "second-signal") and not shutil.which("curl"):
         print("SKIPPED: curl is not installed")
         return 77
-    tmp = tempfile.mkdtemp(prefix="sluice-lifecycle-")
-    try:
-        print("%s with %s" % (scenario, binary))
-        skipped = {
-            "grace": lambda: scenario_grace(binary, tmp),
-            "cut": lambda: scenario_cut(binary, tmp),
-            "second-signal": lambda: scenario_cut(binary, tmp, second_signal=True),
-            "uploads": lambda: scenario_uploads(binary, tmp),
-            "expiry": lambda: scenario_expiry(binary, tmp),
-        }[scenario]()
-        if skipped:
-            print("SKIPPED: " + skipped)
-            return 77
-        print("PASSED: " + scenario)
-        return 0
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
+    print("%s with %s" % (scenario, binary))
+    scenarios = {
+        "grace": lambda tmp: scenario_grace(binary, tmp),
+        "cut": lambda tmp: scenario_cut(binary, tmp),
+        "second-signal": lambda tmp: scenario_cut(binary, tmp, second_signal=True),
+        "uploads": lambda tmp: scenario_uploads(binary, tmp),
+        "expiry": lambda tmp: scenario_expiry(binary, tmp),
+    }
+    return run_in_tmp(scenario, "sluice-lifecycle-", scenarios[scenario])
 
 if __name__ == "__main__":
     sys.exit(main())
