@@ -1568,9 +1568,12 @@ def full_disk(h):
         raise Skip("cannot mount a tmpfs in a mount namespace here: " + probe.stderr.strip())
     # The gateway's cache lies on a 24 MiB tmpfs in its own mount namespace (sh mounts it, then
     # execs the server), with a budget (1 GiB) the disk cannot hold: the gateway lowers it to what
-    # the disk holds (20 MiB, 4 MiB left for headers and blocks), and the disk is the limit.
+    # the disk holds (20 MiB, 4 MiB left for headers and blocks). Another file takes 10 MiB of the
+    # disk, so the disk's free space, not the budget, is the limit: one 8 MiB copy at a time.
     # chunk_bytes 1 MiB: the misses below are streamed, received straight into the cache file.
-    mount_first = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs -o size=24m tmpfs "$0" && exec "$@"', disk]
+    mount_first = ["unshare", "--mount", "sh", "-c",
+                   'mount -t tmpfs -o size=24m tmpfs "$0" && head -c 10485760 /dev/zero >"$0/other" && exec "$@"',
+                   disk]
     settings = {"gateway": {"chunk_bytes": "1 MiB", "fetch_streams": 4, "cache_bytes": "1 GiB"}}
     gw = h.gateway("gw", "--config", h.config_file(settings), "--admin-listen", "127.0.0.1:0",
                    root=os.path.join(disk, "gw"), prefix=mount_first)
