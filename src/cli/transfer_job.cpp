@@ -153,7 +153,6 @@ struct download {
   std::vector<std::shared_ptr<item_progress>> progress;  // one per piece (each reports on its strand)
   std::unique_ptr<asio::cancellation_signal[]> stop;     // a failed piece stops the others
   std::size_t pending = 0;                               // pieces not ended (on the job's thread)
-  std::uint64_t got = 0;
   sluice::error_code failed;
 
   // Where piece `i` starts; its end is the next one's start.
@@ -326,7 +325,6 @@ class job_runner {
         asio::bind_cancellation_slot(d->stop[i].slot(),
                                      here([this, index, d, i, length, began](sluice::error_code ec, std::uint64_t got) {
                                        if (!ec && got != length) ec = s3::errc::precondition_failed;  // not as listed
-                                       d->got += got;
                                        if (ec && !d->failed) {
                                          d->failed = ec;
                                          for (std::size_t other = 0; other < d->pieces; ++other) {

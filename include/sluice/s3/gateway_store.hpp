@@ -596,9 +596,9 @@ class gateway_store {
   // The copy another reader's fetch of `object` is writing, when the upstream (asked now) still
   // names its version; else nullopt.
   std::optional<mapping> join_stream(const object_ref& object, const std::string& name);
-  // A reader's mapping of a copy being fetched.
   // At open: lowers the budget to what the cache's file system holds, and says so.
   void fit_budget_to_disk();
+  // A reader's mapping of a copy being fetched.
   static mapping reader_of(const streaming_copy& copy);
   // One fetch of a version into the cache: the state its steps share (src/s3/gateway_fetch.cpp).
   class fetch_operation;
