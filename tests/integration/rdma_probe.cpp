@@ -46,6 +46,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -86,8 +87,8 @@ struct options {
 int usage() {
   std::fprintf(stderr,
                "usage: rdma_probe [--provider tcp|shm] [--access-key AK] [--secret-key SK] [--region R]\n"
-               "                  range|expired|short|tampered|unsigned|vanish|vanish-now|name|put-garbage-endpoint|\n"
-               "                  put-far-address|put-vanish|unreachable ENDPOINT BUCKET KEY\n"
+               "                  range|expired|short|tampered|unsigned|vanish|vanish-now|stall|name|\n"
+               "                  put-garbage-endpoint|put-far-address|put-vanish|unreachable ENDPOINT BUCKET KEY\n"
                "                  [OFFSET LENGTH [OUT] | SECONDS THREADS]\n");
   return 2;
 }
@@ -496,7 +497,7 @@ int run(const options& opt) {
     require(a.status != 0 && a.status != 200, mode + ": the server answered, not with 200");
     return 0;
   }
-  if (mode == "vanish" || mode == "vanish-now") {
+  if (mode == "vanish" || mode == "vanish-now" || mode == "stall") {
     const auto grant = plane->grant_access(whole, s3::rdma_op::write, expires_soon, ec);
     if (ec) throw failure("grant_access: " + ec.message());
     std::vector<std::pair<std::string, std::string>> headers{{"host", t->host}, {"x-amz-rdma-token", grant->token()}};
@@ -516,9 +517,14 @@ int run(const options& opt) {
       std::this_thread::sleep_for(1ms);
     }
     const bool tail_untouched = untouched(std::span(buffer).last(64));
-    std::fprintf(stderr, "  vanishing after the first bytes landed (%s)\n",
+    std::fprintf(stderr, "  %s after the first bytes landed (%s)\n",
+                 mode == "stall" ? "stopping itself (SIGSTOP)" : "vanishing",
                  tail_untouched ? "the last bytes had not: mid-transfer" : "the last bytes too: transfer done");
     std::fflush(stderr);
+    // stall: alive, its endpoint and memory still there, but no thread of it runs (a tcp peer's
+    // receive window closes): the server's transfer neither completes nor fails until its
+    // operation_timeout, unless something cuts it. The test kills it.
+    if (mode == "stall") ::raise(SIGSTOP);
     ::_exit(0);
   }
   return usage();

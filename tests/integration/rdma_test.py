@@ -34,6 +34,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,9 @@ from common import (MIB, Server, admin_metrics, expect, gateway_counts, make_fil
                     status_kib)
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
+# Every server's --shutdown-grace: at a test's SIGTERM, what is still in flight (a transfer to a
+# client that vanished) is cut after GRACE s; the stop then takes seconds, not operation_timeout.
+GRACE = 2
 ACCESS_LOG = "access.jsonl"  # the server's, in the test's directory (json lines)
 UP_AK, UP_SK = "SLUICEUPSTREAMAK", "sluice-upstream-secret"  # a gateway's upstream (gateway-* scenarios)
 SKIP = 77
@@ -342,6 +346,56 @@ def test_probe(h, fabric):
     out = os.path.join(h.tmp, "obj.out")
     get = paths_of(h.get("s3://rdma/obj", out, "rdma", fabric).stdout)
     expect(sha256(out) == sha256(src) and get["rdma_bytes"] == size, "%s: the server still serves by RDMA" % fabric)
+
+
+def test_cut(h, fabric):
+    """SIGTERM while a GET by RDMA is stuck on a client that stopped taking bytes (alive, its
+    endpoint open, every thread stopped): the shutdown's grace (GRACE s) ends, the cut aborts the
+    transfer, and the server exits 0 at once; it does not wait out the transfer's
+    operation_timeout (30 s), nor end by its 10 s stop alarm."""
+    size = 64 * MIB  # far more than a tcp connection's socket buffers hold
+    big = make_big_file(os.path.join(h.tmp, "big"), size, 65)
+    h.put(big, "s3://rdma/big", "http")
+    cmd = h.prefix + [h.probe, "--provider", fabric, "--access-key", AK, "--secret-key", SK,
+                      "stall", h.server.url, "rdma", "big"]
+    since = time.time()
+    stalled = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    PIDS.append(stalled.pid)
+    try:
+        deadline = time.monotonic() + 30
+        while process_state(stalled.pid) != "T":
+            if stalled.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("%s: the stalling client did not stop itself after the first bytes (exit %s): %s" %
+                                     (fabric, stalled.poll(), stalled.stderr.read() if stalled.poll() else ""))
+            time.sleep(0.05)
+        print("  stalled client %d:%s" % (stalled.pid, stalled.stderr.readline().rstrip("\n")))
+        start = time.monotonic()
+        h.server.proc.send_signal(signal.SIGTERM)
+        try:
+            code = h.server.proc.wait(timeout=GRACE + 8)
+        except subprocess.TimeoutExpired:
+            code = None
+        took = time.monotonic() - start
+        said = h.server.proc.stdout.read() if code is not None else ""
+        expect(code == 0 and "did not finish" not in said,
+               "%s: SIGTERM with a GET stuck on a stalled client: the server exits 0 in %.1f s, the transfer cut at "
+               "the grace's end (%d s), not by the stop alarm (exit %s; said: %s)" %
+               (fabric, took, GRACE, code, said.strip()[-400:]))
+        got = h.served("big", since)[-1]
+        expect(got["error"] == "CutAtShutdown" and got["bytes_direct"] < size,
+               "%s: the access log records the stalled GET as cut: %s" % (fabric, json.dumps(got)))
+    finally:
+        stalled.kill()
+        stalled.wait()
+
+
+def process_state(pid):
+    """A process's state letter (/proc/PID/stat: R, S, T for stopped, Z ...), or None once gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 def test_vanish(h, fabric):
@@ -781,9 +835,14 @@ def main():
                 # Under AddressSanitizer a fresh endpoint's first connection may take longer than
                 # 1 s on a loaded 2-core machine (the GETs meant to succeed would be declined).
                 admin += ["--fabric-connect-timeout", "3" if sanitized(binary) else "1"]
+            if test == "cut":
+                # The stalled client's transfer would give up only after 30 s: past the stop alarm
+                # (the grace + 10 s), so that only the cut can end it in time.
+                admin += ["--fabric-connect-timeout", "30"]
             server = Server(binary, os.path.join(tmp, "root"), AK, SK,
                             extra=["--fabric", server_fabric, "--access-log", os.path.join(tmp, ACCESS_LOG),
-                                   "--access-log-format", "json"] + gateway + admin).start()
+                                   "--access-log-format", "json", "--shutdown-grace", str(GRACE)] + gateway + admin
+                            ).start()
             PIDS.append(server.proc.pid)
             if gateway:
                 expect("gateway to " + upstream.url in server.ready_line, "a gateway over %s: %s" % (upstream.url, server.ready_line))
@@ -803,6 +862,7 @@ def main():
              "interop": lambda: test_interop(h, fabric),
              "probe": lambda: test_probe(h, fabric),
              "vanish": lambda: test_vanish(h, fabric),
+             "cut": lambda: test_cut(h, fabric),
              "hostile": lambda: test_hostile(h, fabric),
              "unreachable": lambda: test_unreachable(h, fabric)}[test]()
             if gateway:

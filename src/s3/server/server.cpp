@@ -171,7 +171,7 @@ void server::start_shutdown(std::function<void()> drained) {
     st.close_connections(detail::close_reason::idle);
     st.grace_timer.expires_after(st.config.shutdown_grace);
     st.grace_timer.async_wait([state](error_code ec) {
-      if (!ec) state->close_connections(detail::close_reason::cut);
+      if (!ec) state->cut_in_flight();
     });
     st.connection_ended();  // none open: done now
   });
@@ -182,7 +182,7 @@ void server::cut_now() {
   boost::asio::post(state_->io, [state = state_] {
     if (!state->draining) return;
     state->grace_timer.cancel();
-    state->close_connections(detail::close_reason::cut);
+    state->cut_in_flight();
   });
 }
 

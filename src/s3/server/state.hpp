@@ -177,6 +177,15 @@ struct server_state : std::enable_shared_from_this<server_state> {
     for (auto& [connection, close] : closers) close(how);
   }
 
+  /// Cuts what is in flight (the shutdown's grace ended, a second signal): the RDMA and grant
+  /// transfers abort (a transfer to a peer that vanished, or that stopped taking bytes, would
+  /// otherwise hold its request for operation_timeout), then every connection closes now. Any
+  /// thread; no request arrives after it (the server is draining or stopping).
+  void cut_in_flight() {
+    if (config.rdma) config.rdma->close();
+    close_connections(close_reason::cut);
+  }
+
   /// A connection ended (or none was left as a shutdown began): completes async_shutdown when it
   /// was the last one. Any thread.
   void connection_ended() {
