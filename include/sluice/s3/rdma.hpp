@@ -110,8 +110,9 @@ class rdma_server_plane {
     });
   }
   /// Aborts the transfers in flight (their calls return at once, with rdma_transfer_failed or
-  /// rdma_not_supported) and declines every later token. server::stop() calls it, so that a
-  /// stop never waits out the operation timeout of a transfer to a peer that vanished.
+  /// rdma_not_supported) and declines every later token. server::stop() and a shutdown's cut
+  /// call it, so that neither waits out the operation timeout of a transfer to a peer that
+  /// vanished.
   virtual void close() noexcept {}
   /// The least size of a new object version that published() wants to hear of; the maximum (the
   /// default): none. The server maps a version only when it is at least this large.
