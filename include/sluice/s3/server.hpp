@@ -168,7 +168,8 @@ class server {
   /// Begins a graceful stop: closes the listeners (new connections are refused; the admin
   /// listener stays, its /ready answering 503), closes every connection that waits for a request
   /// (or is still reading its header section), and lets the requests in flight finish, each connection closing after
-  /// its answer. Those still in flight after config.shutdown_grace are cut (cut_now() cuts them at once); the access
+  /// its answer. Those still in flight after config.shutdown_grace are cut (cut_now() cuts them at once): their
+  /// connections close and config.rdma is closed (its transfers abort, as at stop()); the access
   /// log gives each its status, the bytes that went, and the error "CutAtShutdown". Completion: `void()` once no
   /// connection is left, on the handler's associated executor (default: one of the server's threads); stop() then joins
   /// the threads. Thread-safe; a server that is not listening completes at once. Not cancellable: cut_now() is how to
