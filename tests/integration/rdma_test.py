@@ -350,9 +350,9 @@ def test_probe(h, fabric):
 
 def test_cut(h, fabric):
     """SIGTERM while a GET by RDMA is stuck on a client that stopped taking bytes (alive, its
-    endpoint open, every thread stopped): the shutdown's grace (GRACE s) ends, the cut aborts the
-    transfer, and the server exits 0 at once; it does not wait out the transfer's
-    operation_timeout (30 s), nor end by its 10 s stop alarm."""
+    endpoint open, every thread stopped), which meanwhile holds no other client's GET up: the
+    shutdown's grace (GRACE s) ends, the cut aborts the transfer, and the server exits 0 at once;
+    it does not wait out the transfer's operation_timeout (30 s), nor end by its 10 s stop alarm."""
     size = 64 * MIB  # far more than a tcp connection's socket buffers hold
     big = make_big_file(os.path.join(h.tmp, "big"), size, 65)
     h.put(big, "s3://rdma/big", "http")
@@ -369,6 +369,13 @@ def test_cut(h, fabric):
                                      (fabric, stalled.poll(), stalled.stderr.read() if stalled.poll() else ""))
             time.sleep(0.05)
         print("  stalled client %d:%s" % (stalled.pid, stalled.stderr.readline().rstrip("\n")))
+        # Meanwhile another client's GET by RDMA is served, byte-exact and by RDMA.
+        small = make_file(os.path.join(h.tmp, "small"), 100 * 1024 + 1, 6)
+        h.put(small, "s3://rdma/small", "http")
+        out = os.path.join(h.tmp, "small.out")
+        get = paths_of(h.get("s3://rdma/small", out, "rdma", fabric).stdout)
+        expect(sha256(out) == sha256(small) and get["rdma_bytes"] == os.path.getsize(small),
+               "%s: while the stalled client holds its transfer, another client's GET goes by RDMA, byte-exact" % fabric)
         start = time.monotonic()
         h.server.proc.send_signal(signal.SIGTERM)
         try:
