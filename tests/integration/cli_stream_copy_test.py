@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_bulk_test import AK, LONG, SK, Cli, json_lines  # noqa: E402
-from common import MIB, expect, make_file, run_scenario, sanitized  # noqa: E402
+from common import MIB, expect, make_file, run_scenario, sanitized, status_kib  # noqa: E402
 
 # Keys a copy must carry byte for byte: .., //, unicode, a space and &, 1,024 bytes (with "up/").
 KEYS = ["up/a/../b", "up/c//d", "up/\u00fcnic\u00f8de/\u65e5\u672c", "up/sp ace&+", "up/" + LONG]
@@ -22,18 +22,6 @@ KEYS = ["up/a/../b", "up/c//d", "up/\u00fcnic\u00f8de/\u65e5\u672c", "up/sp ace&
 
 def md5(data):
     return hashlib.md5(data).hexdigest()
-
-
-def high_water_mark(pid):
-    """The peak resident set of a running process (VmHWM, in bytes); 0 once it is gone."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def s3copy(binary, server, tmp):
@@ -125,10 +113,10 @@ def stdin(binary, server, tmp):
         digest.update(piece)
         proc.stdin.write(piece)
         if i % 8 == 7:
-            peak = max(peak, high_water_mark(proc.pid))
+            peak = max(peak, status_kib(proc.pid, "VmHWM") * 1024)
     proc.stdin.close()
     while proc.poll() is None:
-        peak = max(peak, high_water_mark(proc.pid))
+        peak = max(peak, status_kib(proc.pid, "VmHWM") * 1024)
         time.sleep(0.01)
     expect(proc.returncode == 0, "192 MiB streamed: %s" % proc.stderr.read()[-300:])
     if sanitized(binary):

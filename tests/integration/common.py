@@ -122,14 +122,25 @@ def sanitized(binary):
     return "libasan" in r.stdout or "libclang_rt.asan" in r.stdout
 
 
+def proc_status(pid, field):
+    """A field of /proc/PID/status as text ("State" gives "T (stopped)"), or None once the process
+    is gone (or has no such field)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def status_kib(pid, field):
-    """A memory figure of /proc/PID/status in KiB: "RssAnon" (the process's anonymous resident memory,
-    not the file pages it maps), "RssShmem" (its resident shared memory: mappings of memfds)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+    """A memory figure of /proc/PID/status in KiB ("RssAnon": the process's anonymous resident
+    memory, not the file pages it maps; "RssShmem": its resident shared memory, mappings of memfds;
+    "VmRSS", "VmHWM"); 0 once the process is gone."""
+    value = proc_status(pid, field)
+    return int(value.split()[0]) if value else 0
 
 
 def free_port():

@@ -60,7 +60,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MIB, Server, expect  # noqa: E402
+from common import MIB, Server, expect, status_kib  # noqa: E402
 
 AK, SK = "HARDAK", "hard-secret-key"
 SKIP = 77
@@ -587,14 +587,7 @@ class Watched:
             self.reader.join(timeout=10)
 
     def rss(self):
-        try:
-            with open("/proc/%d/status" % self.proc.pid) as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-        return 0
+        return status_kib(self.proc.pid, "VmRSS") * 1024
 
     def output(self):
         self._settle()

@@ -522,8 +522,8 @@ int run(const options& opt) {
                  tail_untouched ? "the last bytes had not: mid-transfer" : "the last bytes too: transfer done");
     std::fflush(stderr);
     // stall: alive, its endpoint and memory still there, but no thread of it runs (a tcp peer's
-    // receive window closes): the server's transfer neither completes nor fails until its
-    // operation_timeout, unless something cuts it. The test kills it.
+    // receive window closes): the server's transfer neither completes nor fails until it times
+    // out, unless something cuts it. The test kills it.
     if (mode == "stall") ::raise(SIGSTOP);
     ::_exit(0);
   }

@@ -41,8 +41,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (MIB, Server, admin_metrics, expect, gateway_counts, make_file, sanitized, sha256,  # noqa: E402
-                    status_kib)
+from common import (MIB, Server, admin_metrics, expect, gateway_counts, make_file, proc_status, sanitized,  # noqa: E402
+                    sha256, status_kib)
 
 AK, SK = "SLUICERDMAAK", "sluice-rdma-secret"
 # Every server's --shutdown-grace: at a test's SIGTERM, what is still in flight (a transfer to a
@@ -363,10 +363,10 @@ def test_cut(h, fabric):
     PIDS.append(stalled.pid)
     try:
         deadline = time.monotonic() + 30
-        while process_state(stalled.pid) != "T":
+        while not (proc_status(stalled.pid, "State") or "").startswith("T"):  # "T (stopped)"
             if stalled.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError("%s: the stalling client did not stop itself after the first bytes (exit %s): %s" %
-                                     (fabric, stalled.poll(), stalled.stderr.read() if stalled.poll() else ""))
+                                     (fabric, stalled.poll(), stalled.stderr.read() if stalled.poll() is not None else ""))
             time.sleep(0.05)
         print("  stalled client %d:%s" % (stalled.pid, stalled.stderr.readline().rstrip("\n")))
         # Meanwhile another client's GET by RDMA is served, byte-exact and by RDMA.
@@ -394,15 +394,6 @@ def test_cut(h, fabric):
     finally:
         stalled.kill()
         stalled.wait()
-
-
-def process_state(pid):
-    """A process's state letter (/proc/PID/stat: R, S, T for stopped, Z ...), or None once gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def test_vanish(h, fabric):
@@ -484,8 +475,8 @@ def test_vanish(h, fabric):
         expect(grown < 128 * 1024, "%s: the server's anonymous RSS grew by %d KiB over 4 vanished clients (< 128 MiB)" %
                (fabric, grown))
     start = time.monotonic()
-    # Transfers still waiting on a vanished peer (shm may never complete them) are aborted by
-    # stop: it does not wait out operation_timeout (30 s).
+    # Transfers still waiting on a vanished peer (shm may never complete them) are aborted by the
+    # cut at the grace's end (GRACE s): the stop does not wait out operation_timeout (30 s).
     stop(h.server, 20)
     expect(True, "%s: the server stops on SIGTERM (%.1f s)" % (fabric, time.monotonic() - start))
 
